@@ -1,0 +1,108 @@
+"""asyncfs: filesystems as native plugins behind one Python API.
+
+The map of the public API:
+
+- plugins: :func:`load_plugin`, :class:`Registry`, :func:`get_filesystem`,
+  :func:`get_include` (the C header's folder for building plugins)
+- the synchronous adapter: :class:`ModularFileSystem`, :class:`FileStatistics`,
+  :class:`RandomAccessFile`, :class:`WritableFile`,
+  :class:`ReadOnlyMemoryRegion`, :class:`Option`
+- errors: :class:`AsyncFSError` and the rest of :mod:`asyncfs.errors`
+"""
+
+from __future__ import annotations
+
+from ._libs import get_include
+from ._loader import PluginMetadata, core_abi_version
+from ._marshal import Option
+from .errors import (
+    ABIMismatchError,
+    AbortedError,
+    AlreadyExistsError,
+    AsyncFSError,
+    CancelledError,
+    Code,
+    CoreABIRangeError,
+    DataLossError,
+    DeadlineExceededError,
+    FailedPreconditionError,
+    InternalError,
+    InvalidArgumentError,
+    InvalidSchemeError,
+    MissingAllocatorError,
+    MissingEntryPointError,
+    MissingOperationError,
+    MissingTableError,
+    NotFoundError,
+    OutOfRangeError,
+    PermissionDeniedError,
+    PluginAPIMismatchWarning,
+    PluginError,
+    PluginInitError,
+    PluginOpenError,
+    ResourceExhaustedError,
+    SchemeAlreadyRegisteredError,
+    StatusError,
+    UnauthenticatedError,
+    UnavailableError,
+    UnimplementedError,
+    UnknownError,
+    UnknownSchemeError,
+)
+from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
+from .filesystem import FileStatistics, ModularFileSystem
+from .registry import PluginInfo, Registry, default_registry, get_filesystem, load_plugin
+
+__version__ = "0.1.0"
+
+__all__ = [
+    # plugins
+    "PluginInfo",
+    "PluginMetadata",
+    "Registry",
+    "core_abi_version",
+    "default_registry",
+    "get_filesystem",
+    "get_include",
+    "load_plugin",
+    # the synchronous adapter
+    "FileStatistics",
+    "ModularFileSystem",
+    "Option",
+    "RandomAccessFile",
+    "ReadOnlyMemoryRegion",
+    "WritableFile",
+    # errors
+    "AsyncFSError",
+    "Code",
+    "StatusError",
+    "AbortedError",
+    "AlreadyExistsError",
+    "CancelledError",
+    "DataLossError",
+    "DeadlineExceededError",
+    "FailedPreconditionError",
+    "InternalError",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "OutOfRangeError",
+    "PermissionDeniedError",
+    "ResourceExhaustedError",
+    "UnauthenticatedError",
+    "UnavailableError",
+    "UnimplementedError",
+    "UnknownError",
+    "UnknownSchemeError",
+    "PluginError",
+    "PluginOpenError",
+    "MissingEntryPointError",
+    "MissingAllocatorError",
+    "InvalidSchemeError",
+    "ABIMismatchError",
+    "MissingOperationError",
+    "MissingTableError",
+    "PluginInitError",
+    "CoreABIRangeError",
+    "SchemeAlreadyRegisteredError",
+    "PluginAPIMismatchWarning",
+]

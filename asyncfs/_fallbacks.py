@@ -1,0 +1,198 @@
+"""Generic versions of the optional filesystem ops, built on the ops every
+plugin offers, for plugins that leave them NULL (TensorFlow's core has the
+same fallbacks). Each works on URIs through the adapter's public methods.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from . import _ffi, _uri
+from ._ffi import CData
+from ._marshal import encode
+from .errors import Code, FailedPreconditionError, NotFoundError, StatusError
+
+if TYPE_CHECKING:
+    from .filesystem import ModularFileSystem
+
+__all__ = [
+    "copy_file",
+    "delete_recursively",
+    "get_file_size",
+    "get_matching_paths",
+    "is_directory",
+    "paths_exist",
+    "recursively_create_dir",
+    "rename_file",
+]
+
+_COPY_CHUNK = 1 << 20
+_GLOB_META = re.compile(r"[*?\[\\]")
+
+
+def paths_exist(fs: ModularFileSystem, uris: Sequence[str], statuses: CData) -> None:
+    """Fill statuses[i] for each uri by one path_exists call each."""
+    rt = _ffi.runtime()
+    for i, uri in enumerate(uris):
+        try:
+            fs.path_exists(uri)
+        except StatusError as exc:
+            rt.TF_SetStatus(statuses[i], int(exc.code), encode(exc.message))
+
+
+def is_directory(fs: ModularFileSystem, uri: str) -> bool:
+    if not fs.stat(uri).is_directory:
+        raise FailedPreconditionError("path is not a directory", op="is_directory", path=uri)
+    return True
+
+
+def get_file_size(fs: ModularFileSystem, uri: str) -> int:
+    stats = fs.stat(uri)
+    if stats.is_directory:
+        raise FailedPreconditionError("path is a directory", op="get_file_size", path=uri)
+    return stats.length
+
+
+def _parent(uri: str) -> str | None:
+    parsed = _uri.parse_uri(uri)
+    path = parsed.path.rstrip("/")
+    cut = path.rfind("/")
+    if cut < 0:
+        return None
+    return parsed.prefix() + (path[:cut] or "/")
+
+
+def recursively_create_dir(fs: ModularFileSystem, uri: str) -> None:
+    """Create uri and its missing parents; a file in the way is
+    FAILED_PRECONDITION."""
+    missing: list[str] = []
+    current: str | None = uri
+    while current is not None:
+        try:
+            fs.is_directory(current)
+            break
+        except NotFoundError:
+            missing.append(current)
+            current = _parent(current)
+    for directory in reversed(missing):
+        try:
+            fs.create_dir(directory)
+        except StatusError as exc:
+            if exc.code != Code.ALREADY_EXISTS:
+                raise
+            fs.is_directory(directory)  # raced with a creator: must be a dir
+
+
+def delete_recursively(fs: ModularFileSystem, uri: str) -> tuple[int, int]:
+    """Delete uri and all below it; returns (undeleted files, dirs)."""
+    try:
+        fs.path_exists(uri)
+    except StatusError as exc:
+        exc.undeleted = (0, 1)  # type: ignore[attr-defined]
+        raise
+    if not fs.isdir(uri):
+        fs.delete_file(uri)
+        return (0, 0)
+    files: list[str] = []
+    dirs: list[str] = [uri]
+    index = 0
+    while index < len(dirs):  # breadth first: parents before children
+        directory = dirs[index]
+        index += 1
+        for name in fs.get_children(directory):
+            child = _uri.join(directory, name)
+            (dirs if fs.isdir(child) else files).append(child)
+    undeleted_files = undeleted_dirs = 0
+    first_error: StatusError | None = None
+    for child in files:
+        try:
+            fs.delete_file(child)
+        except StatusError as exc:
+            undeleted_files += 1
+            first_error = first_error or exc
+    for directory in reversed(dirs):
+        try:
+            fs.delete_dir(directory)
+        except StatusError as exc:
+            undeleted_dirs += 1
+            first_error = first_error or exc
+    if first_error is not None:
+        first_error.undeleted = (undeleted_files, undeleted_dirs)  # type: ignore[attr-defined]
+        raise first_error
+    return (0, 0)
+
+
+def copy_file(fs: ModularFileSystem, src: str, dst: str) -> None:
+    """Stream src into a temporary sibling of dst, then rename it over dst
+    (when the plugin can rename natively), so dst is never half-written."""
+    if fs.isdir(dst):
+        raise FailedPreconditionError("target path is a directory", op="copy_file", path=dst)
+    staged = dst
+    if fs.offers("rename_file"):
+        staged = f"{dst}.~asyncfs-copy.{os.getpid()}.{os.urandom(4).hex()}"
+    with fs.new_random_access_file(src) as reader:
+        try:
+            with fs.new_writable_file(staged) as writer:
+                buffer = bytearray(_COPY_CHUNK)
+                view = memoryview(buffer)
+                offset = 0
+                while True:
+                    count = reader.read_into(offset, buffer)
+                    if count:
+                        writer.append(view[:count])
+                        offset += count
+                    if count < len(buffer):
+                        break
+            if staged != dst:
+                fs.rename_file(staged, dst)
+        except BaseException:
+            if staged != dst and fs.exists(staged):
+                fs.delete_file(staged)
+            raise
+
+
+def rename_file(fs: ModularFileSystem, src: str, dst: str) -> None:
+    if fs.isdir(src):
+        raise FailedPreconditionError("source path is a directory", op="rename_file", path=src)
+    fs.copy_file(src, dst)
+    fs.delete_file(src)
+
+
+def get_matching_paths(fs: ModularFileSystem, pattern: str) -> list[str]:
+    """Expand a glob one directory level at a time with get_children."""
+    parsed = _uri.parse_uri(pattern)
+    path = parsed.path
+    prefix = parsed.prefix()
+    if not _GLOB_META.search(path):
+        return [pattern] if fs.exists(pattern) else []
+    parts = [p for p in path.split("/") if p]
+    fixed: list[str] = []
+    while parts and not _GLOB_META.search(parts[0]):
+        fixed.append(parts.pop(0))
+    root = "/" + "/".join(fixed) if path.startswith("/") else "/".join(fixed)
+    candidates = [prefix + root if root else prefix or ""]
+    for depth, part in enumerate(parts):
+        last = depth == len(parts) - 1
+        matched: list[str] = []
+        for directory in candidates:
+            try:
+                names = fs.get_children(directory or ".")
+            except StatusError:
+                continue
+            for name in names:
+                if _GLOB_META.search(part):
+                    if not fnmatch.fnmatchcase(name, part):
+                        continue
+                elif name != part:
+                    continue
+                child = _uri.join(directory, name)
+                if last or fs.isdir(child):
+                    matched.append(child)
+        candidates = matched
+    return sorted(candidates)
+
+

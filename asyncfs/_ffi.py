@@ -1,0 +1,95 @@
+"""Where C meets Python: the cffi declarations, the status runtime, and the
+one function that turns a C status into a Python exception.
+
+The declarations are read from the installed C header (the region between its
+CDEF markers), so the header stays the single source of the ABI.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cache
+from typing import Any, NoReturn
+
+import cffi
+
+from . import _libs
+from .errors import STATUS_ERRORS, Code, StatusError, UnknownError
+
+__all__ = ["ffi", "runtime", "thread_status", "new_status", "check", "error_from", "raise_status", "reset"]
+
+_BEGIN = "/* ASYNCFS-CDEF-BEGIN */"
+_END = "/* ASYNCFS-CDEF-END */"
+
+
+def _declarations() -> str:
+    parts = []
+    for header in ("filesystem_interface.h", "runtime_core.h"):
+        text = (_libs.header_path().parent / header).read_text(encoding="utf-8")
+        parts.append(text[text.index(_BEGIN) + len(_BEGIN) : text.index(_END)])
+    return "\n".join(parts)
+
+
+ffi = cffi.FFI()
+ffi.cdef(_declarations())
+
+CData = Any  # cffi objects carry no static types
+
+RTLD_GLOBAL_NOW = ffi.RTLD_NOW | ffi.RTLD_GLOBAL
+
+
+@cache
+def runtime() -> Any:
+    """The status runtime, loaded once with RTLD_GLOBAL so that every plugin
+    loaded afterwards resolves TF_SetStatus and friends against it."""
+    return ffi.dlopen(str(_libs.library_path("runtime")), RTLD_GLOBAL_NOW)
+
+
+def new_status() -> CData:
+    rt = runtime()
+    return ffi.gc(rt.TF_NewStatus(), rt.TF_DeleteStatus)
+
+
+class _ThreadStatus(threading.local):
+    def __init__(self) -> None:
+        self.status = new_status()
+
+
+_statuses = _ThreadStatus()
+
+
+def thread_status() -> CData:
+    """This thread's scratch status, reset to OK: one per thread, reused by
+    every call the thread makes."""
+    status = _statuses.status
+    runtime().TF_SetStatus(status, 0, ffi.NULL)
+    return status
+
+
+def reset(status: CData) -> None:
+    runtime().TF_SetStatus(status, 0, ffi.NULL)
+
+
+def error_from(status: CData, op: str, path: str | None = None) -> StatusError:
+    rt = runtime()
+    code = int(rt.TF_GetCode(status))
+    message = ffi.string(rt.TF_Message(status)).decode("utf-8", "replace")
+    try:
+        cls = STATUS_ERRORS[Code(code)]
+    except (KeyError, ValueError):
+        cls = UnknownError
+        message = f"{message} (unrecognised status code {code})"
+    return cls(message or Code(cls.code).name.lower().replace("_", " "), op=op, path=path)
+
+
+def check(status: CData, op: str, path: str | None = None) -> None:
+    """Raise the exception matching a non-OK status; the one place where C
+    status codes become Python exceptions."""
+    if runtime().TF_GetCode(status) != 0:
+        raise error_from(status, op, path)
+
+
+def raise_status(code: Code, message: str, op: str, path: str | None = None) -> NoReturn:
+    """Raise the exception for a status the core itself produces (a missing
+    op, a generic fallback's failure), through the same table as plugins'."""
+    raise STATUS_ERRORS[code](message, op=op, path=path)

@@ -1,0 +1,304 @@
+"""Opening a plugin library, validating what its TF_InitPlugin reports, and
+turning each scheme into ready-to-use, core-owned operation tables.
+
+Validation follows TensorFlow's, in order: both allocators; per scheme a
+non-NULL scheme, each supplied table's ABI (an API difference warns and
+loads), the filesystem table with init and cleanup, cleanup in each file
+table, data and length in the memory-region table, no constructor without its
+table; then the plugin metadata's core ABI range. Tables are copied as
+min(plugin size, core size) into zeroed core memory, so plugins built against
+older or newer headers load and entries they lack read as NULL ("not
+offered"). Every refusal raises before any filesystem is initialised; a
+failing init cleans up the schemes initialised before it.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _ffi
+from ._ffi import CData, ffi
+from .errors import (
+    ABIMismatchError,
+    CoreABIRangeError,
+    InvalidSchemeError,
+    MissingAllocatorError,
+    MissingEntryPointError,
+    MissingOperationError,
+    MissingTableError,
+    PluginAPIMismatchWarning,
+    PluginInitError,
+    PluginOpenError,
+)
+
+__all__ = ["PluginMetadata", "SchemeTables", "LoadedPlugin", "open_plugin", "init_filesystems", "core_abi_version"]
+
+# Libraries are never unloaded: their code backs every table we copied.
+_libraries: list[Any] = []
+
+
+
+def core_abi_version() -> int:
+    """ASYNCFS_CORE_ABI_VERSION of this core, checked against plugin metadata."""
+    return int(_ffi.runtime().ASYNCFS_CORE_ABI_VERSION)
+
+
+@dataclass(frozen=True)
+class PluginMetadata:
+    """What a plugin says about itself (asyncfs's optional metadata export);
+    a TensorFlow plugin without it is named after its library file."""
+
+    name: str
+    version: str | None
+    author: str | None
+    bug_report_url: str | None
+    min_core_abi: int | None
+    max_core_abi: int | None
+    library: str
+    has_metadata: bool
+
+
+@dataclass(frozen=True)
+class _Table:
+    """One of the four ops tables a scheme supplies, with its versions."""
+
+    attr: str  # e.g. "filesystem_ops"
+    ctype: str  # e.g. "TF_FilesystemOps"
+    abi_const: str
+    api_const: str
+
+
+_TABLES = (
+    _Table("filesystem_ops", "TF_FilesystemOps", "TF_FILESYSTEM_OPS_ABI", "TF_FILESYSTEM_OPS_API"),
+    _Table(
+        "random_access_file_ops",
+        "TF_RandomAccessFileOps",
+        "TF_RANDOM_ACCESS_FILE_OPS_ABI",
+        "TF_RANDOM_ACCESS_FILE_OPS_API",
+    ),
+    _Table("writable_file_ops", "TF_WritableFileOps", "TF_WRITABLE_FILE_OPS_ABI", "TF_WRITABLE_FILE_OPS_API"),
+    _Table(
+        "read_only_memory_region_ops",
+        "TF_ReadOnlyMemoryRegionOps",
+        "TF_READ_ONLY_MEMORY_REGION_OPS_ABI",
+        "TF_READ_ONLY_MEMORY_REGION_OPS_API",
+    ),
+)
+
+# constructor op -> the table it needs
+_CONSTRUCTORS = {
+    "new_random_access_file": "random_access_file_ops",
+    "new_writable_file": "writable_file_ops",
+    "new_appendable_file": "writable_file_ops",
+    "new_read_only_memory_region_from_file": "read_only_memory_region_ops",
+}
+
+_REQUIRED = {
+    "filesystem_ops": ("init", "cleanup"),
+    "random_access_file_ops": ("cleanup",),
+    "writable_file_ops": ("cleanup",),
+    "read_only_memory_region_ops": ("cleanup", "data", "length"),
+}
+
+
+@dataclass
+class SchemeTables:
+    """Core-owned copies of one scheme's tables (None where not supplied)
+    and its initialised filesystem."""
+
+    scheme: str
+    filesystem_ops: CData
+    random_access_file_ops: CData | None
+    writable_file_ops: CData | None
+    read_only_memory_region_ops: CData | None
+    api_versions: dict[str, int]
+    filesystem: CData = field(default=None)
+
+
+@dataclass
+class LoadedPlugin:
+    metadata: PluginMetadata
+    memory_free: CData
+    schemes: list[SchemeTables]
+
+
+def _string(ptr: CData) -> str | None:
+    return None if ptr == ffi.NULL else ffi.string(ptr).decode("utf-8", "replace")
+
+
+def _read_metadata(lib: Any, library: str) -> PluginMetadata:
+    try:
+        getter = lib.ASYNCFS_GetPluginMetadata
+    except AttributeError:
+        getter = None
+    raw = getter() if getter is not None else ffi.NULL
+    if raw == ffi.NULL:
+        name = os.path.basename(library)
+        return PluginMetadata(name, None, None, None, None, None, library, False)
+    core = ffi.new("ASYNCFS_PluginMetadata*")
+    ffi.memmove(core, raw, min(int(raw.struct_size), ffi.sizeof("ASYNCFS_PluginMetadata")))
+    has_range = int(raw.struct_size) >= ffi.offsetof("ASYNCFS_PluginMetadata", "max_core_abi") + ffi.sizeof("int")
+    return PluginMetadata(
+        name=_string(core.name) or os.path.basename(library),
+        version=_string(core.version),
+        author=_string(core.author),
+        bug_report_url=_string(core.bug_report_url),
+        min_core_abi=int(core.min_core_abi) if has_range else None,
+        max_core_abi=int(core.max_core_abi) if has_range else None,
+        library=library,
+        has_metadata=True,
+    )
+
+
+def _copy_table(ops: CData, table: _Table) -> CData | None:
+    plugin_table = getattr(ops, table.attr)
+    if plugin_table == ffi.NULL:
+        return None
+    core_table = ffi.new(f"{table.ctype}*")
+    size = min(int(getattr(ops, f"{table.attr}_size")), ffi.sizeof(table.ctype))
+    ffi.memmove(core_table, plugin_table, size)
+    return core_table
+
+
+def _validate_scheme(ops: CData, where: dict[str, Any]) -> SchemeTables:
+    rt = _ffi.runtime()
+    if ops.scheme == ffi.NULL:
+        raise InvalidSchemeError("scheme is NULL", item="scheme", **where)
+    scheme = ffi.string(ops.scheme).decode("utf-8", "replace")
+    where = {**where, "scheme": scheme}
+    if "/" in scheme or ":" in scheme:
+        raise InvalidSchemeError(f"scheme {scheme!r} is not a URI scheme", item="scheme", **where)
+
+    api_versions: dict[str, int] = {}
+    copies: dict[str, CData | None] = {}
+    for table in _TABLES:
+        if getattr(ops, table.attr) == ffi.NULL:
+            copies[table.attr] = None
+            continue
+        abi, core_abi = int(getattr(ops, f"{table.attr}_abi")), getattr(rt, table.abi_const)
+        if abi != core_abi:
+            raise ABIMismatchError(
+                f"{table.attr} is built for ABI {abi}, the core speaks ABI {core_abi}",
+                item=f"{table.attr}_abi",
+                **where,
+            )
+        api, core_api = int(getattr(ops, f"{table.attr}_api")), getattr(rt, table.api_const)
+        api_versions[table.attr] = api
+        if api != core_api:
+            warnings.warn(
+                f"plugin {where['library']}, scheme {scheme!r}: {table.attr} is built for "
+                f"API {api}, the core has API {core_api}; loading it, with entries past "
+                "its table size treated as not offered",
+                PluginAPIMismatchWarning,
+                stacklevel=4,
+            )
+        copies[table.attr] = _copy_table(ops, table)
+
+    if copies["filesystem_ops"] is None:
+        raise MissingTableError("no filesystem ops table", item="filesystem_ops", **where)
+    for attr, required in _REQUIRED.items():
+        table_copy = copies[attr]
+        if table_copy is None:
+            continue
+        for op in required:
+            if getattr(table_copy, op) == ffi.NULL:
+                raise MissingOperationError(f"{attr}.{op} is required but NULL", item=f"{attr}.{op}", **where)
+    fs_ops = copies["filesystem_ops"]
+    for constructor, needed in _CONSTRUCTORS.items():
+        if getattr(fs_ops, constructor) != ffi.NULL and copies[needed] is None:
+            raise MissingTableError(
+                f"filesystem_ops.{constructor} is offered without {needed}", item=needed, **where
+            )
+    return SchemeTables(
+        scheme=scheme,
+        filesystem_ops=fs_ops,
+        random_access_file_ops=copies["random_access_file_ops"],
+        writable_file_ops=copies["writable_file_ops"],
+        read_only_memory_region_ops=copies["read_only_memory_region_ops"],
+        api_versions=api_versions,
+    )
+
+
+@contextmanager
+def _plugin_allocations(info: CData) -> Iterator[None]:
+    """Frees, once validation is over, what TF_InitPlugin allocated for the
+    core to read: each scheme string, each table and the ops array."""
+    try:
+        yield
+    finally:
+        free = info.plugin_memory_free
+        if free != ffi.NULL and info.ops != ffi.NULL:
+            for i in range(int(info.num_schemes)):
+                ops = info.ops[i]
+                for ptr in (ops.scheme, *(getattr(ops, t.attr) for t in _TABLES)):
+                    if ptr != ffi.NULL:
+                        free(ptr)
+            free(info.ops)
+
+
+def _check_core_abi(metadata: PluginMetadata, where: dict[str, Any]) -> None:
+    low, high = metadata.min_core_abi, metadata.max_core_abi
+    if low is None or high is None:
+        return
+    core = core_abi_version()
+    if not low <= core <= high:
+        raise CoreABIRangeError(
+            f"supports core ABI {low}..{high}, this core is ABI {core}",
+            item="min_core_abi/max_core_abi",
+            **where,
+        )
+
+
+def open_plugin(library: str) -> LoadedPlugin:
+    """Load a plugin library and validate every scheme it provides, without
+    initialising any filesystem yet (see :func:`init_filesystems`)."""
+    _ffi.runtime()  # globally visible before any plugin loads
+    where: dict[str, Any] = {"library": library}
+    try:
+        lib = ffi.dlopen(library, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
+    except OSError as exc:
+        raise PluginOpenError(f"cannot open the library: {exc}", item="library", **where) from exc
+    _libraries.append(lib)
+    try:
+        init_plugin = lib.TF_InitPlugin
+    except AttributeError:
+        raise MissingEntryPointError("does not export TF_InitPlugin", item="TF_InitPlugin", **where) from None
+
+    metadata = _read_metadata(lib, library)
+    if metadata.has_metadata:
+        where["plugin"] = metadata.name
+    _check_core_abi(metadata, where)
+
+    info = ffi.new("TF_FilesystemPluginInfo*")
+    init_plugin(info)
+    with _plugin_allocations(info):
+        for allocator in ("plugin_memory_allocate", "plugin_memory_free"):
+            if getattr(info, allocator) == ffi.NULL:
+                raise MissingAllocatorError(f"{allocator} is not set", item=allocator, **where)
+        schemes = [_validate_scheme(info.ops[i], where) for i in range(int(info.num_schemes))]
+        return LoadedPlugin(metadata=metadata, memory_free=info.plugin_memory_free, schemes=schemes)
+
+
+def init_filesystems(plugin: LoadedPlugin) -> None:
+    """Run each scheme's init op; on a failure, clean up the filesystems
+    already initialised and raise :class:`PluginInitError`."""
+    done: list[SchemeTables] = []
+    for tables in plugin.schemes:
+        filesystem = ffi.new("TF_Filesystem*")
+        status = _ffi.new_status()
+        tables.filesystem_ops.init(filesystem, status)
+        if _ffi.runtime().TF_GetCode(status) != 0:
+            error = _ffi.error_from(status, "init")
+            for initialised in done:
+                initialised.filesystem_ops.cleanup(initialised.filesystem)
+            where = {"library": plugin.metadata.library, "scheme": tables.scheme}
+            if plugin.metadata.has_metadata:
+                where["plugin"] = plugin.metadata.name
+            raise PluginInitError(f"init failed: {error}", status=error, item="filesystem_ops.init", **where)
+        tables.filesystem = filesystem
+        done.append(tables)

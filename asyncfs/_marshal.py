@@ -1,0 +1,163 @@
+"""Marshalling between Python values and the plugin ABI's C values.
+
+Strings go in as UTF-8 (undecodable bytes of local paths round-trip through
+surrogateescape); strings and arrays a plugin allocates come back as Python
+values and are released with that plugin's own free function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ._ffi import CData, ffi
+
+__all__ = [
+    "encode",
+    "decode",
+    "take_string",
+    "take_string_array",
+    "Option",
+    "OptionValue",
+    "option_from_c",
+    "option_to_c",
+    "free_options",
+]
+
+
+def encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def decode(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def take_string(ptr: CData, free: CData) -> str | None:
+    """Copy a plugin-allocated C string and free it; NULL gives None."""
+    if ptr == ffi.NULL:
+        return None
+    try:
+        return decode(ffi.string(ptr))
+    finally:
+        free(ptr)
+
+
+def take_string_array(array: CData, count: int, free: CData) -> list[str]:
+    """Copy count plugin-allocated strings and free each, then the array."""
+    if array == ffi.NULL:
+        return []
+    try:
+        out = []
+        for i in range(count):
+            item = array[i]
+            out.append(decode(ffi.string(item)))
+            free(item)
+        return out
+    finally:
+        free(array)
+
+
+def c_string_array(items: Sequence[bytes]) -> tuple[CData, list[CData]]:
+    """A char*[] over items, and the buffers that must outlive the call."""
+    keep = [ffi.new("char[]", item) for item in items]
+    return ffi.new("char*[]", keep), keep
+
+
+OptionValue = int | float | bytes
+
+
+@dataclass(frozen=True)
+class Option:
+    """A configuration option of a filesystem: its name, description,
+    whether it applies per file, and its values (ints, floats or bytes)."""
+
+    name: str
+    values: tuple[OptionValue, ...]
+    description: str = ""
+    per_file: bool = False
+
+    @property
+    def value(self) -> OptionValue:
+        """The single value of a one-value option."""
+        if len(self.values) != 1:
+            raise ValueError(f"option {self.name!r} holds {len(self.values)} values")
+        return self.values[0]
+
+
+_INT, _REAL, _BUFFER = 0, 1, 2
+
+
+def option_from_c(raw: CData) -> Option:
+    value = raw.value
+    values: list[OptionValue] = []
+    if value != ffi.NULL:
+        for i in range(int(value.num_values)):
+            item = value.values[i]
+            if value.type_tag == _INT:
+                values.append(int(item.int_val))
+            elif value.type_tag == _REAL:
+                values.append(float(item.real_val))
+            else:
+                values.append(ffi.unpack(item.buffer_val.buf, int(item.buffer_val.buf_length)))
+    return Option(
+        name=decode(ffi.string(raw.name)) if raw.name != ffi.NULL else "",
+        description=decode(ffi.string(raw.description)) if raw.description != ffi.NULL else "",
+        per_file=bool(raw.per_file),
+        values=tuple(values),
+    )
+
+
+def free_options(options: CData, count: int, free: CData) -> None:
+    """Free what a plugin allocated for count options, deep, then the array."""
+    for i in range(count):
+        raw = options[i]
+        value = raw.value
+        if value != ffi.NULL:
+            if value.type_tag == _BUFFER and value.values != ffi.NULL:
+                for j in range(int(value.num_values)):
+                    if value.values[j].buffer_val.buf != ffi.NULL:
+                        free(value.values[j].buffer_val.buf)
+            if value.values != ffi.NULL:
+                free(value.values)
+            free(value)
+        for ptr in (raw.name, raw.description):
+            if ptr != ffi.NULL:
+                free(ptr)
+    free(options)
+
+
+def option_to_c(option: Option) -> tuple[CData, list[CData]]:
+    """A core-owned TF_Filesystem_Option and the buffers it points into."""
+    if not option.values:
+        raise ValueError(f"option {option.name!r} needs at least one value")
+    kinds = {type(v) for v in option.values}
+    if len(kinds) != 1 or not kinds <= {int, float, bytes}:
+        raise TypeError(f"option {option.name!r}: values must all be int, all float or all bytes")
+    kind = kinds.pop()
+    keep: list[CData] = []
+    raw = ffi.new("TF_Filesystem_Option*")
+    name = ffi.new("char[]", encode(option.name))
+    description = ffi.new("char[]", encode(option.description))
+    value = ffi.new("TF_Filesystem_Option_Value*")
+    values = ffi.new("TF_Filesystem_Option_Value_Union[]", len(option.values))
+    keep += [name, description, value, values]
+    for i, v in enumerate(option.values):
+        if kind is int:
+            values[i].int_val = v
+        elif kind is float:
+            values[i].real_val = v
+        else:
+            assert isinstance(v, bytes)
+            buf = ffi.new("char[]", v)
+            keep.append(buf)
+            values[i].buffer_val.buf = buf
+            values[i].buffer_val.buf_length = len(v)
+    value.type_tag = {int: _INT, float: _REAL, bytes: _BUFFER}[kind]
+    value.num_values = len(option.values)
+    value.values = values
+    raw.name = name
+    raw.description = description
+    raw.per_file = int(option.per_file)
+    raw.value = value
+    return raw, keep

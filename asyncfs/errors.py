@@ -1,0 +1,296 @@
+"""The asyncfs exception tree.
+
+:class:`AsyncFSError` is the root and is never raised directly. Failures of
+filesystem operations are :class:`StatusError` subclasses, one per status code
+of the plugin ABI, and each also inherits the builtin it resembles, so
+``except FileNotFoundError`` works as it does with :func:`open`. Refusals of
+the plugin loader are :class:`PluginError` subclasses naming the library, the
+scheme and the item at fault.
+
+Status codes become exceptions in one place only: ``asyncfs._ffi.check``.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+from enum import IntEnum
+
+__all__ = [
+    "AbortedError",
+    "AlreadyExistsError",
+    "AsyncFSError",
+    "CancelledError",
+    "Code",
+    "DataLossError",
+    "DeadlineExceededError",
+    "FailedPreconditionError",
+    "InternalError",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "OutOfRangeError",
+    "PermissionDeniedError",
+    "ResourceExhaustedError",
+    "StatusError",
+    "UnauthenticatedError",
+    "UnavailableError",
+    "UnimplementedError",
+    "UnknownError",
+    "PluginError",
+    "PluginOpenError",
+    "MissingEntryPointError",
+    "MissingAllocatorError",
+    "InvalidSchemeError",
+    "ABIMismatchError",
+    "MissingOperationError",
+    "MissingTableError",
+    "PluginInitError",
+    "CoreABIRangeError",
+    "SchemeAlreadyRegisteredError",
+    "UnknownSchemeError",
+    "PluginAPIMismatchWarning",
+]
+
+
+class Code(IntEnum):
+    """The status codes of the plugin ABI (``TF_Code``)."""
+
+    OK = 0
+    CANCELLED = 1
+    UNKNOWN = 2
+    INVALID_ARGUMENT = 3
+    DEADLINE_EXCEEDED = 4
+    NOT_FOUND = 5
+    ALREADY_EXISTS = 6
+    PERMISSION_DENIED = 7
+    RESOURCE_EXHAUSTED = 8
+    FAILED_PRECONDITION = 9
+    ABORTED = 10
+    OUT_OF_RANGE = 11
+    UNIMPLEMENTED = 12
+    INTERNAL = 13
+    UNAVAILABLE = 14
+    DATA_LOSS = 15
+    UNAUTHENTICATED = 16
+
+
+class AsyncFSError(Exception):
+    """Root of every asyncfs exception; never raised directly."""
+
+
+class StatusError(AsyncFSError):
+    """An operation failed with a non-OK status from a plugin.
+
+    ``code`` is the :class:`Code`, ``message`` the plugin's own text, ``op``
+    the operation and ``path`` the URI it was applied to (when there is one).
+    """
+
+    code: Code = Code.UNKNOWN
+    errno_value: int | None = None
+
+    def __init__(self, message: str, *, op: str = "", path: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.op = op
+        self.path = path
+        if isinstance(self, OSError):
+            self.errno = self.errno_value
+            self.strerror = message
+            self.filename = path
+
+    def __str__(self) -> str:
+        where = " ".join(part for part in (self.op, self.path) if part)
+        text = f"{where}: {self.message}" if where else self.message
+        return f"{text} [{self.code.name}]"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (type(self), self.message, self.op, self.path))
+
+
+def _rebuild(cls: type[StatusError], message: str, op: str, path: str | None) -> StatusError:
+    return cls(message, op=op, path=path)
+
+
+class CancelledError(StatusError):
+    code = Code.CANCELLED
+
+
+class UnknownError(StatusError):
+    code = Code.UNKNOWN
+
+
+class InvalidArgumentError(StatusError, ValueError):
+    code = Code.INVALID_ARGUMENT
+
+
+class DeadlineExceededError(StatusError, TimeoutError):
+    code = Code.DEADLINE_EXCEEDED
+    errno_value = _errno.ETIMEDOUT
+
+
+class NotFoundError(StatusError, FileNotFoundError):
+    code = Code.NOT_FOUND
+    errno_value = _errno.ENOENT
+
+
+class AlreadyExistsError(StatusError, FileExistsError):
+    code = Code.ALREADY_EXISTS
+    errno_value = _errno.EEXIST
+
+
+class PermissionDeniedError(StatusError, PermissionError):
+    code = Code.PERMISSION_DENIED
+    errno_value = _errno.EACCES
+
+
+class ResourceExhaustedError(StatusError, OSError):
+    code = Code.RESOURCE_EXHAUSTED
+    errno_value = _errno.ENOSPC
+
+
+class FailedPreconditionError(StatusError, OSError):
+    """The path is of the wrong kind for the operation (a directory where a
+    file is needed, a file used as a directory, a non-empty directory)."""
+
+    code = Code.FAILED_PRECONDITION
+
+
+class AbortedError(StatusError):
+    code = Code.ABORTED
+
+
+class OutOfRangeError(StatusError, EOFError):
+    """A read went past the end of the file."""
+
+    code = Code.OUT_OF_RANGE
+
+
+class UnimplementedError(StatusError, NotImplementedError):
+    """The plugin does not offer the operation and no generic fallback exists."""
+
+    code = Code.UNIMPLEMENTED
+
+
+class InternalError(StatusError):
+    code = Code.INTERNAL
+
+
+class UnavailableError(StatusError, ConnectionError):
+    code = Code.UNAVAILABLE
+
+
+class DataLossError(StatusError):
+    code = Code.DATA_LOSS
+
+
+class UnauthenticatedError(StatusError, PermissionError):
+    code = Code.UNAUTHENTICATED
+
+
+STATUS_ERRORS: dict[Code, type[StatusError]] = {
+    cls.code: cls
+    for cls in (
+        CancelledError,
+        UnknownError,
+        InvalidArgumentError,
+        DeadlineExceededError,
+        NotFoundError,
+        AlreadyExistsError,
+        PermissionDeniedError,
+        ResourceExhaustedError,
+        FailedPreconditionError,
+        AbortedError,
+        OutOfRangeError,
+        UnimplementedError,
+        InternalError,
+        UnavailableError,
+        DataLossError,
+        UnauthenticatedError,
+    )
+}
+
+
+# ---- plugin loader refusals ------------------------------------------------
+
+
+class PluginError(AsyncFSError):
+    """The loader refused a plugin library; the registry is unchanged.
+
+    ``library`` is the path given to the loader, ``scheme`` the scheme being
+    validated (None before any scheme is read), ``item`` the missing or
+    mismatched piece, and ``plugin`` the plugin's metadata name when it has
+    any.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        library: str,
+        scheme: str | None = None,
+        item: str | None = None,
+        plugin: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.library = library
+        self.scheme = scheme
+        self.item = item
+        self.plugin = plugin
+        where = f"plugin {library}"
+        if plugin:
+            where += f" ({plugin})"
+        if scheme is not None:
+            where += f", scheme {scheme!r}"
+        super().__init__(f"{where}: {reason}")
+
+
+class PluginOpenError(PluginError, OSError):
+    """The library could not be opened at all."""
+
+
+class MissingEntryPointError(PluginError):
+    """The library does not export ``TF_InitPlugin``."""
+
+
+class MissingAllocatorError(PluginError):
+    """``plugin_memory_allocate`` or ``plugin_memory_free`` was not set."""
+
+
+class InvalidSchemeError(PluginError, ValueError):
+    """A scheme is NULL, empty where not allowed, or malformed."""
+
+
+class ABIMismatchError(PluginError):
+    """A table was built against an ABI version the core does not speak."""
+
+
+class MissingOperationError(PluginError):
+    """A required entry of a supplied table is NULL."""
+
+
+class MissingTableError(PluginError):
+    """A constructor op is offered without the table for what it constructs."""
+
+
+class PluginInitError(PluginError):
+    """The filesystem's ``init`` op failed; ``status`` holds its error."""
+
+    def __init__(self, reason: str, *, status: StatusError, **where: str | None) -> None:
+        self.status = status
+        super().__init__(reason, **where)  # type: ignore[arg-type]
+
+
+class CoreABIRangeError(PluginError):
+    """The plugin's metadata excludes this core's ABI version."""
+
+
+class SchemeAlreadyRegisteredError(PluginError, FileExistsError):
+    """The scheme is registered already and replacing was not asked for."""
+
+
+class UnknownSchemeError(AsyncFSError, LookupError):
+    """No plugin is registered for a URI's scheme."""
+
+
+class PluginAPIMismatchWarning(UserWarning):
+    """A table's API version differs from the core's; it loads, and entries
+    beyond the plugin's table size count as not offered."""

@@ -1,0 +1,212 @@
+"""Handles to open files and memory regions of a plugin filesystem.
+
+Each wraps a core-allocated handle struct whose inside the plugin owns. The
+plugin's cleanup runs exactly once: on :meth:`close` (or leaving a ``with``
+block), or, for a handle that was never closed, when it is garbage
+collected, so a handle is never leaked.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from . import _ffi
+from ._ffi import CData, ffi
+from .errors import Code
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer, Self
+else:
+    Buffer = object
+    Self = object
+
+__all__ = ["RandomAccessFile", "WritableFile", "ReadOnlyMemoryRegion"]
+
+
+class _Handle:
+    """Runs a cleanup function once, on close or at garbage collection."""
+
+    _closed: bool
+
+    def __init__(self, cleanup: Callable[[CData], None], handle: CData, uri: str) -> None:
+        self._handle = handle
+        self.uri = uri
+        self._closed = False
+        self._finalizer = weakref.finalize(self, cleanup, handle)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _release(self) -> None:
+        self._closed = True
+        self._finalizer()
+
+    def _check_open(self, op: str) -> None:
+        if self._closed:
+            raise ValueError(f"{op} on a closed file: {self.uri}")
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._release()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<{type(self).__name__} {self.uri!r} {state}>"
+
+
+class RandomAccessFile(_Handle):
+    """A file opened for reads at any offset (``pread`` semantics)."""
+
+    def __init__(self, ops: CData, handle: CData, uri: str) -> None:
+        super().__init__(ops.cleanup, handle, uri)
+        self._read = ops.read
+
+    def _read_to(self, offset: int, target: CData, strict: bool) -> int:
+        self._check_open("read")
+        if offset < 0:
+            raise ValueError(f"negative offset {offset} reading {self.uri}")
+        if self._read == ffi.NULL:
+            _ffi.raise_status(Code.UNIMPLEMENTED, "the plugin does not offer read", "read", self.uri)
+        status = _ffi.thread_status()
+        count = int(self._read(self._handle, offset, len(target), target, status))
+        code = _ffi.runtime().TF_GetCode(status)
+        if code == Code.OUT_OF_RANGE and not strict:
+            return max(count, 0)
+        if code != Code.OK:
+            raise _ffi.error_from(status, "read", self.uri)
+        return count
+
+    def read_into(self, offset: int, buffer: Buffer, *, strict: bool = False) -> int:
+        """Read up to len(buffer) bytes at offset straight into buffer (no
+        copy) and return how many were read; fewer means end of file. With
+        strict, a short read raises :class:`OutOfRangeError` instead."""
+        return self._read_to(offset, ffi.from_buffer(buffer, require_writable=True), strict)
+
+    def read(self, offset: int, n: int, *, strict: bool = False) -> bytes:
+        """Up to n bytes at offset; fewer at end of file (or, with strict,
+        :class:`OutOfRangeError`).
+
+        The bytes are read straight into the object returned: ``bytes(n)``
+        with n > 0 is always a new, unshared object (only b"" is shared), so
+        filling it before anyone else can see it is safe, and it spares a
+        copy of everything read.
+        """
+        if n <= 0:
+            return b""
+        data = bytes(n)
+        count = self._read_to(offset, ffi.from_buffer(data), strict)
+        return data if count == n else data[:count]
+
+
+class WritableFile(_Handle):
+    """A file opened for appending bytes. ``close`` commits; a file dropped
+    without close is cleaned up but not closed."""
+
+    def __init__(self, ops: CData, handle: CData, uri: str) -> None:
+        super().__init__(ops.cleanup, handle, uri)
+        self._ops = ops
+        self._close_called = False
+
+    def _call(self, op: str) -> None:
+        self._check_open(op)
+        fn = getattr(self._ops, op)
+        if fn == ffi.NULL:
+            _ffi.raise_status(Code.UNIMPLEMENTED, f"the plugin does not offer {op}", op, self.uri)
+        status = _ffi.thread_status()
+        fn(self._handle, status)
+        _ffi.check(status, op, self.uri)
+
+    def append(self, data: Buffer) -> None:
+        """Append data (any contiguous bytes-like object, passed without a
+        copy)."""
+        self._check_open("append")
+        if self._ops.append == ffi.NULL:
+            _ffi.raise_status(Code.UNIMPLEMENTED, "the plugin does not offer append", "append", self.uri)
+        source = ffi.from_buffer(data)
+        status = _ffi.thread_status()
+        self._ops.append(self._handle, source, len(source), status)
+        _ffi.check(status, "append", self.uri)
+
+    def tell(self) -> int:
+        self._check_open("tell")
+        if self._ops.tell == ffi.NULL:
+            _ffi.raise_status(Code.UNIMPLEMENTED, "the plugin does not offer tell", "tell", self.uri)
+        status = _ffi.thread_status()
+        position = int(self._ops.tell(self._handle, status))
+        _ffi.check(status, "tell", self.uri)
+        return position
+
+    def flush(self) -> None:
+        """Push buffered data to the filesystem (a plugin without flush has
+        nothing to push)."""
+        if self._ops.flush != ffi.NULL:
+            self._call("flush")
+        else:
+            self._check_open("flush")
+
+    def sync(self) -> None:
+        """Make appended data durable; falls back to flush."""
+        if self._ops.sync != ffi.NULL:
+            self._call("sync")
+        else:
+            self.flush()
+
+    def close(self) -> None:
+        """Close (at most once) and release the handle; raises if the
+        plugin's close failed, after releasing it all the same."""
+        if self._closed:
+            return
+        try:
+            if not self._close_called and self._ops.close != ffi.NULL:
+                self._close_called = True
+                self._call("close")
+        finally:
+            self._release()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class ReadOnlyMemoryRegion(_Handle):
+    """A file's bytes mapped into memory: :attr:`data` is a read-only
+    memoryview over the plugin's memory, valid until :meth:`close`."""
+
+    def __init__(self, ops: CData, handle: CData, uri: str) -> None:
+        super().__init__(ops.cleanup, handle, uri)
+        length = int(ops.length(handle))
+        address = ops.data(handle)
+        self._view: memoryview | None = memoryview(ffi.buffer(ffi.cast("char*", address), length)).toreadonly()
+
+    @property
+    def data(self) -> memoryview:
+        if self._view is None:
+            raise ValueError(f"memory region of {self.uri} is closed")
+        return self._view
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def close(self) -> None:
+        if self._view is not None:
+            self._view.release()  # raises BufferError while views of it exist
+            self._view = None
+        self._release()

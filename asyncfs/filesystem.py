@@ -1,0 +1,407 @@
+"""The synchronous adapter: one :class:`ModularFileSystem` per registered
+scheme (TensorFlow's ModularFileSystem), calling the plugin's ops.
+
+Every method takes URIs (or bare paths for the posix plugin), passes the
+plugin its translated name, and raises the :mod:`asyncfs.errors` exception
+for a failed status. An optional op the plugin leaves NULL falls back to
+generic code built on the other ops (see :mod:`asyncfs._fallbacks`); a
+required one raises :class:`~asyncfs.errors.UnimplementedError` naming it.
+Calls into C release the GIL, so threads run plugin calls in parallel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from . import _fallbacks, _ffi, _uri
+from ._ffi import CData, ffi
+from ._loader import PluginMetadata, SchemeTables
+from ._marshal import (
+    Option,
+    OptionValue,
+    c_string_array,
+    encode,
+    free_options,
+    option_from_c,
+    option_to_c,
+    take_string,
+    take_string_array,
+)
+from .errors import Code, StatusError
+from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+else:
+    Buffer = object
+
+__all__ = ["ModularFileSystem", "FileStatistics", "FILESYSTEM_OPS"]
+
+FILESYSTEM_OPS: tuple[str, ...] = tuple(name for name, _ in ffi.typeof("TF_FilesystemOps").fields)
+
+# Ops with a generic fallback: a plugin may leave them NULL at no loss.
+FALLBACK_OPS = frozenset(
+    {
+        "paths_exist",
+        "get_matching_paths",
+        "delete_recursively",
+        "recursively_create_dir",
+        "is_directory",
+        "copy_file",
+        "get_file_size",
+        "rename_file",
+        "translate_name",
+        "flush_caches",
+    }
+)
+
+
+@dataclass(frozen=True)
+class FileStatistics:
+    """What :meth:`ModularFileSystem.stat` reports."""
+
+    length: int
+    mtime_nsec: int
+    is_directory: bool
+
+
+class ModularFileSystem:
+    """The filesystem a plugin provides for one scheme."""
+
+    def __init__(self, tables: SchemeTables, metadata: PluginMetadata, memory_free: CData) -> None:
+        self.scheme = tables.scheme
+        self.metadata = metadata
+        self.api_versions = dict(tables.api_versions)
+        self._tables = tables
+        self._fs = tables.filesystem
+        self._free = memory_free
+        ops = tables.filesystem_ops
+        self._ops: dict[str, Any] = {
+            name: getattr(ops, name) for name in FILESYSTEM_OPS if getattr(ops, name) != ffi.NULL
+        }
+
+    def __repr__(self) -> str:
+        return f"<ModularFileSystem {self.scheme!r} from {self.metadata.name}>"
+
+    # ---- what is offered ---------------------------------------------------
+
+    def offers(self, op: str) -> bool:
+        """Whether the plugin itself implements op (an entry of
+        TF_FilesystemOps, or ``read``/``append``/... of the file tables)."""
+        if op in FILESYSTEM_OPS:
+            return op in self._ops
+        for table in (
+            self._tables.random_access_file_ops,
+            self._tables.writable_file_ops,
+            self._tables.read_only_memory_region_ops,
+        ):
+            if table is not None and op in dict(ffi.typeof(table).item.fields):
+                return bool(getattr(table, op) != ffi.NULL)
+        return False
+
+    def offered_ops(self) -> list[str]:
+        return [name for name in FILESYSTEM_OPS if name in self._ops]
+
+    def available(self, op: str) -> bool:
+        """Whether op works here, natively or through a generic fallback."""
+        return op in self._ops or op in FALLBACK_OPS
+
+    # ---- plumbing ----------------------------------------------------------
+
+    def _op(self, name: str, uri: str | None = None) -> Any:
+        fn = self._ops.get(name)
+        if fn is None:
+            _ffi.raise_status(
+                Code.UNIMPLEMENTED,
+                f"the {self.metadata.name} plugin does not offer {name}",
+                name,
+                uri,
+            )
+        return fn
+
+    def _path(self, uri: str) -> bytes:
+        return encode(self.translate_name(uri))
+
+    def _path_call(self, name: str, uri: str, *extra: Any) -> Any:
+        fn = self._op(name, uri)
+        status = _ffi.thread_status()
+        result = fn(self._fs, self._path(uri), *extra, status)
+        _ffi.check(status, name, uri)
+        return result
+
+    def to_uri(self, path: str, like: str) -> str:
+        """Turn a path a plugin returned into a URI shaped like ``like``:
+        ``scheme://`` + path when like has a scheme, the path otherwise."""
+        if "://" in path:
+            return path
+        scheme = _uri.scheme_of(like)
+        return f"{scheme}://{path}" if scheme else path
+
+    # ---- names ---------------------------------------------------------------
+
+    def translate_name(self, uri: str) -> str:
+        """The plugin's own name for uri (TensorFlow's generic cleaning when
+        the plugin does not translate)."""
+        fn = self._ops.get("translate_name")
+        if fn is None:
+            return _uri.translate_name(uri)
+        translated = take_string(fn(self._fs, encode(uri)), self._free)
+        return translated if translated is not None else _uri.translate_name(uri)
+
+    # ---- files ----------------------------------------------------------------
+
+    def new_random_access_file(self, uri: str) -> RandomAccessFile:
+        handle = ffi.new("TF_RandomAccessFile*")
+        self._path_call("new_random_access_file", uri, handle)
+        return RandomAccessFile(self._tables.random_access_file_ops, handle, uri)
+
+    def new_writable_file(self, uri: str) -> WritableFile:
+        """Create or truncate uri for writing."""
+        handle = ffi.new("TF_WritableFile*")
+        self._path_call("new_writable_file", uri, handle)
+        return WritableFile(self._tables.writable_file_ops, handle, uri)
+
+    def new_appendable_file(self, uri: str) -> WritableFile:
+        """Open uri for appending, creating it when missing."""
+        handle = ffi.new("TF_WritableFile*")
+        self._path_call("new_appendable_file", uri, handle)
+        return WritableFile(self._tables.writable_file_ops, handle, uri)
+
+    def new_read_only_memory_region_from_file(self, uri: str) -> ReadOnlyMemoryRegion:
+        handle = ffi.new("TF_ReadOnlyMemoryRegion*")
+        self._path_call("new_read_only_memory_region_from_file", uri, handle)
+        return ReadOnlyMemoryRegion(self._tables.read_only_memory_region_ops, handle, uri)
+
+    # ---- namespace changes ------------------------------------------------------
+
+    def create_dir(self, uri: str) -> None:
+        self._path_call("create_dir", uri)
+
+    def recursively_create_dir(self, uri: str) -> None:
+        if "recursively_create_dir" in self._ops:
+            self._path_call("recursively_create_dir", uri)
+        else:
+            _fallbacks.recursively_create_dir(self, uri)
+
+    def delete_file(self, uri: str) -> None:
+        self._path_call("delete_file", uri)
+
+    def delete_dir(self, uri: str) -> None:
+        self._path_call("delete_dir", uri)
+
+    def delete_recursively(self, uri: str) -> tuple[int, int]:
+        """Delete uri and everything below it; returns (undeleted files,
+        undeleted dirs), which are (0, 0) on success. Raises on failure, with
+        the counts in the exception's ``undeleted`` attribute."""
+        if "delete_recursively" not in self._ops:
+            return _fallbacks.delete_recursively(self, uri)
+        files = ffi.new("uint64_t*")
+        dirs = ffi.new("uint64_t*")
+        fn = self._ops["delete_recursively"]
+        status = _ffi.thread_status()
+        fn(self._fs, self._path(uri), files, dirs, status)
+        counts = (int(files[0]), int(dirs[0]))
+        if _ffi.runtime().TF_GetCode(status) != Code.OK:
+            error = _ffi.error_from(status, "delete_recursively", uri)
+            error.undeleted = counts  # type: ignore[attr-defined]
+            raise error
+        return counts
+
+    def rename_file(self, src: str, dst: str) -> None:
+        """Rename a file, replacing dst if it is a file."""
+        if "rename_file" not in self._ops:
+            _fallbacks.rename_file(self, src, dst)
+            return
+        status = _ffi.thread_status()
+        self._ops["rename_file"](self._fs, self._path(src), self._path(dst), status)
+        _ffi.check(status, "rename_file", f"{src} -> {dst}")
+
+    def copy_file(self, src: str, dst: str) -> None:
+        """Copy a file, replacing dst if it is a file."""
+        if "copy_file" not in self._ops:
+            _fallbacks.copy_file(self, src, dst)
+            return
+        status = _ffi.thread_status()
+        self._ops["copy_file"](self._fs, self._path(src), self._path(dst), status)
+        _ffi.check(status, "copy_file", f"{src} -> {dst}")
+
+    # ---- queries -------------------------------------------------------------
+
+    def path_exists(self, uri: str) -> None:
+        """Return if uri exists; raise NotFoundError (or another status
+        error, e.g. FailedPreconditionError below a file) otherwise."""
+        self._path_call("path_exists", uri)
+
+    def exists(self, uri: str) -> bool:
+        """Whether uri exists; False also when a parent is a file."""
+        try:
+            self.path_exists(uri)
+        except StatusError as exc:
+            if exc.code in (Code.NOT_FOUND, Code.FAILED_PRECONDITION):
+                return False
+            raise
+        return True
+
+    def paths_exist(self, uris: Sequence[str]) -> list[StatusError | None]:
+        """One status per uri (None where it exists), in one plugin call."""
+        if not uris:
+            return []
+        codes, statuses = self._paths_exist_codes(uris)
+        try:
+            return [
+                None if code == Code.OK else _ffi.error_from(statuses[i], "paths_exist", uris[i])
+                for i, code in enumerate(codes)
+            ]
+        finally:
+            _ffi.runtime().ASYNCFS_DeleteStatusArray(statuses, len(uris))
+
+    def files_exist(self, uris: Sequence[str]) -> list[bool]:
+        """Whether each uri exists, in one plugin call."""
+        if not uris:
+            return []
+        codes, statuses = self._paths_exist_codes(uris)
+        _ffi.runtime().ASYNCFS_DeleteStatusArray(statuses, len(uris))
+        return [code == Code.OK for code in codes]
+
+    def _paths_exist_codes(self, uris: Sequence[str]) -> tuple[list[int], CData]:
+        rt = _ffi.runtime()
+        n = len(uris)
+        statuses = rt.ASYNCFS_NewStatusArray(n)
+        if statuses == ffi.NULL:
+            raise MemoryError(f"no memory for {n} statuses")
+        if "paths_exist" in self._ops:
+            paths, keep = c_string_array([self._path(uri) for uri in uris])
+            self._ops["paths_exist"](self._fs, paths, n, statuses)
+            del keep
+        else:
+            _fallbacks.paths_exist(self, uris, statuses)
+        codes = ffi.new("int[]", n)
+        rt.ASYNCFS_StatusArrayCodes(statuses, n, codes)
+        return list(codes), statuses
+
+    def stat(self, uri: str) -> FileStatistics:
+        stats = ffi.new("TF_FileStatistics*")
+        self._path_call("stat", uri, stats)
+        return FileStatistics(int(stats.length), int(stats.mtime_nsec), bool(stats.is_directory))
+
+    def is_directory(self, uri: str) -> bool:
+        """True for a directory; raises FailedPreconditionError for a file
+        and NotFoundError when missing (TensorFlow's semantics)."""
+        if "is_directory" not in self._ops:
+            return _fallbacks.is_directory(self, uri)
+        return bool(self._path_call("is_directory", uri))
+
+    def isdir(self, uri: str) -> bool:
+        """Whether uri is a directory; False when missing or not one."""
+        try:
+            return self.is_directory(uri)
+        except StatusError as exc:
+            if exc.code in (Code.NOT_FOUND, Code.FAILED_PRECONDITION):
+                return False
+            raise
+
+    def get_file_size(self, uri: str) -> int:
+        if "get_file_size" not in self._ops:
+            return _fallbacks.get_file_size(self, uri)
+        return int(self._path_call("get_file_size", uri))
+
+    def get_children(self, uri: str) -> list[str]:
+        """The names (not paths) of the entries of a directory, any order."""
+        entries = ffi.new("char***")
+        count = int(self._path_call("get_children", uri, entries))
+        return take_string_array(entries[0], max(count, 0), self._free)
+
+    def get_matching_paths(self, pattern: str) -> list[str]:
+        """The paths matching a glob pattern (``*``, ``?``, ``[...]`` within
+        one path component), sorted, shaped like the pattern (a URI when it
+        is one)."""
+        if "get_matching_paths" not in self._ops:
+            return _fallbacks.get_matching_paths(self, pattern)
+        entries = ffi.new("char***")
+        count = int(self._path_call("get_matching_paths", pattern, entries))
+        paths = take_string_array(entries[0], max(count, 0), self._free)
+        return sorted(self.to_uri(path, pattern) for path in paths)
+
+    def flush_caches(self) -> None:
+        fn = self._ops.get("flush_caches")
+        if fn is not None:
+            fn(self._fs)
+
+    # ---- whole-file conveniences ---------------------------------------------
+
+    def read_file(self, uri: str) -> bytes:
+        """The whole content of a file, read straight into the bytes
+        returned."""
+        with self.new_random_access_file(uri) as file:
+            return file.read(0, self.get_file_size(uri))
+
+    def read_into(self, uri: str, buffer: Buffer, offset: int = 0) -> int:
+        """Read from offset of uri into a caller-owned buffer, with no copy;
+        returns the byte count (short at end of file)."""
+        with self.new_random_access_file(uri) as file:
+            return file.read_into(offset, buffer)
+
+    def write_file(self, uri: str, data: Buffer) -> None:
+        """Create or replace uri with data (written in place; the async Env
+        adds the atomic temporary-and-rename variant)."""
+        with self.new_writable_file(uri) as file:
+            file.append(data)
+
+    # ---- configuration ----------------------------------------------------------
+
+    def configuration(self) -> list[Option]:
+        """Every configuration option with its current value."""
+        options = ffi.new("TF_Filesystem_Option**")
+        count = ffi.new("int*")
+        status = _ffi.thread_status()
+        self._op("get_filesystem_configuration")(self._fs, options, count, status)
+        _ffi.check(status, "get_filesystem_configuration")
+        if options[0] == ffi.NULL:
+            return []
+        try:
+            return [option_from_c(options[0][i]) for i in range(int(count[0]))]
+        finally:
+            free_options(options[0], int(count[0]), self._free)
+
+    def configuration_keys(self) -> list[str]:
+        fn = self._op("get_filesystem_configuration_keys")
+        count = ffi.new("int*")
+        status = _ffi.thread_status()
+        fn(self._fs, ffi.NULL, count, status)
+        _ffi.check(status, "get_filesystem_configuration_keys")
+        keys = ffi.new("char*[]", max(int(count[0]), 1))
+        fn(self._fs, keys, count, status)
+        _ffi.check(status, "get_filesystem_configuration_keys")
+        return [take_string(keys[i], self._free) or "" for i in range(int(count[0]))]
+
+    def get_option(self, key: str) -> Option:
+        option = ffi.new("TF_Filesystem_Option**")
+        status = _ffi.thread_status()
+        self._op("get_filesystem_configuration_option")(self._fs, encode(key), option, status)
+        _ffi.check(status, "get_filesystem_configuration_option", key)
+        try:
+            return option_from_c(option[0])
+        finally:
+            free_options(option[0], 1, self._free)
+
+    def set_option(self, name: str, *values: OptionValue) -> None:
+        """Set a configuration option, e.g. ``set_option("latency_us", 5000)``."""
+        raw, keep = option_to_c(Option(name=name, values=values))
+        status = _ffi.thread_status()
+        self._op("set_filesystem_configuration_option")(self._fs, raw, status)
+        del keep
+        _ffi.check(status, "set_filesystem_configuration_option", name)
+
+    def set_configuration(self, options: Iterable[Option]) -> None:
+        items = list(options)
+        array = ffi.new("TF_Filesystem_Option[]", max(len(items), 1))
+        keep = []
+        for i, option in enumerate(items):
+            raw, held = option_to_c(option)
+            array[i] = raw[0]
+            keep.append((raw, held))
+        status = _ffi.thread_status()
+        self._op("set_filesystem_configuration")(self._fs, array, len(items), status)
+        _ffi.check(status, "set_filesystem_configuration")

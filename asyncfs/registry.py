@@ -1,0 +1,115 @@
+"""The registry of loaded plugins: scheme -> :class:`ModularFileSystem`.
+
+Built-in plugins (posix for ``file://`` and bare paths, memory for ``mem://``)
+load through :meth:`Registry.load_plugin`, exactly like a third-party library.
+Plugins are never unloaded.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+
+from . import _libs, _uri
+from ._loader import PluginMetadata, init_filesystems, open_plugin
+from .errors import SchemeAlreadyRegisteredError, UnknownSchemeError
+from .filesystem import ModularFileSystem
+
+__all__ = ["Registry", "PluginInfo", "BUILTIN_PLUGINS", "default_registry", "load_plugin", "get_filesystem"]
+
+BUILTIN_PLUGINS = ("posix", "memory")
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """A loaded plugin: its metadata and the schemes it registered."""
+
+    metadata: PluginMetadata
+    schemes: tuple[str, ...]
+
+
+class Registry:
+    """Maps URI schemes to filesystems. Thread-safe."""
+
+    def __init__(self, *, builtins: bool = True) -> None:
+        self._filesystems: dict[str, ModularFileSystem] = {}
+        self._plugins: list[PluginInfo] = []
+        self._lock = threading.Lock()
+        if builtins:
+            for name in BUILTIN_PLUGINS:
+                self.load_plugin(_libs.library_path(name))
+
+    def load_plugin(self, library: str | os.PathLike[str], *, replace: bool = False) -> PluginInfo:
+        """Load a plugin library and register every scheme it provides.
+
+        A refusal raises a :class:`~asyncfs.errors.PluginError` subclass and
+        leaves the registry as it was. A scheme that is already registered is
+        an error unless ``replace`` is true.
+        """
+        path = os.fspath(library)
+        plugin = open_plugin(path)
+        schemes = [tables.scheme for tables in plugin.schemes]
+        where = {"library": path, "plugin": plugin.metadata.name if plugin.metadata.has_metadata else None}
+        with self._lock:
+            seen: set[str] = set()
+            for scheme in schemes:
+                if scheme in seen or (scheme in self._filesystems and not replace):
+                    owner = self._filesystems.get(scheme)
+                    by = f" by {owner.metadata.library}" if owner is not None else " twice by this plugin"
+                    raise SchemeAlreadyRegisteredError(
+                        f"scheme {scheme!r} is already registered{by}; pass replace=True to replace it",
+                        scheme=scheme,
+                        item="scheme",
+                        **where,
+                    )
+                seen.add(scheme)
+            init_filesystems(plugin)
+            for tables in plugin.schemes:
+                self._filesystems[tables.scheme] = ModularFileSystem(tables, plugin.metadata, plugin.memory_free)
+            info = PluginInfo(plugin.metadata, tuple(schemes))
+            self._plugins.append(info)
+            return info
+
+    def schemes(self) -> list[str]:
+        with self._lock:
+            return sorted(self._filesystems)
+
+    def plugins(self) -> list[PluginInfo]:
+        with self._lock:
+            return list(self._plugins)
+
+    def get(self, scheme: str) -> ModularFileSystem:
+        try:
+            return self._filesystems[scheme]
+        except KeyError:
+            known = ", ".join(repr(s) for s in self.schemes())
+            raise UnknownSchemeError(f"no plugin registered for scheme {scheme!r} (registered: {known})") from None
+
+    def for_uri(self, uri: str) -> ModularFileSystem:
+        """The filesystem serving uri (bare paths go to the "" scheme)."""
+        return self.get(_uri.scheme_of(uri))
+
+
+_default: Registry | None = None
+_default_lock = threading.Lock()
+
+
+def default_registry() -> Registry:
+    """The process-wide registry, with the built-in plugins, made on first
+    use."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Registry()
+        return _default
+
+
+def load_plugin(library: str | os.PathLike[str], *, replace: bool = False) -> PluginInfo:
+    """Load a plugin into the process-wide registry."""
+    return default_registry().load_plugin(library, replace=replace)
+
+
+def get_filesystem(uri: str) -> ModularFileSystem:
+    """The filesystem serving uri in the process-wide registry."""
+    return default_registry().for_uri(uri)
