@@ -1,16 +1,18 @@
 """Where the native libraries and the C header live.
 
 The built libraries (status runtime and built-in plugins) are installed in
-``asyncfs/_lib`` and found through :mod:`importlib.resources`;
-``ASYNCFS_LIB_DIR`` overrides the folder (useful for a build tree or a
-system-wide install).
+``asyncfs/_lib`` and found through :mod:`importlib.resources`. When the
+imported package has no such folder (a source checkout on ``sys.path`` ahead
+of the install, or an editable install, whose compiled files stay in
+site-packages) they are found through the installed distribution's files.
+``ASYNCFS_LIB_DIR`` overrides both.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 
 __all__ = ["get_include", "header_path", "library_path", "lib_dir"]
@@ -33,7 +35,14 @@ def lib_dir() -> Path:
     override = os.environ.get(LIB_DIR_ENV)
     if override:
         return Path(override)
-    return Path(str(resources.files("asyncfs") / "_lib"))
+    packaged = Path(str(resources.files("asyncfs") / "_lib"))
+    if packaged.is_dir():
+        return packaged
+    try:
+        installed = Path(str(metadata.distribution("asyncfs").locate_file("asyncfs/_lib")))
+    except metadata.PackageNotFoundError:
+        return packaged
+    return installed if installed.is_dir() else packaged
 
 
 def library_path(name: str) -> Path:

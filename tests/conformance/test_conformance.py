@@ -1,0 +1,338 @@
+"""The plugin conformance suite: every case of
+shared/reference/conformance-checklist.md, run against every plugin.
+
+A case whose op the plugin does not offer (natively or through a generic
+fallback) is skipped with that reason; everything else must give exactly the
+listed status code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from asyncfs import Code, ModularFileSystem, OutOfRangeError, StatusError
+
+NF, FP, AE, IA = Code.NOT_FOUND, Code.FAILED_PRECONDITION, Code.ALREADY_EXISTS, Code.INVALID_ARGUMENT
+
+
+def expect(code: Code, fn: Callable[..., Any], *args: Any) -> StatusError:
+    with pytest.raises(StatusError) as info:
+        fn(*args)
+    assert info.value.code == code, f"expected {code.name}, got {info.value!r}"
+    return info.value
+
+
+def need(fs: ModularFileSystem, *ops: str) -> None:
+    for op in ops:
+        if not fs.available(op):
+            pytest.skip(f"the {fs.metadata.name} plugin declares it does not offer {op}")
+
+
+def make_file(fs: ModularFileSystem, uri: str, data: bytes = b"") -> str:
+    with fs.new_writable_file(uri) as f:
+        if data:
+            f.append(data)
+    return uri
+
+
+def make_dir(fs: ModularFileSystem, uri: str) -> str:
+    fs.create_dir(uri)
+    return uri
+
+
+# ---- translate name ---------------------------------------------------------
+
+
+def test_translate_name(fs: ModularFileSystem) -> None:
+    s = fs.scheme
+    if not s:
+        pytest.skip("bare paths have no scheme")
+    assert fs.translate_name("") == ""
+    assert fs.translate_name("/") == "/"
+    assert fs.translate_name("//") == "/"
+    assert fs.translate_name("a_file") == "a_file"
+    assert fs.translate_name("a_dir/..") == "."
+    for uri in (f"{s}://", f"{s}:///", f"{s}:////"):
+        assert fs.translate_name(uri) == "/", uri
+    assert fs.translate_name(f"{s}:///./a_file") == "/a_file"
+    assert fs.translate_name(f"{s}:///a/convoluted/../path/./to/.//.///a/file") == "/a/path/to/a/file"
+
+
+# ---- new writable / appendable / random access file -------------------------
+
+
+def test_new_writable_file(fs: ModularFileSystem, root: str) -> None:
+    make_file(fs, f"{root}/ok")
+    expect(NF, fs.new_writable_file, f"{root}/missing/file")
+    expect(FP, fs.new_writable_file, make_dir(fs, f"{root}/dir"))
+    make_file(fs, f"{root}/file")
+    expect(FP, fs.new_writable_file, f"{root}/file/x")
+
+
+def test_new_appendable_file(fs: ModularFileSystem, root: str) -> None:
+    need(fs, "new_appendable_file")
+    fs.new_appendable_file(f"{root}/ok").close()
+    expect(NF, fs.new_appendable_file, f"{root}/missing/file")
+    expect(FP, fs.new_appendable_file, make_dir(fs, f"{root}/dir"))
+    make_file(fs, f"{root}/created")
+    with fs.new_appendable_file(f"{root}/created") as f:
+        f.append(b"more")
+    make_file(fs, f"{root}/file")
+    expect(FP, fs.new_appendable_file, f"{root}/file/x")
+
+
+def test_new_random_access_file(fs: ModularFileSystem, root: str) -> None:
+    expect(NF, fs.new_random_access_file, f"{root}/missing")
+    expect(NF, fs.new_random_access_file, f"{root}/missing_dir/file")
+    expect(FP, fs.new_random_access_file, make_dir(fs, f"{root}/dir"))
+    fs.new_random_access_file(make_file(fs, f"{root}/created")).close()
+    expect(FP, fs.new_random_access_file, f"{root}/created/x")
+
+
+# ---- memory region -------------------------------------------------------------
+
+
+def test_memory_region(fs: ModularFileSystem, root: str) -> None:
+    need(fs, "new_read_only_memory_region_from_file")
+    new_region = fs.new_read_only_memory_region_from_file
+    expect(NF, new_region, f"{root}/missing")
+    expect(NF, new_region, f"{root}/missing_dir/file")
+    expect(FP, new_region, make_dir(fs, f"{root}/dir"))
+    expect(IA, new_region, make_file(fs, f"{root}/empty"))
+    expect(FP, new_region, f"{root}/empty/x")
+    with new_region(make_file(fs, f"{root}/four", b"asdf")) as region:
+        assert len(region) == 4
+        assert bytes(region.data) == b"asdf"
+
+
+# ---- create dir ------------------------------------------------------------------
+
+
+def test_create_dir(fs: ModularFileSystem, root: str) -> None:
+    fs.create_dir(f"{root}/ok")
+    expect(NF, fs.create_dir, f"{root}/no_parent/dir")
+    expect(AE, fs.create_dir, make_file(fs, f"{root}/file"))
+    expect(AE, fs.create_dir, f"{root}/ok")
+    expect(FP, fs.create_dir, f"{root}/file/x")
+
+
+def test_recursively_create_dir(fs: ModularFileSystem, root: str) -> None:
+    need(fs, "recursively_create_dir")
+    fs.recursively_create_dir(f"{root}/ok")
+    fs.recursively_create_dir(f"{root}/a/deep/tree/of/dirs")
+    assert fs.is_directory(f"{root}/a/deep/tree/of/dirs")
+    expect(FP, fs.recursively_create_dir, make_file(fs, f"{root}/file"))
+    fs.recursively_create_dir(f"{root}/ok")  # twice is fine
+    expect(FP, fs.recursively_create_dir, f"{root}/file/x")
+    fs.recursively_create_dir(f"{root}/a/deep/other")  # from a nested existing dir
+    assert fs.is_directory(f"{root}/a/deep/other")
+    expect(FP, fs.recursively_create_dir, f"{root}/file/x/y/z")  # through a file
+
+
+# ---- delete file / dir / recursively --------------------------------------------------
+
+
+def test_delete_file(fs: ModularFileSystem, root: str) -> None:
+    fs.delete_file(make_file(fs, f"{root}/file"))
+    assert not fs.exists(f"{root}/file")
+    make_dir(fs, f"{root}/sub")
+    fs.delete_file(make_file(fs, f"{root}/sub/file"))
+    expect(NF, fs.delete_file, f"{root}/missing")
+    expect(FP, fs.delete_file, f"{root}/sub")
+    make_file(fs, f"{root}/other")
+    expect(FP, fs.delete_file, f"{root}/other/x")
+
+
+def test_delete_dir(fs: ModularFileSystem, root: str) -> None:
+    fs.delete_dir(make_dir(fs, f"{root}/dir"))
+    assert not fs.exists(f"{root}/dir")
+    make_dir(fs, f"{root}/outer")
+    fs.delete_dir(make_dir(fs, f"{root}/outer/inner"))
+    expect(NF, fs.delete_dir, f"{root}/missing")
+    make_file(fs, f"{root}/outer/file")
+    expect(FP, fs.delete_dir, f"{root}/outer")
+    expect(FP, fs.delete_dir, f"{root}/outer/file")
+    expect(FP, fs.delete_dir, f"{root}/outer/file/x")
+
+
+def test_delete_recursively(fs: ModularFileSystem, root: str) -> None:
+    need(fs, "delete_recursively")
+    assert fs.delete_recursively(make_dir(fs, f"{root}/empty")) == (0, 0)
+    make_dir(fs, f"{root}/tree")
+    make_dir(fs, f"{root}/tree/sub")
+    make_file(fs, f"{root}/tree/a", b"1")
+    make_file(fs, f"{root}/tree/sub/b", b"2")
+    assert fs.delete_recursively(f"{root}/tree") == (0, 0)
+    assert not fs.exists(f"{root}/tree")
+    error = expect(NF, fs.delete_recursively, f"{root}/missing")
+    assert error.undeleted == (0, 1)  # type: ignore[attr-defined]
+    assert fs.delete_recursively(make_file(fs, f"{root}/file")) == (0, 0)
+    assert not fs.exists(f"{root}/file")
+    make_file(fs, f"{root}/file2")
+    expect(FP, fs.delete_recursively, f"{root}/file2/x")
+    make_dir(fs, f"{root}/parent")
+    make_dir(fs, f"{root}/parent/child")
+    make_file(fs, f"{root}/parent/child/f", b"x")
+    assert fs.delete_recursively(f"{root}/parent/child") == (0, 0)
+    assert fs.is_directory(f"{root}/parent")
+    assert not fs.exists(f"{root}/parent/child")
+
+
+# ---- rename and copy ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", ["rename_file", "copy_file"])
+def test_rename_and_copy(fs: ModularFileSystem, root: str, op: str) -> None:
+    need(fs, op)
+    move = getattr(fs, op)
+    src, dst = make_file(fs, f"{root}/src", b"source bytes"), f"{root}/dst"
+    move(src, dst)
+    assert fs.read_file(dst) == b"source bytes"
+    assert fs.get_file_size(dst) == len(b"source bytes")
+    if op == "rename_file":
+        expect(NF, fs.path_exists, src)
+    else:
+        assert fs.read_file(src) == b"source bytes"
+
+    # overwrite: really create both, then the target holds the source's bytes
+    make_file(fs, f"{root}/a", b"AAAA-new")
+    make_file(fs, f"{root}/b", b"old")
+    move(f"{root}/a", f"{root}/b")
+    assert fs.read_file(f"{root}/b") == b"AAAA-new"
+    assert fs.stat(f"{root}/b").length == 8
+
+    expect(NF, move, f"{root}/missing", f"{root}/x")
+    make_file(fs, f"{root}/c", b"c")
+    expect(NF, move, f"{root}/c", f"{root}/no_dir/x")
+    make_dir(fs, f"{root}/dir")
+    expect(FP, move, f"{root}/dir", f"{root}/y")
+    expect(FP, move, f"{root}/c", f"{root}/dir")
+    expect(FP, move, f"{root}/c/x", f"{root}/z")
+    expect(FP, move, f"{root}/c", f"{root}/c/x")
+    assert fs.read_file(f"{root}/c") == b"c"
+
+
+# ---- exists -------------------------------------------------------------------------
+
+
+def test_path_exists(fs: ModularFileSystem, root: str) -> None:
+    fs.path_exists(make_file(fs, f"{root}/file"))
+    fs.path_exists(make_dir(fs, f"{root}/dir"))
+    expect(NF, fs.path_exists, f"{root}/missing")
+    expect(FP, fs.path_exists, f"{root}/file/x")
+
+
+def test_paths_exist(fs: ModularFileSystem, root: str) -> None:
+    need(fs, "paths_exist")
+    a, b = make_file(fs, f"{root}/a"), make_file(fs, f"{root}/b")
+    assert fs.paths_exist([a, b]) == [None, None]
+    statuses = fs.paths_exist([make_dir(fs, f"{root}/dir"), a, f"{a}/x", f"{root}/missing"])
+    assert not all(s is None for s in statuses)
+    assert [s.code if s else Code.OK for s in statuses] == [Code.OK, Code.OK, FP, NF]
+    assert fs.paths_exist([]) == []
+    assert fs.files_exist([a, f"{root}/missing", f"{a}/x"]) == [True, False, False]
+
+
+# ---- stat, is directory, size -----------------------------------------------------------
+
+
+def test_stat(fs: ModularFileSystem, root: str) -> None:
+    empty = fs.stat(make_file(fs, f"{root}/empty"))
+    assert (empty.length, empty.is_directory) == (0, False)
+    assert fs.stat(make_file(fs, f"{root}/four", b"asdf")).length == 4
+    directory = fs.stat(make_dir(fs, f"{root}/dir"))
+    assert directory.is_directory
+    expect(NF, fs.stat, f"{root}/missing")
+    expect(FP, fs.stat, f"{root}/four/x")
+    assert empty.mtime_nsec > 0
+
+
+def test_is_directory(fs: ModularFileSystem, root: str) -> None:
+    need(fs, "is_directory")
+    assert fs.is_directory(make_dir(fs, f"{root}/dir"))
+    expect(FP, fs.is_directory, make_file(fs, f"{root}/file"))
+    expect(NF, fs.is_directory, f"{root}/missing")
+    expect(FP, fs.is_directory, f"{root}/file/x")
+
+
+def test_get_file_size(fs: ModularFileSystem, root: str) -> None:
+    need(fs, "get_file_size")
+    assert fs.get_file_size(make_file(fs, f"{root}/empty")) == 0
+    assert fs.get_file_size(make_file(fs, f"{root}/four", b"asdf")) == 4
+    expect(FP, fs.get_file_size, make_dir(fs, f"{root}/dir"))
+    expect(NF, fs.get_file_size, f"{root}/missing")
+    expect(FP, fs.get_file_size, f"{root}/four/x")
+
+
+# ---- children and glob -----------------------------------------------------------------
+
+
+def test_get_children(fs: ModularFileSystem, root: str) -> None:
+    make_dir(fs, f"{root}/dir")
+    names = ["a", "b", "c_dir", "d.txt"]
+    for name in names:
+        (make_dir if name.endswith("_dir") else make_file)(fs, f"{root}/dir/{name}")
+    assert sorted(fs.get_children(f"{root}/dir")) == names
+    assert fs.get_children(make_dir(fs, f"{root}/empty")) == []
+    expect(FP, fs.get_children, f"{root}/dir/a")
+    expect(NF, fs.get_children, f"{root}/missing")
+    expect(FP, fs.get_children, f"{root}/dir/a/x")
+
+
+def test_get_matching_paths(fs: ModularFileSystem, root: str) -> None:
+    need(fs, "get_matching_paths")
+    assert fs.get_matching_paths(f"{root}/*") == []  # an empty tree
+    for name in ("aa", "ab", "ba"):
+        make_file(fs, f"{root}/{name}")
+    make_dir(fs, f"{root}/adir")
+    make_file(fs, f"{root}/adir/inner")
+    assert fs.get_matching_paths(f"{root}/a?") == [f"{root}/aa", f"{root}/ab"]
+    assert fs.get_matching_paths(f"{root}/a*") == [f"{root}/aa", f"{root}/ab", f"{root}/adir"]
+    assert fs.get_matching_paths(root) == [root]
+    assert fs.get_matching_paths(f"{root}/ba") == [f"{root}/ba"]
+    assert fs.get_matching_paths(f"{root}/x?y*") == []
+    assert f"{root}/adir/inner" not in fs.get_matching_paths(f"{root}/*")  # * stays in its component
+    assert fs.get_matching_paths(f"{root}/*/inner") == [f"{root}/adir/inner"]
+
+
+# ---- files ---------------------------------------------------------------------------------
+
+
+def test_writable_file_tell_and_close(fs: ModularFileSystem, root: str) -> None:
+    with fs.new_writable_file(f"{root}/file") as f:
+        assert f.tell() == 0
+        f.append(b"asdf")
+        assert f.tell() == 4
+        f.flush()
+        f.sync()
+    assert f.closed
+
+
+def test_read_what_was_written(fs: ModularFileSystem, root: str) -> None:
+    make_file(fs, f"{root}/file", b"asdf")
+    with fs.new_random_access_file(f"{root}/file") as f:
+        assert f.read(0, 4) == b"asdf"
+
+
+def test_append_then_read(fs: ModularFileSystem, root: str) -> None:
+    need(fs, "new_appendable_file")
+    make_file(fs, f"{root}/file", b"asdf")
+    with fs.new_appendable_file(f"{root}/file") as f:
+        f.append(b"qwer")
+    with fs.new_random_access_file(f"{root}/file") as f:
+        assert f.read(0, 8) == b"asdfqwer"
+        assert f.read(4, 4) == b"qwer"
+
+
+def test_short_read_is_out_of_range(fs: ModularFileSystem, root: str) -> None:
+    make_file(fs, f"{root}/file", b"asdf")
+    with fs.new_random_access_file(f"{root}/file") as f:
+        with pytest.raises(OutOfRangeError):
+            f.read(0, 5, strict=True)
+        assert f.read(0, 5) == b"asdf"  # and the 4 bytes are returned
+        buffer = bytearray(5)
+        assert f.read_into(0, buffer) == 4
+        assert bytes(buffer[:4]) == b"asdf"

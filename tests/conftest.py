@@ -1,0 +1,116 @@
+"""Shared fixtures: the plugins under test and helpers to build C plugins.
+
+Every test that takes ``fs`` and ``root`` runs once per plugin: the built-in
+posix (file://) and memory (mem://) plugins, the example third-party plugin
+(demo://, built from plugins/examples/ when a C compiler is present), and any
+library given as ``--plugin PATH:SCHEME[:ROOT]``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import asyncfs
+
+REPO = Path(__file__).resolve().parent.parent
+CC = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+
+
+def build_plugin(source: Path, output: Path, *defines: str) -> Path:
+    """Compile one C file against the installed header, as a plugin author
+    would, with warnings as errors."""
+    if CC is None:
+        pytest.skip("no C compiler to build test plugins")
+    cmd = [CC, "-std=c99", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-I", asyncfs.get_include()]
+    cmd += [f"-D{d}" for d in defines]
+    cmd += [str(source), "-o", str(output)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return output
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="PATH:SCHEME[:ROOT]",
+        help="also run the conformance suite against this plugin library; ROOT is the "
+        "URI under which test trees are made (default SCHEME:///asyncfs-conformance)",
+    )
+
+
+@dataclass(frozen=True)
+class PluginUnderTest:
+    id: str
+    scheme: str
+    library: Path | None  # None: built in
+    root: str | None  # URI prefix for test trees; None: a temporary local dir
+
+
+def _plugins(config: pytest.Config) -> list[PluginUnderTest]:
+    plugins = [
+        PluginUnderTest("file", "file", None, None),
+        PluginUnderTest("mem", "mem", None, "mem:///conformance"),
+        PluginUnderTest("demo", "demo", REPO / "plugins/examples/demo_fs.c", None),
+    ]
+    for spec in config.getoption("--plugin"):
+        path, _, rest = spec.partition(":")
+        scheme, _, root = rest.partition(":")
+        if not scheme:
+            raise pytest.UsageError(f"--plugin {spec!r}: expected PATH:SCHEME[:ROOT]")
+        plugins.append(PluginUnderTest(scheme, scheme, Path(path), root or f"{scheme}:///asyncfs-conformance"))
+    return plugins
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "plugin" in metafunc.fixturenames:
+        plugins = _plugins(metafunc.config)
+        metafunc.parametrize("plugin", plugins, ids=[p.id for p in plugins], scope="session")
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> asyncfs.Registry:
+    """One registry for the session: built-ins plus the example plugin."""
+    reg = asyncfs.Registry()
+    if CC is not None:
+        lib = build_plugin(REPO / "plugins/examples/demo_fs.c", tmp_path_factory.mktemp("demo") / "libdemo_fs.so")
+        reg.load_plugin(lib)
+    return reg
+
+
+@pytest.fixture(scope="session")
+def fs(plugin: PluginUnderTest, registry: asyncfs.Registry) -> asyncfs.ModularFileSystem:
+    if plugin.scheme not in registry.schemes():
+        if plugin.library is None or plugin.library.suffix == ".c":
+            pytest.skip(f"plugin {plugin.id} is not available (no C compiler)")
+        registry.load_plugin(plugin.library)
+    return registry.get(plugin.scheme)
+
+
+@pytest.fixture
+def root(plugin: PluginUnderTest, fs: asyncfs.ModularFileSystem) -> Iterator[str]:
+    """A fresh, empty directory URI on the plugin under test."""
+    if plugin.root is None:
+        local = tempfile.mkdtemp(prefix="asyncfs-conf-")
+        uri = f"{plugin.scheme}://{local}"
+        yield uri
+        shutil.rmtree(local, ignore_errors=True)
+    else:
+        uri = f"{plugin.root}/{uuid.uuid4().hex}"
+        fs.recursively_create_dir(uri)
+        yield uri
+        fs.delete_recursively(uri)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"asyncfs {asyncfs.__version__}, python {sys.version.split()[0]}, cc {CC}"
