@@ -194,5 +194,3 @@ def get_matching_paths(fs: ModularFileSystem, pattern: str) -> list[str]:
                     matched.append(child)
         candidates = matched
     return sorted(candidates)
-
-

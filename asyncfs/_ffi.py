@@ -16,7 +16,7 @@ import cffi
 from . import _libs
 from .errors import STATUS_ERRORS, Code, StatusError, UnknownError
 
-__all__ = ["ffi", "runtime", "thread_status", "new_status", "check", "error_from", "raise_status", "reset"]
+__all__ = ["check", "error_from", "ffi", "new_status", "raise_status", "reset", "runtime", "thread_status"]
 
 _BEGIN = "/* ASYNCFS-CDEF-BEGIN */"
 _END = "/* ASYNCFS-CDEF-END */"

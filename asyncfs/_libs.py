@@ -15,7 +15,7 @@ import sys
 from importlib import metadata, resources
 from pathlib import Path
 
-__all__ = ["get_include", "header_path", "library_path", "lib_dir"]
+__all__ = ["get_include", "header_path", "lib_dir", "library_path"]
 
 LIB_DIR_ENV = "ASYNCFS_LIB_DIR"
 _SUFFIX = ".dylib" if sys.platform == "darwin" else ".so"

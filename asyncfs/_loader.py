@@ -36,11 +36,10 @@ from .errors import (
     PluginOpenError,
 )
 
-__all__ = ["PluginMetadata", "SchemeTables", "LoadedPlugin", "open_plugin", "init_filesystems", "core_abi_version"]
+__all__ = ["LoadedPlugin", "PluginMetadata", "SchemeTables", "core_abi_version", "init_filesystems", "open_plugin"]
 
 # Libraries are never unloaded: their code backs every table we copied.
 _libraries: list[Any] = []
-
 
 
 def core_abi_version() -> int:
@@ -211,9 +210,7 @@ def _validate_scheme(ops: CData, where: dict[str, Any]) -> SchemeTables:
     fs_ops = copies["filesystem_ops"]
     for constructor, needed in _CONSTRUCTORS.items():
         if getattr(fs_ops, constructor) != ffi.NULL and copies[needed] is None:
-            raise MissingTableError(
-                f"filesystem_ops.{constructor} is offered without {needed}", item=needed, **where
-            )
+            raise MissingTableError(f"filesystem_ops.{constructor} is offered without {needed}", item=needed, **where)
     return SchemeTables(
         scheme=scheme,
         filesystem_ops=fs_ops,

@@ -13,15 +13,15 @@ from dataclasses import dataclass
 from ._ffi import CData, ffi
 
 __all__ = [
-    "encode",
-    "decode",
-    "take_string",
-    "take_string_array",
     "Option",
     "OptionValue",
+    "decode",
+    "encode",
+    "free_options",
     "option_from_c",
     "option_to_c",
-    "free_options",
+    "take_string",
+    "take_string_array",
 ]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-__all__ = ["URI", "parse_uri", "clean_path", "translate_name", "join", "scheme_of"]
+__all__ = ["URI", "clean_path", "join", "parse_uri", "scheme_of", "translate_name"]
 
 _SCHEME = re.compile(r"([a-zA-Z][a-zA-Z0-9.]*)://")
 

@@ -16,38 +16,38 @@ import errno as _errno
 from enum import IntEnum
 
 __all__ = [
+    "ABIMismatchError",
     "AbortedError",
     "AlreadyExistsError",
     "AsyncFSError",
     "CancelledError",
     "Code",
+    "CoreABIRangeError",
     "DataLossError",
     "DeadlineExceededError",
     "FailedPreconditionError",
     "InternalError",
     "InvalidArgumentError",
+    "InvalidSchemeError",
+    "MissingAllocatorError",
+    "MissingEntryPointError",
+    "MissingOperationError",
+    "MissingTableError",
     "NotFoundError",
     "OutOfRangeError",
     "PermissionDeniedError",
+    "PluginAPIMismatchWarning",
+    "PluginError",
+    "PluginInitError",
+    "PluginOpenError",
     "ResourceExhaustedError",
+    "SchemeAlreadyRegisteredError",
     "StatusError",
     "UnauthenticatedError",
     "UnavailableError",
     "UnimplementedError",
     "UnknownError",
-    "PluginError",
-    "PluginOpenError",
-    "MissingEntryPointError",
-    "MissingAllocatorError",
-    "InvalidSchemeError",
-    "ABIMismatchError",
-    "MissingOperationError",
-    "MissingTableError",
-    "PluginInitError",
-    "CoreABIRangeError",
-    "SchemeAlreadyRegisteredError",
     "UnknownSchemeError",
-    "PluginAPIMismatchWarning",
 ]
 
 
@@ -93,9 +93,7 @@ class StatusError(AsyncFSError):
         self.op = op
         self.path = path
         if isinstance(self, OSError):
-            self.errno = self.errno_value
-            self.strerror = message
-            self.filename = path
+            _fill_os_error(self, self.errno_value, message, path)
 
     def __str__(self) -> str:
         where = " ".join(part for part in (self.op, self.path) if part)
@@ -104,6 +102,13 @@ class StatusError(AsyncFSError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (_rebuild, (type(self), self.message, self.op, self.path))
+
+
+def _fill_os_error(error: OSError, errno_value: int | None, message: str, path: str | None) -> None:
+    """Give an OSError subclass the fields code that catches OSError reads."""
+    error.errno = errno_value
+    error.strerror = message
+    error.filename = path
 
 
 def _rebuild(cls: type[StatusError], message: str, op: str, path: str | None) -> StatusError:

@@ -23,7 +23,7 @@ else:
     Buffer = object
     Self = object
 
-__all__ = ["RandomAccessFile", "WritableFile", "ReadOnlyMemoryRegion"]
+__all__ = ["RandomAccessFile", "ReadOnlyMemoryRegion", "WritableFile"]
 
 
 class _Handle:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 else:
     Buffer = object
 
-__all__ = ["ModularFileSystem", "FileStatistics", "FILESYSTEM_OPS"]
+__all__ = ["FILESYSTEM_OPS", "FileStatistics", "ModularFileSystem"]
 
 FILESYSTEM_OPS: tuple[str, ...] = tuple(name for name, _ in ffi.typeof("TF_FilesystemOps").fields)
 

@@ -16,7 +16,7 @@ from ._loader import PluginMetadata, init_filesystems, open_plugin
 from .errors import SchemeAlreadyRegisteredError, UnknownSchemeError
 from .filesystem import ModularFileSystem
 
-__all__ = ["Registry", "PluginInfo", "BUILTIN_PLUGINS", "default_registry", "load_plugin", "get_filesystem"]
+__all__ = ["BUILTIN_PLUGINS", "PluginInfo", "Registry", "default_registry", "get_filesystem", "load_plugin"]
 
 BUILTIN_PLUGINS = ("posix", "memory")
 
@@ -50,7 +50,7 @@ class Registry:
         path = os.fspath(library)
         plugin = open_plugin(path)
         schemes = [tables.scheme for tables in plugin.schemes]
-        where = {"library": path, "plugin": plugin.metadata.name if plugin.metadata.has_metadata else None}
+        plugin_name = plugin.metadata.name if plugin.metadata.has_metadata else None
         with self._lock:
             seen: set[str] = set()
             for scheme in schemes:
@@ -59,9 +59,10 @@ class Registry:
                     by = f" by {owner.metadata.library}" if owner is not None else " twice by this plugin"
                     raise SchemeAlreadyRegisteredError(
                         f"scheme {scheme!r} is already registered{by}; pass replace=True to replace it",
+                        library=path,
                         scheme=scheme,
                         item="scheme",
-                        **where,
+                        plugin=plugin_name,
                     )
                 seen.add(scheme)
             init_filesystems(plugin)

@@ -26,15 +26,17 @@ REPO = Path(__file__).resolve().parent.parent
 CC = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
 
 
-def build_plugin(source: Path, output: Path, *defines: str) -> Path:
+def build_plugin(source: Path, output: Path, *defines: str, flags: tuple[str, ...] = ()) -> Path:
     """Compile one C file against the installed header, as a plugin author
     would, with warnings as errors."""
     if CC is None:
         pytest.skip("no C compiler to build test plugins")
-    cmd = [CC, "-std=c99", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-I", asyncfs.get_include()]
+    cmd = [CC, "-std=c99", "-Wall", "-Wextra", "-Werror", *flags, "-shared", "-fPIC", "-I", asyncfs.get_include()]
     cmd += [f"-D{d}" for d in defines]
     cmd += [str(source), "-o", str(output)]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    done = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.fail(f"building {source.name} failed:\n{' '.join(cmd)}\n{done.stderr}")
     return output
 
 

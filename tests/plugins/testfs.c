@@ -1,0 +1,137 @@
+/*
+ * A tiny valid plugin that the loader tests compile with one defect at a
+ * time (-DBREAK_...), plus the variants that must still load.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <asyncfs/filesystem_interface.h>
+
+#ifndef SCHEME
+#define SCHEME "testfs"
+#endif
+
+static void* allocate(size_t size) { return calloc(1, size ? size : 1); }
+static void release(void* ptr) { free(ptr); }
+
+static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
+  filesystem->plugin_filesystem = NULL;
+#ifdef BREAK_FAILING_INIT
+  TF_SetStatus(status, TF_UNAVAILABLE, "backing service is down");
+#else
+  TF_SetStatus(status, TF_OK, "");
+#endif
+}
+
+static void fs_cleanup(TF_Filesystem* filesystem) { (void)filesystem; }
+
+static void fs_path_exists(const TF_Filesystem* filesystem, const char* path,
+                           TF_Status* status) {
+  (void)filesystem;
+  if (strcmp(path, "/here") == 0) TF_SetStatus(status, TF_OK, "");
+  else TF_SetStatus(status, TF_NOT_FOUND, "nothing but /here exists");
+}
+
+#ifdef OLDER_HEADER
+static int fs_abort(const TF_Filesystem* filesystem, TF_TransactionToken* token,
+                    TF_Status* status) {
+  (void)filesystem;
+  (void)token;
+  TF_SetStatus(status, TF_OK, "");
+  return 0;
+}
+#endif
+
+static void reader_cleanup(TF_RandomAccessFile* file) { (void)file; }
+static void region_cleanup(TF_ReadOnlyMemoryRegion* region) { (void)region; }
+static const void* region_data(const TF_ReadOnlyMemoryRegion* region) {
+  (void)region;
+  return "";
+}
+static uint64_t region_length(const TF_ReadOnlyMemoryRegion* region) {
+  (void)region;
+  return 0;
+}
+static void fs_new_random_access_file(const TF_Filesystem* filesystem,
+                                      const char* path,
+                                      TF_RandomAccessFile* file,
+                                      TF_Status* status) {
+  (void)filesystem;
+  (void)path;
+  (void)file;
+  TF_SetStatus(status, TF_UNIMPLEMENTED, "test plugin");
+}
+
+static char* copy_string(const char* s) {
+  char* out = allocate(strlen(s) + 1);
+  strcpy(out, s);
+  return out;
+}
+
+#ifndef BREAK_NO_ENTRY_POINT
+ASYNCFS_PLUGIN_EXPORT void TF_InitPlugin(TF_FilesystemPluginInfo* info) {
+  TF_FilesystemPluginOps* ops = allocate(sizeof *ops);
+  TF_FilesystemOps* fs = allocate(TF_FILESYSTEM_OPS_SIZE);
+  TF_RandomAccessFileOps* reader = allocate(TF_RANDOM_ACCESS_FILE_OPS_SIZE);
+  TF_ReadOnlyMemoryRegionOps* region =
+      allocate(TF_READ_ONLY_MEMORY_REGION_OPS_SIZE);
+
+#ifndef BREAK_NO_ALLOCATOR
+  info->plugin_memory_allocate = allocate;
+#endif
+  info->plugin_memory_free = release;
+  info->num_schemes = 1;
+  info->ops = ops;
+  TF_SetFilesystemVersionMetadata(ops);
+#ifndef BREAK_NULL_SCHEME
+  ops->scheme = copy_string(SCHEME);
+#endif
+#ifdef BREAK_WRONG_ABI
+  ops->filesystem_ops_abi = TF_FILESYSTEM_OPS_ABI + 7;
+#endif
+#ifdef OTHER_API
+  ops->random_access_file_ops_api = TF_RANDOM_ACCESS_FILE_OPS_API + 1;
+#endif
+#ifdef OLDER_HEADER
+  /* built against a header without the appended abort_transaction entry */
+  ops->filesystem_ops_size = offsetof(TF_FilesystemOps, abort_transaction);
+  /* memory past the size it reported: the core must not copy it */
+  fs->abort_transaction = fs_abort;
+#endif
+
+#ifndef BREAK_MISSING_INIT
+  fs->init = fs_init;
+#endif
+  fs->cleanup = fs_cleanup;
+  fs->path_exists = fs_path_exists;
+  ops->filesystem_ops = fs;
+
+#ifndef BREAK_MISSING_FILE_CLEANUP
+  reader->cleanup = reader_cleanup;
+#endif
+#ifndef BREAK_CONSTRUCTOR_WITHOUT_TABLE
+  ops->random_access_file_ops = reader;
+#else
+  free(reader);
+#endif
+  fs->new_random_access_file = fs_new_random_access_file;
+
+  region->cleanup = region_cleanup;
+#ifndef BREAK_REGION_WITHOUT_DATA
+  region->data = region_data;
+#endif
+  region->length = region_length;
+  ops->read_only_memory_region_ops = region;
+}
+#endif
+
+#if defined(METADATA_MIN) && defined(METADATA_MAX)
+static const ASYNCFS_PluginMetadata metadata = {
+    sizeof(ASYNCFS_PluginMetadata), "testfs", "9.9.9", "tests",
+    "https://example.invalid/testfs", METADATA_MIN, METADATA_MAX};
+
+ASYNCFS_PLUGIN_EXPORT const ASYNCFS_PluginMetadata* ASYNCFS_GetPluginMetadata(
+    void) {
+  return &metadata;
+}
+#endif

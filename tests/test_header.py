@@ -1,0 +1,89 @@
+"""The header is the contract: it compiles as C99 and C++, and its layout is
+TensorFlow's (shared/reference/plugin-abi-facts.md)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import asyncfs
+from asyncfs._ffi import ffi
+
+TF_FILESYSTEM_OPS = [
+    "init", "cleanup", "new_random_access_file", "new_writable_file", "new_appendable_file",
+    "new_read_only_memory_region_from_file", "create_dir", "recursively_create_dir", "delete_file",
+    "delete_dir", "delete_recursively", "rename_file", "copy_file", "path_exists", "paths_exist", "stat",
+    "is_directory", "get_file_size", "translate_name", "get_children", "get_matching_paths", "flush_caches",
+    "start_transaction", "end_transaction", "add_to_transaction", "get_transaction_for_path",
+    "get_or_start_transaction_for_path", "decode_transaction_token", "get_filesystem_configuration",
+    "set_filesystem_configuration", "get_filesystem_configuration_option",
+    "set_filesystem_configuration_option", "get_filesystem_configuration_keys",
+]  # fmt: skip
+
+TU = """
+#include <asyncfs/filesystem_interface.h>
+#include <asyncfs/runtime_core.h>
+int check(void) {
+  TF_FilesystemPluginOps ops;
+  TF_SetFilesystemVersionMetadata(&ops);
+  return (int)ops.filesystem_ops_size;
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "compiler, flags",
+    [("gcc", ["-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror"]), ("g++", ["-Wall", "-Wextra", "-Werror"])],
+)
+def test_header_compiles(tmp_path: Path, compiler: str, flags: list[str]) -> None:
+    if shutil.which(compiler) is None:
+        pytest.skip(f"{compiler} is not installed")
+    source = tmp_path / ("tu.c" if compiler == "gcc" else "tu.cpp")
+    source.write_text(TU)
+    cmd = [compiler, *flags, "-I", asyncfs.get_include(), "-c", str(source), "-o", str(tmp_path / "tu.o")]
+    done = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def fields(ctype: str) -> list[str]:
+    return [name for name, _ in ffi.typeof(ctype).fields]
+
+
+def test_filesystem_ops_are_tensorflows_33_then_the_appended_abort() -> None:
+    assert fields("TF_FilesystemOps") == [*TF_FILESYSTEM_OPS, "abort_transaction"]
+    assert ffi.offsetof("TF_FilesystemOps", "abort_transaction") == 33 * ffi.sizeof("void*")
+
+
+def test_tables_and_handles_match_tensorflow() -> None:
+    assert fields("TF_RandomAccessFileOps") == ["cleanup", "read"]
+    assert fields("TF_WritableFileOps") == ["cleanup", "append", "tell", "flush", "sync", "close"]
+    assert fields("TF_ReadOnlyMemoryRegionOps") == ["cleanup", "data", "length"]
+    assert fields("TF_TransactionToken") == ["token", "owner"]
+    assert fields("TF_FileStatistics") == ["length", "mtime_nsec", "is_directory"]
+    assert fields("TF_Filesystem_Option") == ["name", "description", "per_file", "value"]
+    assert fields("TF_Filesystem_Option_Value") == ["type_tag", "num_values", "values"]
+    assert fields("TF_FilesystemPluginInfo") == [
+        "num_schemes", "ops", "plugin_memory_allocate", "plugin_memory_free",
+    ]  # fmt: skip
+    quartets = [
+        f"{table}_ops{suffix}"
+        for table in ("filesystem", "random_access_file", "writable_file", "read_only_memory_region")
+        for suffix in ("_abi", "_api", "_size", "")
+    ]
+    assert fields("TF_FilesystemPluginOps") == ["scheme", *quartets]
+    for handle, inner in [
+        ("TF_RandomAccessFile", "plugin_file"),
+        ("TF_WritableFile", "plugin_file"),
+        ("TF_ReadOnlyMemoryRegion", "plugin_memory_region"),
+        ("TF_Filesystem", "plugin_filesystem"),
+    ]:
+        assert fields(handle) == [inner]
+
+
+def test_status_codes_match_tensorflow() -> None:
+    rt = asyncfs._ffi.runtime()
+    for code in asyncfs.Code:
+        assert getattr(rt, f"TF_{code.name}") == code.value

@@ -1,0 +1,176 @@
+"""The loader against deliberately broken plugins, compiled here: each defect
+gets its own exception naming the library, the scheme and the item, and a
+refused plugin leaves the registry as it was."""
+
+from __future__ import annotations
+
+import subprocess
+import warnings
+from pathlib import Path
+
+import pytest
+from conftest import build_plugin
+
+import asyncfs
+from asyncfs import (
+    ABIMismatchError,
+    CoreABIRangeError,
+    InvalidSchemeError,
+    MissingAllocatorError,
+    MissingEntryPointError,
+    MissingOperationError,
+    MissingTableError,
+    PluginAPIMismatchWarning,
+    PluginError,
+    PluginInitError,
+    PluginOpenError,
+    SchemeAlreadyRegisteredError,
+    UnavailableError,
+)
+
+SOURCE = Path(__file__).parent / "plugins" / "testfs.c"
+
+
+@pytest.fixture
+def build(tmp_path: Path):  # type: ignore[no-untyped-def]
+    def make(*defines: str) -> str:
+        name = "_".join(d.split("=")[0].lower() for d in defines) or "good"
+        # a defect leaves some helper unused: that is the point here
+        return str(build_plugin(SOURCE, tmp_path / f"lib{name}.so", *defines, flags=("-Wno-unused-function",)))
+
+    return make
+
+
+@pytest.fixture
+def registry() -> asyncfs.Registry:
+    return asyncfs.Registry(builtins=False)
+
+
+def assert_refused(registry: asyncfs.Registry, library: str, error: type[PluginError], item: str) -> PluginError:
+    before = (registry.schemes(), registry.plugins())
+    with pytest.raises(error) as info:
+        registry.load_plugin(library)
+    assert info.value.library == library
+    assert info.value.item is not None and item in info.value.item
+    assert library in str(info.value)
+    assert (registry.schemes(), registry.plugins()) == before
+    return info.value
+
+
+def test_a_good_plugin_loads(registry: asyncfs.Registry, build) -> None:  # type: ignore[no-untyped-def]
+    info = registry.load_plugin(build())
+    assert info.schemes == ("testfs",)
+    assert not info.metadata.has_metadata
+    fs = registry.get("testfs")
+    fs.path_exists("testfs:///here")
+    with pytest.raises(FileNotFoundError):
+        fs.path_exists("testfs:///elsewhere")
+
+
+def test_missing_library(registry: asyncfs.Registry, tmp_path: Path) -> None:
+    assert_refused(registry, str(tmp_path / "nope.so"), PluginOpenError, "library")
+
+
+def test_no_entry_point(registry: asyncfs.Registry, build) -> None:  # type: ignore[no-untyped-def]
+    assert_refused(registry, build("BREAK_NO_ENTRY_POINT"), MissingEntryPointError, "TF_InitPlugin")
+
+
+def test_no_allocator(registry: asyncfs.Registry, build) -> None:  # type: ignore[no-untyped-def]
+    assert_refused(registry, build("BREAK_NO_ALLOCATOR"), MissingAllocatorError, "plugin_memory_allocate")
+
+
+def test_null_scheme(registry: asyncfs.Registry, build) -> None:  # type: ignore[no-untyped-def]
+    assert_refused(registry, build("BREAK_NULL_SCHEME"), InvalidSchemeError, "scheme")
+
+
+def test_wrong_abi(registry: asyncfs.Registry, build) -> None:  # type: ignore[no-untyped-def]
+    error = assert_refused(registry, build("BREAK_WRONG_ABI"), ABIMismatchError, "filesystem_ops_abi")
+    assert error.scheme == "testfs"
+    assert "ABI 7" in str(error)
+
+
+def test_missing_init(registry: asyncfs.Registry, build) -> None:  # type: ignore[no-untyped-def]
+    error = assert_refused(registry, build("BREAK_MISSING_INIT"), MissingOperationError, "filesystem_ops.init")
+    assert error.scheme == "testfs"
+
+
+def test_missing_cleanup_in_a_file_table(registry: asyncfs.Registry, build) -> None:  # type: ignore[no-untyped-def]
+    library = build("BREAK_MISSING_FILE_CLEANUP")
+    assert_refused(registry, library, MissingOperationError, "random_access_file_ops.cleanup")
+
+
+def test_region_table_without_data(registry: asyncfs.Registry, build) -> None:  # type: ignore[no-untyped-def]
+    library = build("BREAK_REGION_WITHOUT_DATA")
+    assert_refused(registry, library, MissingOperationError, "read_only_memory_region_ops.data")
+
+
+def test_constructor_without_its_table(registry: asyncfs.Registry, build) -> None:  # type: ignore[no-untyped-def]
+    library = build("BREAK_CONSTRUCTOR_WITHOUT_TABLE")
+    error = assert_refused(registry, library, MissingTableError, "random_access_file_ops")
+    assert "new_random_access_file" in str(error)
+
+
+def test_failing_init(registry: asyncfs.Registry, build) -> None:  # type: ignore[no-untyped-def]
+    error = assert_refused(registry, build("BREAK_FAILING_INIT"), PluginInitError, "filesystem_ops.init")
+    assert isinstance(error, PluginInitError)
+    assert isinstance(error.status, UnavailableError)
+    assert "backing service is down" in str(error)
+
+
+@pytest.mark.parametrize("low, high", [(2, 5), (-3, 0)])
+def test_metadata_out_of_range(registry: asyncfs.Registry, build, low: int, high: int) -> None:  # type: ignore[no-untyped-def]
+    library = build(f"METADATA_MIN={low}", f"METADATA_MAX={high}")
+    error = assert_refused(registry, library, CoreABIRangeError, "core_abi")
+    assert error.plugin == "testfs"
+    assert f"{low}..{high}" in str(error)
+
+
+def test_metadata_is_read(registry: asyncfs.Registry, build) -> None:  # type: ignore[no-untyped-def]
+    core = asyncfs.core_abi_version()
+    info = registry.load_plugin(build(f"METADATA_MIN={core}", f"METADATA_MAX={core}"))
+    assert (info.metadata.name, info.metadata.version, info.metadata.author) == ("testfs", "9.9.9", "tests")
+    assert info.metadata.bug_report_url == "https://example.invalid/testfs"
+    assert (info.metadata.min_core_abi, info.metadata.max_core_abi) == (core, core)
+
+
+def test_duplicate_scheme(registry: asyncfs.Registry, build) -> None:  # type: ignore[no-untyped-def]
+    library = build()
+    registry.load_plugin(library)
+    first = registry.get("testfs")
+    error = assert_refused(registry, library, SchemeAlreadyRegisteredError, "scheme")
+    assert error.scheme == "testfs"
+    assert isinstance(error, FileExistsError)
+    assert registry.get("testfs") is first
+    registry.load_plugin(library, replace=True)
+    assert registry.get("testfs") is not first
+
+
+def test_builtin_scheme_cannot_be_taken_silently(build) -> None:  # type: ignore[no-untyped-def]
+    registry = asyncfs.Registry()
+    with pytest.raises(SchemeAlreadyRegisteredError, match="'mem'"):
+        registry.load_plugin(build('SCHEME="mem"'))
+    assert registry.get("mem").metadata.name == "memory"
+
+
+def test_api_mismatch_warns_and_loads(registry: asyncfs.Registry, build) -> None:  # type: ignore[no-untyped-def]
+    with pytest.warns(PluginAPIMismatchWarning, match="random_access_file_ops"):
+        registry.load_plugin(build("OTHER_API"))
+    assert "testfs" in registry.schemes()
+
+
+def test_older_header_loads_without_appended_entries(registry: asyncfs.Registry, build) -> None:  # type: ignore[no-untyped-def]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        registry.load_plugin(build("OLDER_HEADER"))
+    fs = registry.get("testfs")
+    # the entry past the table size the plugin reported reads as not offered
+    assert not fs.offers("abort_transaction")
+    assert fs.offers("path_exists")
+
+
+def test_plugins_use_only_the_runtime(build) -> None:  # type: ignore[no-untyped-def]
+    """A plugin resolves TF_* against the runtime: it links nothing else."""
+    out = subprocess.run(["nm", "-D", "--undefined-only", build()], capture_output=True, text=True, check=True)
+    undefined = {line.split()[-1].split("@")[0] for line in out.stdout.splitlines() if line.strip()}
+    tf = {name for name in undefined if name.startswith("TF_")}
+    assert tf == {"TF_SetStatus"}
