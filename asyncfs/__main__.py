@@ -38,11 +38,11 @@ def _round_trip(fs: ModularFileSystem, root: str, files: int, size: int) -> None
         fs.create_dir(shard)
 
     def write() -> None:
-        for uri, data in zip(uris, payloads):
+        for uri, data in zip(uris, payloads, strict=True):
             fs.write_file(uri, data)
 
     def read() -> int:
-        return sum(fs.read_file(uri) == data for uri, data in zip(uris, payloads))
+        return sum(fs.read_file(uri) == data for uri, data in zip(uris, payloads, strict=True))
 
     _timed("write files", files, write)
     verified = _timed("read back and verify", files, read)

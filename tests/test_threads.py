@@ -22,15 +22,25 @@ def test_two_threads_are_inside_plugin_calls_at_once(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     fs = asyncfs.get_filesystem("file://")
     results: dict[str, object] = {}
+    written = threading.Event()
 
     def reader() -> None:
-        with fs.new_random_access_file(str(fifo)):
-            results["reader"] = "opened"
+        try:
+            with fs.new_random_access_file(str(fifo)):
+                results["reader"] = "opened"
+                written.wait(timeout=30)  # keep our end open for the append
+        except Exception as exc:
+            results["reader"] = exc
 
     def writer() -> None:
-        with fs.new_writable_file(str(fifo)) as f:
-            results["writer"] = "opened"
-            f.append(b"through the pipe")
+        try:
+            with fs.new_writable_file(str(fifo)) as f:
+                results["writer"] = "opened"
+                f.append(b"through the pipe")
+        except Exception as exc:
+            results["writer"] = exc
+        finally:
+            written.set()
 
     threads = [threading.Thread(target=reader, daemon=True), threading.Thread(target=writer, daemon=True)]
     for t in threads:
