@@ -51,6 +51,7 @@ def _round_trip(fs: ModularFileSystem, root: str, files: int, size: int) -> None
     assert all(exists)
     matches = _timed("glob shard-*/part-*.bin", files, lambda: fs.get_matching_paths(f"{root}/shard-*/part-*.bin"))
     assert len(matches) == files, matches[:3]
+
     def copy_shard() -> None:
         for uri in uris[:50]:
             fs.copy_file(uri, uri + ".copy")
