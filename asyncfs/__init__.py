@@ -2,6 +2,9 @@
 
 The map of the public API:
 
+- async: :class:`Env` (the entry point), :class:`AsyncModularFileSystem`,
+  :class:`AsyncRandomAccessFile`, :class:`AsyncWritableFile`,
+  :class:`AsyncReadOnlyMemoryRegion`
 - plugins: :func:`load_plugin`, :class:`Registry`, :func:`get_filesystem`,
   :func:`get_include` (the C header's folder for building plugins)
 - the synchronous adapter: :class:`ModularFileSystem`, :class:`FileStatistics`,
@@ -15,6 +18,13 @@ from __future__ import annotations
 from ._libs import get_include
 from ._loader import PluginMetadata, core_abi_version
 from ._marshal import Option
+from .async_filesystem import (
+    AsyncModularFileSystem,
+    AsyncRandomAccessFile,
+    AsyncReadOnlyMemoryRegion,
+    AsyncWritableFile,
+)
+from .env import Env
 from .errors import (
     ABIMismatchError,
     AbortedError,
@@ -56,6 +66,12 @@ from .registry import PluginInfo, Registry, default_registry, get_filesystem, lo
 __version__ = "0.1.0"
 
 __all__ = [
+    # async
+    "Env",
+    "AsyncModularFileSystem",
+    "AsyncRandomAccessFile",
+    "AsyncReadOnlyMemoryRegion",
+    "AsyncWritableFile",
     # plugins
     "PluginInfo",
     "PluginMetadata",

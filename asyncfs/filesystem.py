@@ -11,7 +11,7 @@ Calls into C release the GIL, so threads run plugin calls in parallel.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -323,6 +323,30 @@ class ModularFileSystem:
         count = int(self._path_call("get_matching_paths", pattern, entries))
         paths = take_string_array(entries[0], max(count, 0), self._free)
         return sorted(self.to_uri(path, pattern) for path in paths)
+
+    def scan_dir(self, uri: str) -> tuple[list[str], list[str]]:
+        """(directory names, other names) of a directory, each sorted."""
+        dirs: list[str] = []
+        files: list[str] = []
+        for name in sorted(self.get_children(uri)):
+            (dirs if self.isdir(_uri.join(uri, name)) else files).append(name)
+        return dirs, files
+
+    def walk(self, top: str) -> Iterator[tuple[str, list[str], list[str]]]:
+        """Yield (directory, dir names, file names) for top and every
+        directory below it, level by level, names sorted. Changing dir names
+        in place prunes the walk; unreadable directories are skipped."""
+        level = [top]
+        while level:
+            following: list[str] = []
+            for directory in level:
+                try:
+                    dirs, files = self.scan_dir(directory)
+                except StatusError:
+                    continue
+                yield directory, dirs, files
+                following += [_uri.join(directory, name) for name in dirs]
+            level = following
 
     def flush_caches(self) -> None:
         fn = self._ops.get("flush_caches")

@@ -15,10 +15,14 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from facade import BlockingFacade
 
 import asyncfs
 
@@ -74,10 +78,15 @@ def _plugins(config: pytest.Config) -> list[PluginUnderTest]:
     return plugins
 
 
+LAYERS = ("sync", "asyncio", "trio")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "plugin" in metafunc.fixturenames:
         plugins = _plugins(metafunc.config)
         metafunc.parametrize("plugin", plugins, ids=[p.id for p in plugins], scope="session")
+    if "layer" in metafunc.fixturenames:
+        metafunc.parametrize("layer", LAYERS, scope="session")
 
 
 @pytest.fixture(scope="session")
@@ -91,7 +100,7 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> asyncfs.Registry:
 
 
 @pytest.fixture(scope="session")
-def fs(plugin: PluginUnderTest, registry: asyncfs.Registry) -> asyncfs.ModularFileSystem:
+def sync_fs(plugin: PluginUnderTest, registry: asyncfs.Registry) -> asyncfs.ModularFileSystem:
     if plugin.scheme not in registry.schemes():
         if plugin.library is None or plugin.library.suffix == ".c":
             pytest.skip(f"plugin {plugin.id} is not available (no C compiler)")
@@ -99,8 +108,40 @@ def fs(plugin: PluginUnderTest, registry: asyncfs.Registry) -> asyncfs.ModularFi
     return registry.get(plugin.scheme)
 
 
+@pytest.fixture(scope="session")
+def portals() -> Iterator[dict[str, BlockingPortal]]:
+    """One event loop thread per async backend, for the whole session."""
+    with ExitStack() as stack:
+        yield {
+            backend: stack.enter_context(start_blocking_portal(backend, backend_options))
+            for backend, backend_options in (("asyncio", {}), ("trio", {}))
+        }
+
+
+@pytest.fixture(scope="session")
+def env(registry: asyncfs.Registry) -> Iterator[asyncfs.Env]:
+    environment = asyncfs.Env(registry=registry, workers=4)
+    yield environment
+    environment.pool.shutdown()
+
+
+@pytest.fixture(scope="session")
+def fs(
+    layer: str,
+    sync_fs: asyncfs.ModularFileSystem,
+    env: asyncfs.Env,
+    portals: dict[str, BlockingPortal],
+) -> Any:
+    """The plugin under test through the sync adapter, or through the async
+    layer on asyncio or trio behind a blocking facade, so that the same
+    conformance cases check all three."""
+    if layer == "sync":
+        return sync_fs
+    return BlockingFacade(env.filesystem(f"{sync_fs.scheme}://"), portals[layer])
+
+
 @pytest.fixture
-def root(plugin: PluginUnderTest, fs: asyncfs.ModularFileSystem) -> Iterator[str]:
+def root(plugin: PluginUnderTest, sync_fs: asyncfs.ModularFileSystem) -> Iterator[str]:
     """A fresh, empty directory URI on the plugin under test."""
     if plugin.root is None:
         local = tempfile.mkdtemp(prefix="asyncfs-conf-")
@@ -109,9 +150,9 @@ def root(plugin: PluginUnderTest, fs: asyncfs.ModularFileSystem) -> Iterator[str
         shutil.rmtree(local, ignore_errors=True)
     else:
         uri = f"{plugin.root}/{uuid.uuid4().hex}"
-        fs.recursively_create_dir(uri)
+        sync_fs.recursively_create_dir(uri)
         yield uri
-        fs.delete_recursively(uri)
+        sync_fs.delete_recursively(uri)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -1,0 +1,156 @@
+"""The little the worker pool needs from an event loop, for asyncio (and
+uvloop) and for trio: scheduling a callback on the loop (from its own thread
+or another), and a one-shot waiter a task can await.
+
+A waiter is awaited in one of two ways. *Abandonable*: cancelling the task
+raises at once and marks the waiter abandoned, so its result is discarded
+(side-effect-free reads). *Shielded*: the task keeps waiting until the result
+arrives and the cancellation is raised after it (mutations are never left
+half-done).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from typing import Any, Protocol
+
+__all__ = ["Backend", "Waiter", "current_backend"]
+
+
+class Waiter:
+    """A one-shot result slot. ``abandoned`` is set when the awaiting task
+    gave up on it (it was cancelled during an abandonable wait)."""
+
+    __slots__ = ("_native", "abandoned", "delivered")
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+        self.abandoned = False
+        self.delivered = False
+
+
+class Backend(Protocol):
+    def call_soon(self, callback: Callable[[], object]) -> None:
+        """Run callback on the loop thread at its next iteration (from the
+        loop thread)."""
+
+    def call_soon_threadsafe(self, callback: Callable[[], object]) -> None:
+        """Run callback on the loop thread (from any thread)."""
+
+    def new_waiter(self) -> Waiter: ...
+
+    def resolve(self, waiter: Waiter, value: object, error: BaseException | None) -> bool:
+        """Deliver a result (on the loop thread). False when nobody will
+        receive it: the waiting task was cancelled out of an abandonable
+        wait."""
+
+    async def wait(self, waiter: Waiter, *, shielded: bool) -> Any: ...
+
+
+class AsyncioBackend:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+
+    def call_soon(self, callback: Callable[[], object]) -> None:
+        self.loop.call_soon(callback)
+
+    def call_soon_threadsafe(self, callback: Callable[[], object]) -> None:
+        self.loop.call_soon_threadsafe(callback)
+
+    def new_waiter(self) -> Waiter:
+        return Waiter(self.loop.create_future())
+
+    def resolve(self, waiter: Waiter, value: object, error: BaseException | None) -> bool:
+        future: asyncio.Future[Any] = waiter._native
+        if future.done():  # cancelled along with its task
+            return False
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+        waiter.delivered = True
+        return True
+
+    async def wait(self, waiter: Waiter, *, shielded: bool) -> Any:
+        future: asyncio.Future[Any] = waiter._native
+        if not shielded:
+            try:
+                return await future
+            except asyncio.CancelledError:
+                waiter.abandoned = True
+                raise
+        cancelled: asyncio.CancelledError | None = None
+        while not future.done():
+            try:
+                await asyncio.shield(future)
+            except asyncio.CancelledError as exc:
+                cancelled = exc  # keep waiting: the operation must not be left half-done
+            except BaseException:
+                break  # the operation failed; future.result() raises it
+        if cancelled is not None:
+            raise cancelled
+        return future.result()
+
+
+class TrioBackend:
+    def __init__(self) -> None:
+        # trio is optional: only a program already running trio gets here
+        import outcome  # noqa: PLC0415
+        import trio  # noqa: PLC0415
+
+        self._trio = trio
+        self._outcome = outcome
+        self._token = trio.lowlevel.current_trio_token()
+
+    def call_soon(self, callback: Callable[[], object]) -> None:
+        self._token.run_sync_soon(callback)
+
+    call_soon_threadsafe = call_soon
+
+    def new_waiter(self) -> Waiter:
+        # [task, outcome]: the task parks itself; a result may come first
+        return Waiter([None, None])
+
+    def resolve(self, waiter: Waiter, value: object, error: BaseException | None) -> bool:
+        outcome = self._outcome
+        if waiter.abandoned:
+            return False
+        waiter.delivered = True
+        slot = waiter._native
+        result = outcome.Error(error) if error is not None else outcome.Value(value)
+        if slot[0] is None:
+            slot[1] = result
+        else:
+            task, slot[0] = slot[0], None
+            self._trio.lowlevel.reschedule(task, result)
+        return True
+
+    async def wait(self, waiter: Waiter, *, shielded: bool) -> Any:
+        lowlevel = self._trio.lowlevel
+        slot = waiter._native
+        if slot[1] is not None:
+            await lowlevel.checkpoint()
+            return slot[1].unwrap()
+        slot[0] = lowlevel.current_task()
+
+        def abort(raise_cancel: Any) -> Any:
+            if shielded:
+                return lowlevel.Abort.FAILED  # wait on; trio cancels at the next checkpoint
+            waiter.abandoned = True
+            slot[0] = None
+            return lowlevel.Abort.SUCCEEDED
+
+        return await lowlevel.wait_task_rescheduled(abort)
+
+
+def current_backend() -> Backend:
+    """The backend of the running event loop (asyncio, uvloop, or trio)."""
+    try:
+        return AsyncioBackend(asyncio.get_running_loop())
+    except RuntimeError:
+        pass
+    if "trio" in sys.modules:
+        return TrioBackend()
+    raise RuntimeError("asyncfs needs a running asyncio or trio event loop")

@@ -1,0 +1,337 @@
+"""The async face of one plugin filesystem: :class:`AsyncModularFileSystem`.
+
+Every method runs the matching :class:`~asyncfs.ModularFileSystem` call on
+the Env's worker pool, with the same results and errors. Cancellation:
+
+- side-effect-free calls (reads, stat, exists, listings, glob) may be
+  abandoned: a cancelled caller returns at once and the result is dropped;
+- mutating calls (writes, appends, creates, deletes, renames, copies,
+  configuration changes, closes) are shielded: a cancelled caller waits for
+  the call to finish, then sees the cancellation;
+- a call that opens a handle closes it itself when its caller was cancelled
+  before receiving it, so no handle ever leaks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from functools import partial
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from . import _fanout
+from ._marshal import Option, OptionValue
+from ._pool import WorkerPool
+from .errors import AlreadyExistsError, StatusError
+from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
+from .filesystem import FileStatistics, ModularFileSystem
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer, Self
+else:
+    Buffer = object
+    Self = object
+
+__all__ = [
+    "AsyncModularFileSystem",
+    "AsyncRandomAccessFile",
+    "AsyncReadOnlyMemoryRegion",
+    "AsyncWritableFile",
+]
+
+
+def _close(handle: RandomAccessFile | WritableFile | ReadOnlyMemoryRegion) -> None:
+    handle.close()
+
+
+class _AsyncHandle:
+    def __init__(self, handle: Any, pool: WorkerPool) -> None:
+        self.sync = handle
+        self._pool = pool
+
+    @property
+    def uri(self) -> str:
+        return str(self.sync.uri)
+
+    @property
+    def closed(self) -> bool:
+        return bool(self.sync.closed)
+
+    async def close(self) -> None:
+        await self._pool.run(self.sync.close, mutating=True)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+class AsyncRandomAccessFile(_AsyncHandle):
+    sync: RandomAccessFile
+
+    async def read(self, offset: int, n: int, *, strict: bool = False) -> bytes:
+        return await self._pool.run(partial(self.sync.read, strict=strict), offset, n, mutating=False)
+
+    async def read_into(self, offset: int, buffer: Buffer, *, strict: bool = False) -> int:
+        # shielded: the buffer is the caller's, and a read it gave up on must
+        # not go on writing into it
+        return await self._pool.run(partial(self.sync.read_into, strict=strict), offset, buffer, mutating=True)
+
+
+class AsyncWritableFile(_AsyncHandle):
+    sync: WritableFile
+
+    async def append(self, data: Buffer) -> None:
+        await self._pool.run(self.sync.append, data, mutating=True)
+
+    async def tell(self) -> int:
+        return await self._pool.run(self.sync.tell, mutating=False)
+
+    async def flush(self) -> None:
+        await self._pool.run(self.sync.flush, mutating=True)
+
+    async def sync_data(self) -> None:
+        await self._pool.run(self.sync.sync, mutating=True)
+
+
+class AsyncReadOnlyMemoryRegion(_AsyncHandle):
+    sync: ReadOnlyMemoryRegion
+
+    @property
+    def data(self) -> memoryview:
+        return self.sync.data
+
+    def __len__(self) -> int:
+        return len(self.sync)
+
+
+class AsyncModularFileSystem:
+    """One scheme's filesystem, async. Get it from :meth:`Env.filesystem`."""
+
+    def __init__(self, fs: ModularFileSystem, pool: WorkerPool) -> None:
+        self.sync = fs
+        self.pool = pool
+
+    @property
+    def scheme(self) -> str:
+        return self.sync.scheme
+
+    def __repr__(self) -> str:
+        return f"<AsyncModularFileSystem {self.scheme!r} from {self.sync.metadata.name}>"
+
+    async def _read(self, fn: Any, *args: Any) -> Any:
+        return await self.pool.run(fn, *args, mutating=False)
+
+    async def _mutate(self, fn: Any, *args: Any) -> Any:
+        return await self.pool.run(fn, *args, mutating=True)
+
+    # ---- the sync adapter's operations, one to one --------------------------
+
+    async def translate_name(self, uri: str) -> str:
+        result: str = await self._read(self.sync.translate_name, uri)
+        return result
+
+    async def new_random_access_file(self, uri: str) -> AsyncRandomAccessFile:
+        handle = await self.pool.run(self.sync.new_random_access_file, uri, mutating=False, discard=_close)
+        return AsyncRandomAccessFile(handle, self.pool)
+
+    async def new_writable_file(self, uri: str) -> AsyncWritableFile:
+        handle = await self.pool.run(self.sync.new_writable_file, uri, mutating=True)
+        return AsyncWritableFile(handle, self.pool)
+
+    async def new_appendable_file(self, uri: str) -> AsyncWritableFile:
+        handle = await self.pool.run(self.sync.new_appendable_file, uri, mutating=True)
+        return AsyncWritableFile(handle, self.pool)
+
+    async def new_read_only_memory_region_from_file(self, uri: str) -> AsyncReadOnlyMemoryRegion:
+        region = await self.pool.run(
+            self.sync.new_read_only_memory_region_from_file, uri, mutating=False, discard=_close
+        )
+        return AsyncReadOnlyMemoryRegion(region, self.pool)
+
+    async def create_dir(self, uri: str) -> None:
+        await self._mutate(self.sync.create_dir, uri)
+
+    async def recursively_create_dir(self, uri: str) -> None:
+        await self._mutate(self.sync.recursively_create_dir, uri)
+
+    async def delete_file(self, uri: str) -> None:
+        await self._mutate(self.sync.delete_file, uri)
+
+    async def delete_dir(self, uri: str) -> None:
+        await self._mutate(self.sync.delete_dir, uri)
+
+    async def delete_recursively(self, uri: str) -> tuple[int, int]:
+        if self.sync.offers("delete_recursively"):
+            result: tuple[int, int] = await self._mutate(self.sync.delete_recursively, uri)
+            return result
+        return await _fanout.delete_tree(self, uri)
+
+    async def rename_file(self, src: str, dst: str) -> None:
+        await self._mutate(self.sync.rename_file, src, dst)
+
+    async def copy_file(self, src: str, dst: str) -> None:
+        await self._mutate(self.sync.copy_file, src, dst)
+
+    async def path_exists(self, uri: str) -> None:
+        await self._read(self.sync.path_exists, uri)
+
+    async def paths_exist(self, uris: Sequence[str]) -> list[StatusError | None]:
+        chunks = _fanout.chunked(list(uris), self.pool.workers)
+        parts = await self.pool.run_many(self.sync.paths_exist, [(c,) for c in chunks], mutating=False)
+        return [status for part in _fanout.unwrap(parts) for status in part]
+
+    async def files_exist(self, uris: Sequence[str]) -> list[bool]:
+        """Whether each uri exists: chunks of the list, each one batch
+        plugin call, run in parallel."""
+        chunks = _fanout.chunked(list(uris), self.pool.workers)
+        parts = await self.pool.run_many(self.sync.files_exist, [(c,) for c in chunks], mutating=False)
+        return [found for part in _fanout.unwrap(parts) for found in part]
+
+    async def stat(self, uri: str) -> FileStatistics:
+        result: FileStatistics = await self._read(self.sync.stat, uri)
+        return result
+
+    async def is_directory(self, uri: str) -> bool:
+        result: bool = await self._read(self.sync.is_directory, uri)
+        return result
+
+    async def get_file_size(self, uri: str) -> int:
+        result: int = await self._read(self.sync.get_file_size, uri)
+        return result
+
+    async def get_children(self, uri: str) -> list[str]:
+        result: list[str] = await self._read(self.sync.get_children, uri)
+        return result
+
+    async def get_matching_paths(self, pattern: str) -> list[str]:
+        """Glob, expanding directory levels concurrently (see
+        :func:`asyncfs._fanout.glob`); equal to the sync result."""
+        return await _fanout.glob(self, pattern)
+
+    async def flush_caches(self) -> None:
+        await self._mutate(self.sync.flush_caches)
+
+    async def configuration(self) -> list[Option]:
+        result: list[Option] = await self._read(self.sync.configuration)
+        return result
+
+    async def configuration_keys(self) -> list[str]:
+        result: list[str] = await self._read(self.sync.configuration_keys)
+        return result
+
+    async def get_option(self, key: str) -> Option:
+        result: Option = await self._read(self.sync.get_option, key)
+        return result
+
+    async def set_option(self, name: str, *values: OptionValue) -> None:
+        await self._mutate(self.sync.set_option, name, *values)
+
+    async def set_configuration(self, options: list[Option]) -> None:
+        await self._mutate(self.sync.set_configuration, options)
+
+    # ---- whole-file and Pythonic operations ---------------------------------
+
+    async def read_file(self, uri: str) -> bytes:
+        result: bytes = await self._read(self.sync.read_file, uri)
+        return result
+
+    async def read_into(self, uri: str, buffer: Buffer, offset: int = 0) -> int:
+        """Read from offset of uri into a caller-owned buffer (no copy)."""
+        result: int = await self._mutate(self.sync.read_into, uri, buffer, offset)
+        return result
+
+    async def write_file(self, uri: str, data: Buffer, *, atomic: bool = True) -> None:
+        """Create or replace uri with data. With atomic (the default) the
+        data goes to a temporary sibling that is renamed over uri, so uri
+        holds the old or the new content, never a part."""
+        await self._mutate(_write_file, self.sync, uri, data, atomic)
+
+    async def append(self, uri: str, data: Buffer) -> None:
+        await self._mutate(_append, self.sync, uri, data)
+
+    async def exists(self, uri: str) -> bool:
+        result: bool = await self._read(self.sync.exists, uri)
+        return result
+
+    async def isdir(self, uri: str) -> bool:
+        result: bool = await self._read(self.sync.isdir, uri)
+        return result
+
+    async def size(self, uri: str) -> int:
+        return await self.get_file_size(uri)
+
+    async def listdir(self, uri: str) -> list[str]:
+        """Sorted names of the entries of a directory."""
+        return sorted(await self.get_children(uri))
+
+    def walk(self, uri: str) -> AsyncIterator[tuple[str, list[str], list[str]]]:
+        """Like :func:`os.walk`, top-down, names sorted, listing each level
+        of directories concurrently."""
+        return _fanout.walk(self, uri)
+
+    async def glob(self, pattern: str) -> list[str]:
+        return await self.get_matching_paths(pattern)
+
+    async def mkdir(self, uri: str) -> None:
+        await self.create_dir(uri)
+
+    async def makedirs(self, uri: str, *, exist_ok: bool = True) -> None:
+        if not exist_ok and await self.exists(uri):
+            raise AlreadyExistsError("path already exists", op="makedirs", path=uri)
+        await self.recursively_create_dir(uri)
+
+    async def rm(self, uri: str) -> None:
+        await self.delete_file(uri)
+
+    async def rmdir(self, uri: str) -> None:
+        await self.delete_dir(uri)
+
+    async def rmtree(self, uri: str) -> tuple[int, int]:
+        """Delete uri and all below it; returns (undeleted files, dirs)."""
+        return await self.delete_recursively(uri)
+
+    async def rename(self, src: str, dst: str) -> None:
+        await self.rename_file(src, dst)
+
+    @asynccontextmanager
+    async def memory_region(self, uri: str) -> AsyncIterator[memoryview]:
+        """A zero-copy, read-only view of a file, valid inside the block."""
+        region = await self.new_read_only_memory_region_from_file(uri)
+        try:
+            yield region.data
+        finally:
+            await region.close()
+
+
+def staging_name(uri: str) -> str:
+    """A temporary sibling of uri for writes that land by rename."""
+    return f"{uri}.~asyncfs-tmp.{os.getpid()}.{os.urandom(6).hex()}"
+
+
+def _write_file(fs: ModularFileSystem, uri: str, data: Buffer, atomic: bool) -> None:
+    # Without a native rename there is no atomic replace to be had.
+    if not atomic or not fs.offers("rename_file"):
+        fs.write_file(uri, data)
+        return
+    staged = staging_name(uri)
+    try:
+        fs.write_file(staged, data)
+        fs.rename_file(staged, uri)
+    except BaseException:
+        if fs.exists(staged):
+            fs.delete_file(staged)
+        raise
+
+
+def _append(fs: ModularFileSystem, uri: str, data: Buffer) -> None:
+    with fs.new_appendable_file(uri) as file:
+        file.append(data)

@@ -1,0 +1,221 @@
+"""``asyncfs.Env``: the async entry point. It resolves URIs to filesystems,
+owns the worker pool every blocking plugin call runs on, and offers the
+whole operation set::
+
+    async with asyncfs.Env() as env:
+        await env.write_file("mem://data/a.bin", b"...")
+        data = await env.read_file("mem://data/a.bin")
+        await env.copy("mem://data", "file:///tmp/data", recursive=True)
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+import anyio
+
+from . import _transfer, _uri
+from ._pool import WorkerPool
+from .async_filesystem import (
+    AsyncModularFileSystem,
+    AsyncRandomAccessFile,
+    AsyncWritableFile,
+)
+from .errors import UnimplementedError
+from .filesystem import FileStatistics
+from .registry import PluginInfo, Registry, default_registry
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+else:
+    Buffer = object
+
+__all__ = ["Env"]
+
+
+class Env:
+    """URIs (``scheme://[host]/path``; bare paths and ``file://`` go to the
+    posix plugin) resolved to :class:`AsyncModularFileSystem` instances that
+    share one bounded, batching worker pool.
+
+    ``workers`` sizes the pool (default :func:`asyncfs._pool.default_workers`),
+    ``max_in_flight`` caps the operations queued or running at once per event
+    loop (more wait for room, so memory stays bounded), ``copy_chunk`` is the
+    block size of copies across schemes. ``registry`` defaults to the
+    process-wide one, which has the built-in plugins.
+    """
+
+    def __init__(
+        self,
+        *,
+        registry: Registry | None = None,
+        workers: int | None = None,
+        max_in_flight: int = 4096,
+        copy_chunk: int = 8 << 20,
+    ) -> None:
+        self.registry = registry if registry is not None else default_registry()
+        self.pool = WorkerPool(workers, max_in_flight=max_in_flight)
+        self.copy_chunk = copy_chunk
+        self._filesystems: dict[str, AsyncModularFileSystem] = {}
+
+    async def __aenter__(self) -> Env:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop the worker threads, after the work already queued, without
+        blocking the event loop."""
+        await anyio.to_thread.run_sync(self.pool.shutdown)
+
+    # ---- plugins ---------------------------------------------------------------
+
+    async def load_plugin(self, library: str | os.PathLike[str], *, replace: bool = False) -> PluginInfo:
+        """Load a plugin library (its init runs on the worker pool)."""
+        info: PluginInfo = await self.pool.run(self._load, os.fspath(library), replace, mutating=True)
+        return info
+
+    def _load(self, library: str, replace: bool) -> PluginInfo:
+        info = self.registry.load_plugin(library, replace=replace)
+        for scheme in info.schemes:
+            self._filesystems.pop(scheme, None)
+        return info
+
+    def schemes(self) -> list[str]:
+        return self.registry.schemes()
+
+    def plugins(self) -> list[PluginInfo]:
+        return self.registry.plugins()
+
+    def filesystem(self, uri: str) -> AsyncModularFileSystem:
+        """The filesystem serving uri (a URI, a bare path, or ``scheme://``)."""
+        scheme = _uri.scheme_of(uri)
+        fs = self._filesystems.get(scheme)
+        if fs is None:
+            fs = self._filesystems[scheme] = AsyncModularFileSystem(self.registry.get(scheme), self.pool)
+        return fs
+
+    # ---- reading -----------------------------------------------------------------
+
+    async def read_file(self, uri: str) -> bytes:
+        return await self.filesystem(uri).read_file(uri)
+
+    async def read_into(self, uri: str, buffer: Buffer, offset: int = 0) -> int:
+        """Read from offset of uri into a caller-owned buffer, no copy;
+        returns the byte count (short at end of file)."""
+        return await self.filesystem(uri).read_into(uri, buffer, offset)
+
+    async def new_random_access_file(self, uri: str) -> AsyncRandomAccessFile:
+        return await self.filesystem(uri).new_random_access_file(uri)
+
+    def memory_region(self, uri: str) -> AbstractAsyncContextManager[memoryview]:
+        """``async with env.memory_region(uri) as view``: a zero-copy,
+        read-only view of the file, valid inside the block."""
+        return self.filesystem(uri).memory_region(uri)
+
+    # ---- queries -------------------------------------------------------------------
+
+    async def exists(self, uri: str) -> bool:
+        return await self.filesystem(uri).exists(uri)
+
+    async def files_exist(self, uris: Sequence[str]) -> list[bool]:
+        """Whether each uri exists: per scheme, chunks of batch-exists calls
+        run in parallel; results in the order given."""
+        by_scheme: dict[str, list[int]] = defaultdict(list)
+        for i, uri in enumerate(uris):
+            by_scheme[_uri.scheme_of(uri)].append(i)
+        result = [False] * len(uris)
+        for indices in by_scheme.values():
+            found = await self.filesystem(uris[indices[0]]).files_exist([uris[i] for i in indices])
+            for i, value in zip(indices, found, strict=True):
+                result[i] = value
+        return result
+
+    async def stat(self, uri: str) -> FileStatistics:
+        return await self.filesystem(uri).stat(uri)
+
+    async def isdir(self, uri: str) -> bool:
+        return await self.filesystem(uri).isdir(uri)
+
+    async def size(self, uri: str) -> int:
+        return await self.filesystem(uri).size(uri)
+
+    async def listdir(self, uri: str) -> list[str]:
+        return await self.filesystem(uri).listdir(uri)
+
+    def walk(self, uri: str) -> AsyncIterator[tuple[str, list[str], list[str]]]:
+        return self.filesystem(uri).walk(uri)
+
+    async def glob(self, pattern: str) -> list[str]:
+        return await self.filesystem(pattern).glob(pattern)
+
+    async def translate_name(self, uri: str) -> str:
+        return await self.filesystem(uri).translate_name(uri)
+
+    # ---- writing ---------------------------------------------------------------------
+
+    async def write_file(self, uri: str, data: Buffer, *, atomic: bool = True) -> None:
+        """Create or replace uri with data; atomically (temporary sibling,
+        then rename) unless atomic is false or the plugin cannot rename."""
+        await self.filesystem(uri).write_file(uri, data, atomic=atomic)
+
+    async def append(self, uri: str, data: Buffer) -> None:
+        await self.filesystem(uri).append(uri, data)
+
+    async def new_writable_file(self, uri: str) -> AsyncWritableFile:
+        return await self.filesystem(uri).new_writable_file(uri)
+
+    async def new_appendable_file(self, uri: str) -> AsyncWritableFile:
+        return await self.filesystem(uri).new_appendable_file(uri)
+
+    async def mkdir(self, uri: str) -> None:
+        await self.filesystem(uri).mkdir(uri)
+
+    async def makedirs(self, uri: str, *, exist_ok: bool = True) -> None:
+        await self.filesystem(uri).makedirs(uri, exist_ok=exist_ok)
+
+    async def rm(self, uri: str) -> None:
+        await self.filesystem(uri).rm(uri)
+
+    async def rmdir(self, uri: str) -> None:
+        await self.filesystem(uri).rmdir(uri)
+
+    async def rmtree(self, uri: str) -> tuple[int, int]:
+        """Delete uri and all below it; (undeleted files, dirs), (0, 0) when
+        all went."""
+        return await self.filesystem(uri).rmtree(uri)
+
+    async def rename(self, src: str, dst: str) -> None:
+        source, target = self.filesystem(src), self.filesystem(dst)
+        if source is not target:
+            raise UnimplementedError(
+                "renaming across filesystems is not supported; copy, then rm",
+                op="rename",
+                path=f"{src} -> {dst}",
+            )
+        await source.rename(src, dst)
+
+    async def copy(self, src: str, dst: str, *, recursive: bool = False) -> None:
+        """Copy a file (natively within one scheme, streamed in chunks
+        across schemes, always landing by rename); with recursive, a whole
+        tree, its directories listed and files copied concurrently."""
+        source, target = self.filesystem(src), self.filesystem(dst)
+        if recursive and await source.isdir(src):
+            await _transfer.copy_tree(source, src, target, dst, self.copy_chunk)
+        elif source is target:
+            await source.copy_file(src, dst)
+        else:
+            await self.pool.run(
+                _transfer.stream_copy, source.sync, src, target.sync, dst, self.copy_chunk, mutating=True
+            )
