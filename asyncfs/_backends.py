@@ -137,12 +137,16 @@ class TrioBackend:
 
         def abort(raise_cancel: Any) -> Any:
             if shielded:
-                return lowlevel.Abort.FAILED  # wait on; trio cancels at the next checkpoint
+                return lowlevel.Abort.FAILED  # keep waiting for the result
             waiter.abandoned = True
             slot[0] = None
             return lowlevel.Abort.SUCCEEDED
 
-        return await lowlevel.wait_task_rescheduled(abort)
+        try:
+            return await lowlevel.wait_task_rescheduled(abort)
+        finally:
+            if shielded:  # a cancellation that came meanwhile is raised now, as on asyncio
+                await lowlevel.checkpoint_if_cancelled()
 
 
 def current_backend() -> Backend:

@@ -13,35 +13,69 @@ resolution or ``to_thread`` users for threads.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ._backends import Backend, Waiter, current_backend
 
-__all__ = ["WorkerPool", "default_workers"]
+__all__ = ["PoolStats", "WorkerPool", "default_workers"]
 
 T = TypeVar("T")
 
 
 def default_workers() -> int:
-    """Enough threads to keep a few devices busy and hide per-call latency,
-    independent of core count: plugin calls wait on I/O with the GIL
-    released."""
-    return min(32, (os.cpu_count() or 1) * 4 + 8)
+    """Two threads per core, at least 4 and at most 32. Local filesystems
+    are served from memory copies, which more threads than that only slow
+    down (and crowd the event loop's thread off the cores); for stores with
+    high per-call latency, give the Env more workers."""
+    return max(4, min(32, (os.cpu_count() or 1) * 2))
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    """``operations`` run, loop ``wakeups`` that delivered their results
+    (one per chunk), operations ``in_flight`` now, and the
+    ``peak_in_flight`` of any loop."""
+
+    operations: int
+    wakeups: int
+    in_flight: int
+    peak_in_flight: int
+
+
+class _Group:
+    """Calls of one run_many window: one waiter, resolved when the last
+    of them is delivered."""
+
+    __slots__ = ("remaining", "waiter")
+
+    def __init__(self, waiter: Waiter, size: int) -> None:
+        self.waiter = waiter
+        self.remaining = size
 
 
 class _Work:
-    __slots__ = ("args", "discard", "error", "fn", "result", "waiter")
+    __slots__ = ("args", "discard", "error", "fn", "group", "result", "waiter")
 
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], waiter: Waiter, discard: Any) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        waiter: Waiter,
+        discard: Any,
+        group: _Group | None = None,
+    ) -> None:
         self.fn = fn
         self.args = args
         self.waiter = waiter
         self.discard = discard
+        self.group = group
         self.result: Any = None
         self.error: BaseException | None = None
 
@@ -71,6 +105,8 @@ class _Batcher:
         self.scheduled = False
         self.in_flight = 0
         self.peak_in_flight = 0
+        self.operations = 0
+        self.wakeups = 0
         self.blocked: deque[Waiter] = deque()
 
     def take_slot(self) -> bool:
@@ -112,7 +148,15 @@ class _Batcher:
 
     def deliver(self, chunk: list[_Work]) -> None:
         resolve = self.backend.resolve
+        self.wakeups += 1
+        self.operations += len(chunk)
         for work in chunk:
+            group = work.group
+            if group is not None:
+                group.remaining -= 1
+                if group.remaining == 0 and not group.waiter.abandoned:
+                    resolve(group.waiter, None, None)
+                continue
             received = not work.waiter.abandoned and resolve(work.waiter, work.result, work.error)
             if not received and work.discard is not None and work.error is None:
                 # opened for a caller that was cancelled meanwhile: release it
@@ -127,13 +171,14 @@ def _ignore(chunk: list[_Work]) -> None:
 class WorkerPool:
     """Threads that run chunks of plugin calls for any number of loops."""
 
-    def __init__(self, workers: int | None = None, *, max_in_flight: int = 4096) -> None:
+    def __init__(self, workers: int | None = None, *, max_in_flight: int = 4096, worker_nice: int = 10) -> None:
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
         self.workers = workers or default_workers()
         self.max_in_flight = max_in_flight
+        self.worker_nice = worker_nice
         self._queue: queue.SimpleQueue[_Chunk | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -155,6 +200,11 @@ class WorkerPool:
                 self._threads.append(thread)
 
     def _work(self) -> None:
+        if self.worker_nice and hasattr(os, "setpriority"):
+            # Linux nice values are per thread: the event loop keeps its
+            # priority and gets a core first when both want one.
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.worker_nice)
         while True:
             item = self._queue.get()
             if item is None:
@@ -206,33 +256,46 @@ class WorkerPool:
         return result
 
     async def run_many(
-        self, fn: Callable[..., T], calls: list[tuple[Any, ...]], *, mutating: bool
+        self, fn: Callable[..., T], calls: Sequence[tuple[Any, ...]], *, mutating: bool
     ) -> list[T | Exception]:
         """Run fn(*args) for every args in calls, concurrently and without a
-        task per call; results come back in order, with exceptions in place.
-        Calls made together share batches; the in-flight cap still holds."""
+        task or a waiter per call; results come back in order, exceptions in
+        place. Calls go in windows of at most max_in_flight, each window
+        awaited as one group, so any number of calls holds bounded work."""
         self._check_open()
         batcher = self.batcher()
         backend = batcher.backend
-        works: list[_Work] = []
-        try:
-            for args in calls:
-                await self._acquire(batcher)
-                work = _Work(fn, args, backend.new_waiter(), None)
-                batcher.submit(work)
-                works.append(work)
-            results: list[T | Exception] = []
+        results: list[T | Exception] = []
+        for start in range(0, len(calls), self.max_in_flight):
+            window = calls[start : start + self.max_in_flight]
+            group = _Group(backend.new_waiter(), len(window))
+            works: list[_Work] = []
+            try:
+                for args in window:
+                    await self._acquire(batcher)
+                    work = _Work(fn, args, group.waiter, None, group)
+                    batcher.submit(work)
+                    works.append(work)
+                await backend.wait(group.waiter, shielded=mutating)
+            except BaseException:
+                group.waiter.abandoned = not mutating  # the rest need not run
+                raise
             for work in works:
-                try:
-                    results.append(await backend.wait(work.waiter, shielded=mutating))
-                except Exception as exc:
-                    results.append(exc)
-            return results
-        except BaseException:
-            if not mutating:  # nobody will read the rest
-                for work in works:
-                    work.waiter.abandoned = True
-            raise
+                error = work.error
+                if error is not None and not isinstance(error, Exception):
+                    raise error
+                results.append(error if error is not None else work.result)
+        return results
+
+    def stats(self) -> PoolStats:
+        """Counters summed over the loops this pool has served."""
+        batchers = list(self._batchers.values())
+        return PoolStats(
+            operations=sum(b.operations for b in batchers),
+            wakeups=sum(b.wakeups for b in batchers),
+            in_flight=sum(b.in_flight for b in batchers),
+            peak_in_flight=max((b.peak_in_flight for b in batchers), default=0),
+        )
 
     def shutdown(self, *, wait: bool = True) -> None:
         """Stop the threads after the work already queued."""
@@ -246,7 +309,3 @@ class WorkerPool:
         if wait:
             for thread in threads:
                 thread.join()
-
-    def peak_in_flight(self) -> int:
-        """The most operations that were in flight at once, per loop, max."""
-        return max((b.peak_in_flight for b in self._batchers.values()), default=0)

@@ -45,8 +45,11 @@ class Env:
 
     ``workers`` sizes the pool (default :func:`asyncfs._pool.default_workers`),
     ``max_in_flight`` caps the operations queued or running at once per event
-    loop (more wait for room, so memory stays bounded), ``copy_chunk`` is the
-    block size of copies across schemes. ``registry`` defaults to the
+    loop (more wait for room, so memory stays bounded), ``worker_nice`` is the
+    workers' CPU priority relative to the event loop's thread (Linux nice;
+    higher keeps the loop more responsive while workers copy large buffers,
+    lower keeps them from being starved by other busy processes),
+    ``copy_chunk`` is the block size of copies across schemes. ``registry`` defaults to the
     process-wide one, which has the built-in plugins.
     """
 
@@ -56,10 +59,11 @@ class Env:
         registry: Registry | None = None,
         workers: int | None = None,
         max_in_flight: int = 4096,
+        worker_nice: int = 10,
         copy_chunk: int = 8 << 20,
     ) -> None:
         self.registry = registry if registry is not None else default_registry()
-        self.pool = WorkerPool(workers, max_in_flight=max_in_flight)
+        self.pool = WorkerPool(workers, max_in_flight=max_in_flight, worker_nice=worker_nice)
         self.copy_chunk = copy_chunk
         self._filesystems: dict[str, AsyncModularFileSystem] = {}
 

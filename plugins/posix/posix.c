@@ -47,12 +47,18 @@ static void reader_cleanup(TF_RandomAccessFile* file) {
   file->plugin_file = NULL;
 }
 
+/* Large reads go in slices: a kernel copy of many megabytes cannot be
+ * preempted on most kernels, so one huge pread would keep a core from the
+ * event loop's thread for milliseconds. */
+#define READ_SLICE ((size_t)256 << 10)
+
 static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset,
                            size_t n, char* buffer, TF_Status* status) {
   const posix_reader* r = file->plugin_file;
   size_t done = 0;
   while (done < n) {
-    ssize_t got = pread(r->fd, buffer + done, n - done, (off_t)(offset + done));
+    size_t want = n - done < READ_SLICE ? n - done : READ_SLICE;
+    ssize_t got = pread(r->fd, buffer + done, want, (off_t)(offset + done));
     if (got > 0) {
       done += (size_t)got;
     } else if (got == 0) {
