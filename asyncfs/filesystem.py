@@ -319,8 +319,12 @@ class ModularFileSystem:
         is one)."""
         if "get_matching_paths" not in self._ops:
             return _fallbacks.get_matching_paths(self, pattern)
+        # TensorFlow hands plugins the pattern untranslated and expects URIs
+        # back; a plugin that returns bare paths gets them made into URIs.
         entries = ffi.new("char***")
-        count = int(self._path_call("get_matching_paths", pattern, entries))
+        status = _ffi.thread_status()
+        count = int(self._ops["get_matching_paths"](self._fs, encode(pattern), entries, status))
+        _ffi.check(status, "get_matching_paths", pattern)
         paths = take_string_array(entries[0], max(count, 0), self._free)
         return sorted(self.to_uri(path, pattern) for path in paths)
 

@@ -71,6 +71,11 @@ static const char* after_scheme(const char* uri) {
   return strncmp(p, "://", 3) == 0 ? p + 3 : NULL;
 }
 
+size_t plugin_scheme_prefix_len(const char* uri) {
+  const char* rest = after_scheme(uri);
+  return rest != NULL ? (size_t)(rest - uri) : 0;
+}
+
 char* plugin_translate_name(const char* uri, int host_is_segment) {
   const char* rest;
   char* path;
@@ -128,6 +133,20 @@ static int compare_strings(const void* a, const void* b) {
 void plugin_strlist_sort(plugin_strlist* list) {
   if (list->count > 1)
     qsort(list->items, (size_t)list->count, sizeof(char*), compare_strings);
+}
+
+int plugin_strlist_prefix(plugin_strlist* list, const char* prefix, size_t len) {
+  int i;
+  for (i = 0; i < list->count; ++i) {
+    size_t n = strlen(list->items[i]);
+    char* joined = plugin_memory_allocate(len + n + 1);
+    if (joined == NULL) return -1;
+    memcpy(joined, prefix, len);
+    memcpy(joined + len, list->items[i], n + 1);
+    plugin_memory_free(list->items[i]);
+    list->items[i] = joined;
+  }
+  return 0;
 }
 
 void plugin_strlist_free(plugin_strlist* list) {

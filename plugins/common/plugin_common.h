@@ -25,6 +25,9 @@ char* plugin_clean_path(const char* path);
  * (mem://a/b -> /a/b), for stores whose namespace starts at the host. */
 char* plugin_translate_name(const char* uri, int host_is_segment);
 
+/* The length of uri's "scheme://" prefix, 0 for a bare path. */
+size_t plugin_scheme_prefix_len(const char* uri);
+
 /* A growable array of malloc'd strings, returned to the core as char**. */
 typedef struct plugin_strlist {
   char** items;
@@ -34,6 +37,8 @@ typedef struct plugin_strlist {
 
 int plugin_strlist_push(plugin_strlist* list, const char* s, size_t len);
 void plugin_strlist_sort(plugin_strlist* list);
+/* Puts prefix[0..len) in front of every item. */
+int plugin_strlist_prefix(plugin_strlist* list, const char* prefix, size_t len);
 void plugin_strlist_free(plugin_strlist* list);
 /* Hands items to the core (NULL when empty) and returns the count. */
 int plugin_strlist_release(plugin_strlist* list, char*** entries);

@@ -1030,15 +1030,22 @@ static void glob_walk(mem_glob* g, node* dir, size_t len, const char* pattern) {
   }
 }
 
+/* As in TensorFlow, the pattern arrives untranslated and the matches go
+ * back as URIs: "mem://" + path. */
 static int fs_get_matching_paths(const TF_Filesystem* filesystem,
-                                 const char* pattern, char*** entries,
+                                 const char* uri_pattern, char*** entries,
                                  TF_Status* status) {
   memfs* fs = fs_of(filesystem);
   plugin_strlist list = {NULL, 0, 0};
+  size_t prefix = plugin_scheme_prefix_len(uri_pattern);
+  char* pattern = plugin_translate_name(uri_pattern, 1);
   mem_glob* g = malloc(sizeof *g);
+  int failed;
   inject_latency();
   *entries = NULL;
-  if (g == NULL) {
+  if (g == NULL || pattern == NULL) {
+    free(g);
+    plugin_memory_free(pattern);
     set_oom(status);
     return -1;
   }
@@ -1049,13 +1056,14 @@ static int fs_get_matching_paths(const TF_Filesystem* filesystem,
   pthread_rwlock_rdlock(&fs->lock);
   glob_walk(g, fs->root, 1, pattern);
   pthread_rwlock_unlock(&fs->lock);
-  if (g->failed) {
-    free(g);
+  failed = g->failed;
+  free(g);
+  plugin_memory_free(pattern);
+  if (failed || plugin_strlist_prefix(&list, uri_pattern, prefix) != 0) {
     plugin_strlist_free(&list);
     set_oom(status);
     return -1;
   }
-  free(g);
   plugin_strlist_sort(&list);
   set_ok(status);
   return plugin_strlist_release(&list, entries);

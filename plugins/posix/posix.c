@@ -748,14 +748,22 @@ static void glob_walk(glob_state* g, size_t len, const char* pattern) {
   }
 }
 
+/* As in TensorFlow, the pattern arrives untranslated (a URI or a bare
+ * path) and the matches go back shaped like it: "file://" + path for a
+ * file:// pattern. */
 static int fs_get_matching_paths(const TF_Filesystem* filesystem,
-                                 const char* pattern, char*** entries,
+                                 const char* uri_pattern, char*** entries,
                                  TF_Status* status) {
   plugin_strlist list = {NULL, 0, 0};
+  size_t prefix = plugin_scheme_prefix_len(uri_pattern);
+  char* pattern = plugin_translate_name(uri_pattern, 0);
   glob_state* g = malloc(sizeof *g);
+  int failed;
   (void)filesystem;
   *entries = NULL;
-  if (g == NULL) {
+  if (g == NULL || pattern == NULL) {
+    free(g);
+    plugin_memory_free(pattern);
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
     return -1;
   }
@@ -769,13 +777,14 @@ static int fs_get_matching_paths(const TF_Filesystem* filesystem,
     g->path[0] = '\0';
     glob_walk(g, 0, pattern);
   }
-  if (g->failed) {
-    free(g);
+  failed = g->failed;
+  free(g);
+  plugin_memory_free(pattern);
+  if (failed || plugin_strlist_prefix(&list, uri_pattern, prefix) != 0) {
     plugin_strlist_free(&list);
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
     return -1;
   }
-  free(g);
   plugin_strlist_sort(&list);
   set_ok(status);
   return plugin_strlist_release(&list, entries);
