@@ -8,12 +8,9 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from . import _ffi, _uri
-from ._ffi import CData
-from ._marshal import encode
+from . import _uri
 from .errors import Code, FailedPreconditionError, NotFoundError, StatusError
 
 if TYPE_CHECKING:
@@ -25,23 +22,12 @@ __all__ = [
     "get_file_size",
     "get_matching_paths",
     "is_directory",
-    "paths_exist",
     "recursively_create_dir",
     "rename_file",
 ]
 
 _COPY_CHUNK = 1 << 20
 _GLOB_META = re.compile(r"[*?\[\\]")
-
-
-def paths_exist(fs: ModularFileSystem, uris: Sequence[str], statuses: CData) -> None:
-    """Fill statuses[i] for each uri by one path_exists call each."""
-    rt = _ffi.runtime()
-    for i, uri in enumerate(uris):
-        try:
-            fs.path_exists(uri)
-        except StatusError as exc:
-            rt.TF_SetStatus(statuses[i], int(exc.code), encode(exc.message))
 
 
 def is_directory(fs: ModularFileSystem, uri: str) -> bool:

@@ -60,20 +60,21 @@ _statuses = _ThreadStatus()
 
 def thread_status() -> CData:
     """This thread's scratch status, reset to OK: one per thread, reused by
-    every call the thread makes."""
+    every call the thread makes. The core reads and resets the runtime's
+    status fields directly (runtime_core.h), sparing a call into C."""
     status = _statuses.status
-    runtime().TF_SetStatus(status, 0, ffi.NULL)
+    status.code = 0
     return status
 
 
 def reset(status: CData) -> None:
-    runtime().TF_SetStatus(status, 0, ffi.NULL)
+    status.code = 0
 
 
 def error_from(status: CData, op: str, path: str | None = None) -> StatusError:
-    rt = runtime()
-    code = int(rt.TF_GetCode(status))
-    message = ffi.string(rt.TF_Message(status)).decode("utf-8", "replace")
+    code = int(status.code)
+    raw = status.message
+    message = ffi.string(raw).decode("utf-8", "replace") if raw != ffi.NULL else ""
     try:
         cls = STATUS_ERRORS[Code(code)]
     except (KeyError, ValueError):
@@ -85,7 +86,7 @@ def error_from(status: CData, op: str, path: str | None = None) -> StatusError:
 def check(status: CData, op: str, path: str | None = None) -> None:
     """Raise the exception matching a non-OK status; the one place where C
     status codes become Python exceptions."""
-    if runtime().TF_GetCode(status) != 0:
+    if status.code:
         raise error_from(status, op, path)
 
 

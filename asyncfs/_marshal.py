@@ -7,10 +7,9 @@ values and are released with that plugin's own free function.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ._ffi import CData, ffi
+from ._ffi import CData, ffi, runtime
 
 __all__ = [
     "Option",
@@ -21,7 +20,7 @@ __all__ = [
     "option_from_c",
     "option_to_c",
     "take_string",
-    "take_string_array",
+    "unpack_strings",
 ]
 
 
@@ -43,25 +42,23 @@ def take_string(ptr: CData, free: CData) -> str | None:
         free(ptr)
 
 
-def take_string_array(array: CData, count: int, free: CData) -> list[str]:
-    """Copy count plugin-allocated strings and free each, then the array."""
-    if array == ffi.NULL:
+def unpack_strings(array: CData, count: int, free: CData) -> list[str]:
+    """The count strings of a plugin-allocated array, all freed, in two calls
+    into C whatever the count (the runtime packs them into one buffer)."""
+    if array == ffi.NULL or count <= 0:
+        if array != ffi.NULL:
+            free(array)
         return []
+    rt = runtime()
+    total = ffi.new("size_t*")
+    packed = rt.ASYNCFS_PackStrings(array, count, free, total)
+    if packed == ffi.NULL:
+        raise MemoryError("no memory to collect a plugin's strings")
     try:
-        out = []
-        for i in range(count):
-            item = array[i]
-            out.append(decode(ffi.string(item)))
-            free(item)
-        return out
+        raw: bytes = ffi.unpack(packed, int(total[0]))
     finally:
-        free(array)
-
-
-def c_string_array(items: Sequence[bytes]) -> tuple[CData, list[CData]]:
-    """A char*[] over items, and the buffers that must outlive the call."""
-    keep = [ffi.new("char[]", item) for item in items]
-    return ffi.new("char*[]", keep), keep
+        rt.ASYNCFS_Free(packed)
+    return raw[:-1].decode("utf-8", "surrogateescape").split("\0")
 
 
 OptionValue = int | float | bytes

@@ -1,11 +1,13 @@
 """asyncfs's own bounded worker pool, which batches.
 
 Operations submitted during one event-loop iteration are collected and, at
-the end of it, split into at most one chunk per worker; a worker runs a whole
-chunk in one thread hop and hands back all its results with one wake-up of the
-loop. Chunks go through one shared queue to whichever worker is free, and no
-work item ever waits on another, so the pool cannot deadlock. The number of
-operations in flight per loop is capped; submitters beyond the cap wait.
+the end of it, handed to a worker as one batch; the worker runs them in one
+thread hop and hands back all its results with one wake-up of the loop.
+Operations that prove slow (time spent in C with the GIL released) call more
+workers onto their batch (see :class:`_Batch`); short ones, bound by the GIL,
+run fastest on one thread. No operation ever waits on another, so the pool
+cannot deadlock. The number of operations in flight per loop is capped;
+submitters beyond the cap wait.
 
 The pool is not the loop's default executor: it never competes with DNS
 resolution or ``to_thread`` users for threads.
@@ -17,6 +19,7 @@ import contextlib
 import os
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -63,6 +66,12 @@ class _Group:
 class _Work:
     __slots__ = ("args", "discard", "error", "fn", "group", "result", "waiter")
 
+    # a fan-out's calls are meant to run in parallel: their batch calls in
+    # helpers from the start instead of after a slow first call
+    @property
+    def eager(self) -> bool:
+        return self.group is not None
+
     def __init__(
         self,
         fn: Callable[..., Any],
@@ -91,7 +100,44 @@ class _Work:
             self.discard = None
 
 
-_Chunk = tuple[list[_Work], Callable[[list[_Work]], None]]
+class _Batch:
+    """Operations flushed together. One worker starts draining it; when an
+    operation turns out to be slow (it spent its time in C, with the GIL
+    released: a large copy, a high-latency store), that worker calls in as
+    many helpers as there are operations left, and they drain it together.
+    Short operations, which are bound by the GIL, stay on one thread, where
+    they run fastest. Each worker hands back its share with one wake-up."""
+
+    __slots__ = ("deliver", "eager", "helpers", "items", "lock", "next")
+
+    def __init__(self, items: list[_Work], deliver: Callable[[list[_Work]], None]) -> None:
+        self.items = items
+        self.deliver = deliver
+        self.eager = any(work.eager for work in items)
+        self.next = 0
+        self.helpers = 0
+        self.lock = threading.Lock()
+
+    def take(self) -> _Work | None:
+        with self.lock:
+            if self.next >= len(self.items):
+                return None
+            self.next += 1
+            return self.items[self.next - 1]
+
+    def helpers_wanted(self, workers: int) -> int:
+        """How many more workers to call in, counting them as called."""
+        with self.lock:
+            wanted = min(workers - 1 - self.helpers, len(self.items) - self.next)
+            if wanted <= 0:
+                return 0
+            self.helpers += wanted
+            return wanted
+
+
+# An operation that takes longer than this ran in C with the GIL released,
+# so more threads on its batch make it go faster.
+SLOW_OPERATION = 250e-6
 
 
 class _Batcher:
@@ -135,13 +181,7 @@ class _Batcher:
 
     def flush(self) -> None:
         batch, self.pending, self.scheduled = self.pending, [], False
-        chunks = min(self.pool.workers, len(batch))
-        size, extra = divmod(len(batch), chunks)
-        start = 0
-        for i in range(chunks):
-            end = start + size + (1 if i < extra else 0)
-            self.pool.put((batch[start:end], self.deliver_threadsafe))
-            start = end
+        self.pool.put(_Batch(batch, self.deliver_threadsafe))
 
     def deliver_threadsafe(self, chunk: list[_Work]) -> None:
         self.backend.call_soon_threadsafe(lambda: self.deliver(chunk))
@@ -160,7 +200,7 @@ class _Batcher:
             received = not work.waiter.abandoned and resolve(work.waiter, work.result, work.error)
             if not received and work.discard is not None and work.error is None:
                 # opened for a caller that was cancelled meanwhile: release it
-                self.pool.put(([_Work(work.discard, (work.result,), Waiter(None), None)], _ignore))
+                self.pool.put(_Batch([_Work(work.discard, (work.result,), Waiter(None), None)], _ignore))
         self.release_slots(len(chunk))
 
 
@@ -179,16 +219,16 @@ class WorkerPool:
         self.workers = workers or default_workers()
         self.max_in_flight = max_in_flight
         self.worker_nice = worker_nice
-        self._queue: queue.SimpleQueue[_Chunk | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._closed = False
         self._batchers: dict[int, _Batcher] = {}
 
-    def put(self, chunk: _Chunk) -> None:
+    def put(self, batch: _Batch) -> None:
         if not self._threads:
             self._start()
-        self._queue.put(chunk)
+        self._queue.put(batch)
 
     def _start(self) -> None:
         with self._lock:
@@ -205,14 +245,24 @@ class WorkerPool:
             # priority and gets a core first when both want one.
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.worker_nice)
+        clock = time.perf_counter
         while True:
-            item = self._queue.get()
-            if item is None:
+            batch = self._queue.get()
+            if batch is None:
                 return
-            chunk, deliver = item
-            for work in chunk:
+            done: list[_Work] = []
+            if batch.eager:
+                for _ in range(batch.helpers_wanted(self.workers)):
+                    self._queue.put(batch)
+            while (work := batch.take()) is not None:
+                start = clock()
                 work.run()
-            deliver(chunk)
+                done.append(work)
+                if clock() - start > SLOW_OPERATION:
+                    for _ in range(batch.helpers_wanted(self.workers)):
+                        self._queue.put(batch)
+            if done:
+                batch.deliver(done)
 
     def batcher(self) -> _Batcher:
         backend = current_backend()

@@ -83,7 +83,7 @@ class RandomAccessFile(_Handle):
             _ffi.raise_status(Code.UNIMPLEMENTED, "the plugin does not offer read", "read", self.uri)
         status = _ffi.thread_status()
         count = int(self._read(self._handle, offset, len(target), target, status))
-        code = _ffi.runtime().TF_GetCode(status)
+        code = status.code
         if code == Code.OUT_OF_RANGE and not strict:
             return max(count, 0)
         if code != Code.OK:

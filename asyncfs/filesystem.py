@@ -11,6 +11,7 @@ Calls into C release the GIL, so threads run plugin calls in parallel.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,13 +22,12 @@ from ._loader import PluginMetadata, SchemeTables
 from ._marshal import (
     Option,
     OptionValue,
-    c_string_array,
     encode,
     free_options,
     option_from_c,
     option_to_c,
     take_string,
-    take_string_array,
+    unpack_strings,
 )
 from .errors import Code, StatusError
 from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
@@ -38,6 +38,16 @@ else:
     Buffer = object
 
 __all__ = ["FILESYSTEM_OPS", "FileStatistics", "ModularFileSystem"]
+
+_SCRATCH = 4096
+
+
+class _Scratch(threading.local):
+    def __init__(self) -> None:
+        self.buffer = ffi.new("char[]", _SCRATCH)
+
+
+_scratch = _Scratch()
 
 FILESYSTEM_OPS: tuple[str, ...] = tuple(name for name, _ in ffi.typeof("TF_FilesystemOps").fields)
 
@@ -78,6 +88,7 @@ class ModularFileSystem:
         self._fs = tables.filesystem
         self._free = memory_free
         ops = tables.filesystem_ops
+        self._fs_ops = ops
         self._ops: dict[str, Any] = {
             name: getattr(ops, name) for name in FILESYSTEM_OPS if getattr(ops, name) != ffi.NULL
         }
@@ -122,7 +133,14 @@ class ModularFileSystem:
         return fn
 
     def _path(self, uri: str) -> bytes:
-        return encode(self.translate_name(uri))
+        """The plugin's name for uri, in one call into C."""
+        out = _scratch.buffer
+        n = _ffi.runtime().ASYNCFS_TranslateName(self._fs_ops, self._fs, self._free, encode(uri), out, _SCRATCH)
+        if n >= 0:
+            return ffi.unpack(out, n)  # type: ignore[no-any-return]
+        if n == -2:
+            return encode(_uri.translate_name(uri))
+        return encode(self.translate_name(uri))  # longer than the scratch buffer
 
     def _path_call(self, name: str, uri: str, *extra: Any) -> Any:
         fn = self._op(name, uri)
@@ -203,7 +221,7 @@ class ModularFileSystem:
         status = _ffi.thread_status()
         fn(self._fs, self._path(uri), files, dirs, status)
         counts = (int(files[0]), int(dirs[0]))
-        if _ffi.runtime().TF_GetCode(status) != Code.OK:
+        if status.code != Code.OK:
             error = _ffi.error_from(status, "delete_recursively", uri)
             error.undeleted = counts  # type: ignore[attr-defined]
             raise error
@@ -271,12 +289,13 @@ class ModularFileSystem:
         statuses = rt.ASYNCFS_NewStatusArray(n)
         if statuses == ffi.NULL:
             raise MemoryError(f"no memory for {n} statuses")
-        if "paths_exist" in self._ops:
-            paths, keep = c_string_array([self._path(uri) for uri in uris])
-            self._ops["paths_exist"](self._fs, paths, n, statuses)
-            del keep
-        else:
-            _fallbacks.paths_exist(self, uris, statuses)
+        # translation and the batch call (or path_exists one by one) in C,
+        # the URIs passed as one NUL-separated buffer
+        packed = encode("\0".join(uris)) + b"\0"
+        if rt.ASYNCFS_PathsExist(self._fs_ops, self._fs, self._free, packed, n, statuses) != 0:
+            rt.ASYNCFS_DeleteStatusArray(statuses, n)
+            self._op("path_exists")  # raises if the plugin offers no way to ask
+            raise MemoryError(f"no memory to check {n} paths")
         codes = ffi.new("int[]", n)
         rt.ASYNCFS_StatusArrayCodes(statuses, n, codes)
         return list(codes), statuses
@@ -311,7 +330,7 @@ class ModularFileSystem:
         """The names (not paths) of the entries of a directory, any order."""
         entries = ffi.new("char***")
         count = int(self._path_call("get_children", uri, entries))
-        return take_string_array(entries[0], max(count, 0), self._free)
+        return unpack_strings(entries[0], count, self._free)
 
     def get_matching_paths(self, pattern: str) -> list[str]:
         """The paths matching a glob pattern (``*``, ``?``, ``[...]`` within
@@ -325,8 +344,11 @@ class ModularFileSystem:
         status = _ffi.thread_status()
         count = int(self._ops["get_matching_paths"](self._fs, encode(pattern), entries, status))
         _ffi.check(status, "get_matching_paths", pattern)
-        paths = take_string_array(entries[0], max(count, 0), self._free)
-        return sorted(self.to_uri(path, pattern) for path in paths)
+        paths = unpack_strings(entries[0], count, self._free)
+        if paths and "://" not in paths[0] and "://" in pattern:
+            paths = [self.to_uri(path, pattern) for path in paths]
+        paths.sort()
+        return paths
 
     def scan_dir(self, uri: str) -> tuple[list[str], list[str]]:
         """(directory names, other names) of a directory, each sorted."""
@@ -361,9 +383,22 @@ class ModularFileSystem:
 
     def read_file(self, uri: str) -> bytes:
         """The whole content of a file, read straight into the bytes
-        returned."""
-        with self.new_random_access_file(uri) as file:
-            return file.read(0, self.get_file_size(uri))
+        returned (the sequence open, size, read, close is two calls into C;
+        ``bytes(n)`` with n > 0 is always a new, unshared object, so filling
+        it before anyone can see it is safe)."""
+        rt = _ffi.runtime()
+        file_ops = self._tables.random_access_file_ops
+        if file_ops is None:
+            self._op("new_random_access_file", uri)
+        path = self._path(uri)
+        handle = ffi.new("TF_RandomAccessFile*")
+        status = _ffi.thread_status()
+        size = int(rt.ASYNCFS_OpenForRead(self._fs_ops, file_ops, self._fs, path, handle, status))
+        _ffi.check(status, "read_file", uri)
+        data = bytes(size) if size > 0 else b""
+        count = int(rt.ASYNCFS_ReadAndClose(file_ops, handle, 0, size, ffi.from_buffer(data), status))
+        _ffi.check(status, "read_file", uri)
+        return data if count == size else data[:count]
 
     def read_into(self, uri: str, buffer: Buffer, offset: int = 0) -> int:
         """Read from offset of uri into a caller-owned buffer, with no copy;

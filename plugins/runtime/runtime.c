@@ -17,13 +17,9 @@
 
 #include "asyncfs/filesystem_interface.h"
 #include "asyncfs/runtime_core.h"
+#include "plugin_common.h"
 
 #define RUNTIME_EXPORT __attribute__((visibility("default")))
-
-struct TF_Status {
-  TF_Code code;
-  char* message; /* NULL means "" */
-};
 
 RUNTIME_EXPORT TF_Status* TF_NewStatus(void) {
   return calloc(1, sizeof(TF_Status));
@@ -242,4 +238,130 @@ RUNTIME_EXPORT void ASYNCFS_StatusArrayCodes(TF_Status* const* statuses, int n,
                                              int* codes) {
   int i;
   for (i = 0; i < n; ++i) codes[i] = (int)statuses[i]->code;
+}
+
+/* ---- composite calls (asyncfs/runtime_core.h) ---------------------------- */
+
+RUNTIME_EXPORT void ASYNCFS_Free(void* ptr) { free(ptr); }
+
+RUNTIME_EXPORT int ASYNCFS_TranslateName(const TF_FilesystemOps* ops,
+                                         const TF_Filesystem* fs,
+                                         void (*plugin_free)(void*),
+                                         const char* uri, char* out,
+                                         size_t cap) {
+  char* translated;
+  size_t n;
+  if (ops->translate_name == NULL) return -2;
+  translated = ops->translate_name(fs, uri);
+  if (translated == NULL) return -2;
+  n = strlen(translated);
+  if (n >= cap) {
+    plugin_free(translated);
+    return -1;
+  }
+  memcpy(out, translated, n + 1);
+  plugin_free(translated);
+  return (int)n;
+}
+
+RUNTIME_EXPORT int64_t ASYNCFS_OpenForRead(const TF_FilesystemOps* ops,
+                                           const TF_RandomAccessFileOps* file_ops,
+                                           const TF_Filesystem* fs,
+                                           const char* path,
+                                           TF_RandomAccessFile* file,
+                                           TF_Status* status) {
+  int64_t size;
+  if (ops->new_random_access_file == NULL) {
+    TF_SetStatus(status, TF_UNIMPLEMENTED,
+                 "the plugin does not offer new_random_access_file");
+    return -1;
+  }
+  ops->new_random_access_file(fs, path, file, status);
+  if (status->code != TF_OK) return -1;
+  if (ops->get_file_size != NULL) {
+    size = ops->get_file_size(fs, path, status);
+  } else if (ops->stat != NULL) {
+    TF_FileStatistics stats;
+    ops->stat(fs, path, &stats, status);
+    size = stats.length;
+  } else {
+    TF_SetStatus(status, TF_UNIMPLEMENTED,
+                 "the plugin offers neither get_file_size nor stat");
+    size = -1;
+  }
+  if (status->code != TF_OK) {
+    file_ops->cleanup(file);
+    return -1;
+  }
+  return size;
+}
+
+RUNTIME_EXPORT int64_t ASYNCFS_ReadAndClose(const TF_RandomAccessFileOps* file_ops,
+                                            TF_RandomAccessFile* file,
+                                            uint64_t offset, size_t n,
+                                            char* buffer, TF_Status* status) {
+  int64_t count = 0;
+  if (n > 0 && file_ops->read != NULL) {
+    count = file_ops->read(file, offset, n, buffer, status);
+    if (status->code == TF_OUT_OF_RANGE) TF_SetStatus(status, TF_OK, "");
+  } else if (n > 0) {
+    TF_SetStatus(status, TF_UNIMPLEMENTED, "the plugin does not offer read");
+  }
+  file_ops->cleanup(file);
+  return count;
+}
+
+RUNTIME_EXPORT int ASYNCFS_PathsExist(const TF_FilesystemOps* ops,
+                                      const TF_Filesystem* fs,
+                                      void (*plugin_free)(void*),
+                                      const char* uris, int n,
+                                      TF_Status** statuses) {
+  char** paths;
+  const char* uri = uris;
+  int i;
+  if (ops->paths_exist == NULL && ops->path_exists == NULL) return -1;
+  paths = calloc(n > 0 ? (size_t)n : 1, sizeof(char*));
+  if (paths == NULL) return -1;
+  for (i = 0; i < n; ++i, uri += strlen(uri) + 1) {
+    char* translated =
+        ops->translate_name != NULL ? ops->translate_name(fs, uri) : NULL;
+    if (translated != NULL) {
+      paths[i] = strdup(translated);
+      plugin_free(translated);
+    } else {
+      paths[i] = plugin_translate_name(uri, 0); /* TensorFlow's rule */
+    }
+    if (paths[i] == NULL) {
+      while (i > 0) free(paths[--i]);
+      free(paths);
+      return -1;
+    }
+  }
+  if (ops->paths_exist != NULL) {
+    ops->paths_exist(fs, paths, n, statuses);
+  } else {
+    for (i = 0; i < n; ++i) ops->path_exists(fs, paths[i], statuses[i]);
+  }
+  for (i = 0; i < n; ++i) free(paths[i]);
+  free(paths);
+  return 0;
+}
+
+RUNTIME_EXPORT char* ASYNCFS_PackStrings(char** items, int count,
+                                         void (*plugin_free)(void*),
+                                         size_t* total) {
+  size_t size = 0, at = 0;
+  char* packed;
+  int i;
+  for (i = 0; i < count; ++i) size += strlen(items[i]) + 1;
+  packed = malloc(size ? size : 1);
+  for (i = 0; i < count; ++i) {
+    size_t n = strlen(items[i]) + 1;
+    if (packed != NULL) memcpy(packed + at, items[i], n);
+    at += n;
+    plugin_free(items[i]);
+  }
+  if (items != NULL) plugin_free(items);
+  *total = packed != NULL ? size : 0;
+  return packed;
 }

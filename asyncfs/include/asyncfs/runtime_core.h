@@ -14,11 +14,57 @@ extern "C" {
 
 /* ASYNCFS-CDEF-BEGIN */
 
+/* The runtime's status, visible to the core only (plugins see it opaque):
+ * the core reads and resets codes without a call. */
+struct TF_Status {
+  TF_Code code;
+  char* message; /* NULL means "" */
+};
+
 /* n fresh statuses, all OK; NULL when out of memory. */
 TF_Status** ASYNCFS_NewStatusArray(int n);
 void ASYNCFS_DeleteStatusArray(TF_Status** statuses, int n);
 /* codes[i] = TF_GetCode(statuses[i]) for i < n. */
 void ASYNCFS_StatusArrayCodes(TF_Status* const* statuses, int n, int* codes);
+
+/* ---- composite calls: one transition into C per logical operation ----- */
+
+/* The plugin's translation of uri, written to out (NUL-terminated); returns
+ * its length, -1 when it does not fit in cap, -2 when the plugin has no
+ * translate_name (the core then applies the generic rule). */
+int ASYNCFS_TranslateName(const TF_FilesystemOps* ops, const TF_Filesystem* fs,
+                          void (*plugin_free)(void*), const char* uri,
+                          char* out, size_t cap);
+
+/* new_random_access_file, then the size (get_file_size, else stat). Returns
+ * the size, or -1 with status set and nothing left open. */
+int64_t ASYNCFS_OpenForRead(const TF_FilesystemOps* ops,
+                            const TF_RandomAccessFileOps* file_ops,
+                            const TF_Filesystem* fs, const char* path,
+                            TF_RandomAccessFile* file, TF_Status* status);
+
+/* read, then cleanup: the handle is released whatever happens. Returns the
+ * count read (a short count at end of file is not an error here). */
+int64_t ASYNCFS_ReadAndClose(const TF_RandomAccessFileOps* file_ops,
+                             TF_RandomAccessFile* file, uint64_t offset,
+                             size_t n, char* buffer, TF_Status* status);
+
+/* Translates each of the n NUL-terminated URIs packed one after another in
+ * uris (as ASYNCFS_TranslateName, TensorFlow's generic rule applying when
+ * the plugin has none) and asks paths_exist, or path_exists one by one when
+ * the plugin has no batch op. Fills statuses[i]. Returns -1 when neither op
+ * exists or memory runs out. */
+int ASYNCFS_PathsExist(const TF_FilesystemOps* ops, const TF_Filesystem* fs,
+                       void (*plugin_free)(void*), const char* uris, int n,
+                       TF_Status** statuses);
+
+/* Packs count plugin-allocated strings into one buffer, each followed by a
+ * NUL, freeing the strings and the array with plugin_free. Returns the
+ * buffer (release with ASYNCFS_Free) and its size in *total; NULL when out
+ * of memory (the strings are freed all the same). */
+char* ASYNCFS_PackStrings(char** items, int count, void (*plugin_free)(void*),
+                          size_t* total);
+void ASYNCFS_Free(void* ptr);
 
 /* ASYNCFS-CDEF-END */
 

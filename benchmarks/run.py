@@ -1,0 +1,463 @@
+"""asyncfs benchmarks against its peers, all measured in the same run.
+
+    python benchmarks/run.py            # everything (about two minutes)
+    python benchmarks/run.py --quick    # smaller data, for a smoke test
+
+Prints one table and writes it to benchmarks/results/latest.md and .json.
+Each figure is the best of --repeat runs (warm page cache). Compare ratios
+within one run, never absolute numbers across machines. Peers that are not
+installed are reported as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import glob as stdlib_glob
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncfs
+
+RESULTS = Path(__file__).parent / "results"
+IN_FLIGHT = 64
+
+
+@dataclass
+class Row:
+    work: str
+    unit: str
+    results: dict[str, float] = field(default_factory=dict)  # peer -> rate (higher is better)
+    notes: list[str] = field(default_factory=list)
+    target: str = ""
+    verdict: str = ""
+
+
+def best(fn: Callable[[], Any], repeat: int) -> float:
+    """Best wall time of repeat calls of fn."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def best_async(make: Callable[[], Awaitable[Any]], repeat: int) -> float:
+    async def timed() -> float:
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            await make()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    return asyncio.run(timed())
+
+
+async def bounded(fn: Callable[[Any], Awaitable[Any]], items: Iterable[Any], limit: int = IN_FLIGHT) -> None:
+    """Run fn over items with limit in flight: the same harness for every
+    async peer."""
+    iterator = iter(items)
+
+    async def lane() -> None:
+        for item in iterator:
+            await fn(item)
+
+    await asyncio.gather(*(lane() for _ in range(limit)))
+
+
+def started_env(**options: Any) -> asyncfs.Env:
+    """An Env with its plugins loaded and workers started: start-up is a
+    one-time cost of an application, not of each operation."""
+    env = asyncfs.Env(**options)
+
+    async def warm() -> None:
+        await env.exists("/")
+
+    asyncio.run(warm())
+    return env
+
+
+def optional(name: str) -> Any:
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
+
+
+# ---- data sets ------------------------------------------------------------------
+
+
+def make_small_files(root: Path, count: int, size: int) -> list[str]:
+    root.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(count):
+        path = root / f"f{i:05d}.bin"
+        if not path.exists():
+            path.write_bytes(os.urandom(size))
+        paths.append(str(path))
+    return paths
+
+
+def make_big_file(path: Path, size: int) -> str:
+    if not path.exists() or path.stat().st_size != size:
+        block = os.urandom(1 << 20)
+        with open(path, "wb") as f:
+            for _ in range(size >> 20):
+                f.write(block)
+    with open(path, "rb") as f:  # warm the page cache
+        while f.read(64 << 20):
+            pass
+    return str(path)
+
+
+def make_tree(root: Path, dirs: int, files: int) -> None:
+    marker = root / ".complete"
+    if marker.exists():
+        return
+    for d in range(dirs):
+        directory = root / f"d{d:04d}"
+        directory.mkdir(parents=True, exist_ok=True)
+        for f in range(files):
+            os.close(os.open(directory / f"f{f:03d}.txt", os.O_CREAT | os.O_WRONLY, 0o644))
+    marker.touch()
+
+
+# ---- 1. many small files ---------------------------------------------------------
+
+
+def bench_small_files(paths: list[str], repeat: int) -> Row:
+    row = Row(f"read {len(paths)} files × 4 KiB, {IN_FLIGHT} in flight", "files/s")
+    n = len(paths)
+
+    def sync_loop() -> None:
+        for p in paths:
+            with open(p, "rb") as f:
+                f.read()
+
+    row.results["sync loop"] = n / best(sync_loop, repeat)
+
+    def read_bytes(p: str) -> bytes:
+        with open(p, "rb") as f:
+            return f.read()
+
+    row.results["asyncio.to_thread"] = n / best_async(
+        lambda: bounded(lambda p: asyncio.to_thread(read_bytes, p), paths), repeat
+    )
+    aiofiles = optional("aiofiles")
+    if aiofiles:
+
+        async def aio_read(p: str) -> bytes:
+            async with aiofiles.open(p, "rb") as f:
+                return await f.read()
+
+        row.results["aiofiles"] = n / best_async(lambda: bounded(aio_read, paths), repeat)
+    anyio = optional("anyio")
+    if anyio:
+        row.results["anyio.Path"] = n / best_async(lambda: bounded(lambda p: anyio.Path(p).read_bytes(), paths), repeat)
+    fsspec_async = _fsspec_async_local()
+    if fsspec_async is not None:
+        row.results["fsspec (async wrapper)"] = n / best_async(lambda: bounded(fsspec_async._cat_file, paths), repeat)
+    else:
+        row.notes.append("fsspec has no async local filesystem here")
+    obstore = optional("obstore")
+    if obstore:
+        from obstore.store import LocalStore
+
+        store = LocalStore()
+
+        async def obs_read(p: str) -> bytes:
+            result = await obstore.get_async(store, p.lstrip("/"))
+            return bytes(await result.bytes_async())
+
+        row.results["obstore"] = n / best_async(lambda: bounded(obs_read, paths), repeat)
+    opendal = optional("opendal")
+    if opendal:
+        operator = opendal.AsyncOperator("fs", root="/")
+        row.results["opendal"] = n / best_async(lambda: bounded(operator.read, paths), repeat)
+
+    env = started_env()
+    row.results["asyncfs"] = n / best_async(lambda: bounded(env.read_file, paths), repeat)
+    env.pool.shutdown()
+    async_peers = {k: v for k, v in row.results.items() if k not in ("asyncfs", "sync loop")}
+    fastest = max(async_peers, key=lambda k: async_peers[k])
+    vs_async = row.results["asyncfs"] / async_peers[fastest]
+    vs_sync = row.results["asyncfs"] / row.results["sync loop"]
+    row.target = "≥ 4× fastest async peer, ≥ 0.5× sync loop"
+    row.verdict = f"{vs_async:.1f}× {fastest}, {vs_sync:.2f}× sync"
+    return row
+
+
+def _fsspec_async_local() -> Any:
+    try:
+        from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
+        from fsspec.implementations.local import LocalFileSystem
+    except ImportError:
+        return None
+    return AsyncFileSystemWrapper(LocalFileSystem(), asynchronous=True)
+
+
+# ---- 2. one big file ---------------------------------------------------------------
+
+
+def bench_big_file(path: str, repeat: int) -> tuple[Row, Row]:
+    size = os.path.getsize(path)
+    whole = Row(f"read a {size >> 20} MiB file whole", "GB/s")
+
+    def sync_read() -> None:
+        with open(path, "rb") as f:
+            f.read()
+
+    whole.results["sync open().read()"] = size / best(sync_read, repeat) / 1e9
+    aiofiles = optional("aiofiles")
+    if aiofiles:
+
+        async def aio_read() -> None:
+            async with aiofiles.open(path, "rb") as f:
+                await f.read()
+
+        whole.results["aiofiles"] = size / best_async(aio_read, repeat) / 1e9
+    obstore = optional("obstore")
+    if obstore:
+        from obstore.store import LocalStore
+
+        store = LocalStore()
+
+        async def obs_read() -> None:
+            result = await obstore.get_async(store, path.lstrip("/"))
+            await result.bytes_async()
+
+        whole.results["obstore"] = size / best_async(obs_read, repeat) / 1e9
+    opendal = optional("opendal")
+    if opendal:
+        operator = opendal.AsyncOperator("fs", root="/")
+        whole.results["opendal"] = size / best_async(lambda: operator.read(path), repeat) / 1e9
+
+    env = started_env()
+    whole.results["asyncfs read_file"] = size / best_async(lambda: env.read_file(path), repeat) / 1e9
+    whole.target = "≥ 1.0× sync"
+    whole.verdict = f"{whole.results['asyncfs read_file'] / whole.results['sync open().read()']:.2f}× sync"
+
+    chunked = Row(f"stream the {size >> 20} MiB file in 1 MiB chunks into one buffer", "GB/s")
+    buffer = bytearray(size)
+    view = memoryview(buffer)
+    chunk = 1 << 20
+
+    def sync_chunks() -> None:
+        with open(path, "rb", buffering=0) as f:
+            for offset in range(0, size, chunk):
+                f.readinto(view[offset : offset + chunk])
+
+    chunked.results["sync readinto loop"] = size / best(sync_chunks, repeat) / 1e9
+    if aiofiles:
+
+        async def aio_chunks() -> None:
+            async with aiofiles.open(path, "rb", buffering=0) as f:
+                for offset in range(0, size, chunk):
+                    await f.readinto(view[offset : offset + chunk])
+
+        chunked.results["aiofiles"] = size / best_async(aio_chunks, repeat) / 1e9
+
+    async def asyncfs_chunks() -> None:
+        async with await env.new_random_access_file(path) as f:
+            for offset in range(0, size, chunk):
+                await f.read_into(offset, view[offset : offset + chunk])
+
+    chunked.results["asyncfs read_into loop"] = size / best_async(asyncfs_chunks, repeat) / 1e9
+    env.pool.shutdown()
+    chunked.target = "≥ 0.8× sync"
+    chunked.verdict = f"{chunked.results['asyncfs read_into loop'] / chunked.results['sync readinto loop']:.2f}× sync"
+    return whole, chunked
+
+
+# ---- 3. glob and exists ---------------------------------------------------------------
+
+
+def bench_glob(root: Path, dirs: int, files: int, repeat: int) -> Row:
+    pattern = str(root / "d0*/f*.txt")
+    expected = sum(1 for d in range(dirs) if f"d{d:04d}".startswith("d0")) * files
+    row = Row(f"glob d0*/f*.txt over {dirs} dirs × {files} files ({expected} matches)", "globs/s")
+
+    def sync_glob() -> None:
+        assert len(stdlib_glob.glob(pattern)) == expected
+
+    row.results["glob.glob"] = 1 / best(sync_glob, repeat)
+    fsspec = optional("fsspec")
+    if fsspec:
+        local = fsspec.filesystem("file")
+        row.results["fsspec"] = 1 / best(lambda: local.glob(pattern), repeat)
+    anyio = optional("anyio")
+    if anyio and repeat > 1:  # very slow; once is enough to place it
+
+        async def anyio_glob() -> None:
+            [p async for p in anyio.Path(root).glob("d0*/f*.txt")]
+
+        row.results["anyio.Path.glob"] = 1 / best_async(anyio_glob, 1)
+
+    env = started_env()
+
+    async def asyncfs_glob() -> None:
+        assert len(await env.glob(pattern)) == expected
+
+    row.results["asyncfs"] = 1 / best_async(asyncfs_glob, repeat)
+    env.pool.shutdown()
+    row.target = "≥ 1.0× glob.glob"
+    row.verdict = f"{row.results['asyncfs'] / row.results['glob.glob']:.2f}× glob.glob"
+    return row
+
+
+def bench_exists(root: Path, dirs: int, files: int, count: int, repeat: int) -> Row:
+    half = count // 2
+    present = [str(root / f"d{(i // files) % dirs:04d}" / f"f{i % files:03d}.txt") for i in range(half)]
+    missing = [str(root / f"d{i % dirs:04d}" / f"missing{i}.txt") for i in range(count - half)]
+    paths = [p for pair in zip(present, missing, strict=True) for p in pair]
+    row = Row(f"files_exist on {count} paths, half missing", "paths/s")
+
+    def sync_loop() -> None:
+        assert sum(os.path.exists(p) for p in paths) == half
+
+    row.results["sync os.path.exists loop"] = count / best(sync_loop, repeat)
+    fsspec = optional("fsspec")
+    if fsspec:
+        local = fsspec.filesystem("file")
+        row.results["fsspec exists loop"] = count / best(lambda: [local.exists(p) for p in paths], repeat)
+    aiofiles = optional("aiofiles")
+    if aiofiles:
+        import aiofiles.os
+
+        row.results["aiofiles.os.path.exists"] = count / best_async(
+            lambda: bounded(aiofiles.os.path.exists, paths), repeat
+        )
+
+    env = started_env()
+
+    async def asyncfs_exists() -> None:
+        assert sum(await env.files_exist(paths)) == half
+
+    row.results["asyncfs files_exist"] = count / best_async(asyncfs_exists, repeat)
+    env.pool.shutdown()
+    ratio = row.results["sync os.path.exists loop"] / row.results["asyncfs files_exist"]
+    row.target = "time ≤ 1.5× the sync loop's"
+    row.verdict = f"{ratio:.2f}× the sync loop's time"
+    return row
+
+
+# ---- 4. with 5 ms of latency per operation -------------------------------------------
+
+
+def bench_latency(dirs: int, files: int, count: int, workers: int, latency_ms: float) -> list[Row]:
+    mem = asyncfs.get_filesystem("mem://")
+    root = "mem:///bench-latency"
+    if not mem.exists(root):
+        for d in range(dirs):
+            mem.recursively_create_dir(f"{root}/d{d:04d}")
+            for f in range(files):
+                mem.write_file(f"{root}/d{d:04d}/f{f:03d}.txt", b"")
+    paths = [f"{root}/d{i % dirs:04d}/f{i % (2 * files):03d}.txt" for i in range(count)]
+    latency = latency_ms / 1000
+
+    async def run(coro: Callable[[asyncfs.Env], Awaitable[Any]]) -> float:
+        async with asyncfs.Env(workers=workers) as env:
+            await env.pool.run_many(time.sleep, [(0.001,)] * workers, mutating=False)  # start every worker
+            await env.filesystem("mem://").set_option("latency_us", int(latency * 1e6))
+            try:
+                start = time.perf_counter()
+                await coro(env)
+                return time.perf_counter() - start
+            finally:
+                await env.filesystem("mem://").set_option("latency_us", 0)
+
+    rows = []
+    glob_time = asyncio.run(run(lambda env: env.glob(f"{root}/d*/f*.txt")))
+    ideal = dirs * latency / workers
+    row = Row(f"glob over {dirs} dirs, {latency_ms:g} ms per op, {workers} workers", "s")
+    row.results = {"asyncfs": glob_time, "ideal (dirs × latency ÷ workers)": ideal}
+    row.target = "≤ 1.25× ideal"
+    row.verdict = f"{glob_time / ideal:.2f}× ideal"
+    rows.append(row)
+
+    exists_time = asyncio.run(run(lambda env: env.files_exist(paths)))
+    calls = len(asyncfs._fanout.chunked(paths, workers))
+    ideal_calls = -(-calls // workers) * latency
+    ideal_paths = count * latency / workers
+    row = Row(f"files_exist on {count} paths, {latency_ms:g} ms per op, {workers} workers", "s")
+    row.results = {
+        "asyncfs": exists_time,
+        f"ideal per batch call ({calls} calls)": ideal_calls,
+        "ideal per path (paths × latency ÷ workers)": ideal_paths,
+    }
+    row.target = "≤ 1.25× ideal"
+    row.verdict = (
+        f"{exists_time / ideal_calls:.2f}× the per-call ideal, {exists_time / ideal_paths:.3f}× the per-path one"
+    )
+    rows.append(row)
+    return rows
+
+
+# ---- output --------------------------------------------------------------------------
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| work | unit | results (same run) | target | result |", "|---|---|---|---|---|"]
+    for row in rows:
+        cells = ", ".join(f"{peer} {value:,.3g}" for peer, value in row.results.items())
+        if row.notes:
+            cells += " (" + "; ".join(row.notes) + ")"
+        lines.append(f"| {row.work} | {row.unit} | {cells} | {row.target} | {row.verdict} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small data sets, one repeat")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "asyncfs-bench"))
+    parser.add_argument("--only", default="small,big,glob,exists,latency")
+    args = parser.parse_args()
+    repeat = 1 if args.quick else args.repeat
+    data = Path(args.data) / ("quick" if args.quick else "full")
+    big_size = (64 if args.quick else 1024) << 20
+    dirs, files = (100, 20) if args.quick else (1000, 100)
+    only = set(args.only.split(","))
+
+    rows: list[Row] = []
+    if "small" in only:
+        rows.append(bench_small_files(make_small_files(data / "small", 2000, 4096), repeat))
+    if "big" in only:
+        rows.extend(bench_big_file(make_big_file(data / "big.bin", big_size), repeat))
+    if "glob" in only or "exists" in only:
+        make_tree(data / "tree", dirs, files)
+    if "glob" in only:
+        rows.append(bench_glob(data / "tree", dirs, files, repeat))
+    if "exists" in only:
+        rows.append(bench_exists(data / "tree", dirs, files, 1000 if args.quick else 10_000, repeat))
+    if "latency" in only:
+        rows.extend(bench_latency(dirs, 10, 1000 if args.quick else 10_000, 32, 5.0))
+
+    header = (
+        f"asyncfs {asyncfs.__version__} · Python {platform.python_version()} · "
+        f"{os.cpu_count()} cores · {platform.machine()} · {time.strftime('%Y-%m-%d %H:%M')}"
+    )
+    text = f"{header}\n\n{table(rows)}\n"
+    print(text)
+    RESULTS.mkdir(exist_ok=True)
+    suffix = "-quick" if args.quick else ""
+    (RESULTS / f"latest{suffix}.md").write_text(text)
+    (RESULTS / f"latest{suffix}.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
+    if args.quick:
+        shutil.rmtree(data, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
