@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, Protocol
 
-__all__ = ["Backend", "Waiter", "current_backend"]
+__all__ = ["Backend", "Waiter", "backend_for", "current_loop"]
 
 
 class Waiter:
@@ -149,12 +149,24 @@ class TrioBackend:
                 await lowlevel.checkpoint_if_cancelled()
 
 
-def current_backend() -> Backend:
-    """The backend of the running event loop (asyncio, uvloop, or trio)."""
+def current_loop() -> object:
+    """The running event loop: an asyncio loop, or trio's token for the run."""
     try:
-        return AsyncioBackend(asyncio.get_running_loop())
+        return asyncio.get_running_loop()
     except RuntimeError:
         pass
     if "trio" in sys.modules:
-        return TrioBackend()
+        import trio  # noqa: PLC0415 (optional: only a program running trio gets here)
+
+        try:
+            return trio.lowlevel.current_trio_token()
+        except RuntimeError:
+            pass
     raise RuntimeError("asyncfs needs a running asyncio or trio event loop")
+
+
+def backend_for(loop: object) -> Backend:
+    """The backend of a loop returned by :func:`current_loop`."""
+    if isinstance(loop, asyncio.AbstractEventLoop):
+        return AsyncioBackend(loop)
+    return TrioBackend()

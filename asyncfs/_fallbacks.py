@@ -6,7 +6,6 @@ same fallbacks). Each works on URIs through the adapter's public methods.
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "copy_file",
+    "stream_copy",
     "delete_recursively",
     "get_file_size",
     "get_matching_paths",
@@ -112,33 +112,36 @@ def delete_recursively(fs: ModularFileSystem, uri: str) -> tuple[int, int]:
     return (0, 0)
 
 
-def copy_file(fs: ModularFileSystem, src: str, dst: str) -> None:
-    """Stream src into a temporary sibling of dst, then rename it over dst
-    (when the plugin can rename natively), so dst is never half-written."""
-    if fs.isdir(dst):
+def stream_copy(source: ModularFileSystem, src: str, target: ModularFileSystem, dst: str, chunk: int) -> None:
+    """Copy src to dst chunk by chunk (never the whole file in memory) into a
+    temporary sibling that is renamed over dst when the target can rename
+    natively, so a failed copy leaves dst as it was."""
+    if target.isdir(dst):
         raise FailedPreconditionError("target path is a directory", op="copy_file", path=dst)
-    staged = dst
-    if fs.offers("rename_file"):
-        staged = f"{dst}.~asyncfs-copy.{os.getpid()}.{os.urandom(4).hex()}"
-    with fs.new_random_access_file(src) as reader:
+    staged = _uri.staging_name(dst) if target.offers("rename_file") else dst
+    buffer = bytearray(chunk)
+    view = memoryview(buffer)
+    with source.new_random_access_file(src) as reader:
         try:
-            with fs.new_writable_file(staged) as writer:
-                buffer = bytearray(_COPY_CHUNK)
-                view = memoryview(buffer)
+            with target.new_writable_file(staged) as writer:
                 offset = 0
                 while True:
                     count = reader.read_into(offset, buffer)
                     if count:
                         writer.append(view[:count])
                         offset += count
-                    if count < len(buffer):
+                    if count < chunk:
                         break
             if staged != dst:
-                fs.rename_file(staged, dst)
+                target.rename_file(staged, dst)
         except BaseException:
-            if staged != dst and fs.exists(staged):
-                fs.delete_file(staged)
+            if staged != dst and target.exists(staged):
+                target.delete_file(staged)
             raise
+
+
+def copy_file(fs: ModularFileSystem, src: str, dst: str) -> None:
+    stream_copy(fs, src, fs, dst, _COPY_CHUNK)
 
 
 def rename_file(fs: ModularFileSystem, src: str, dst: str) -> None:

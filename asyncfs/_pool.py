@@ -20,12 +20,13 @@ import os
 import queue
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ._backends import Backend, Waiter, current_backend
+from ._backends import Backend, Waiter, backend_for, current_loop
 
 __all__ = ["PoolStats", "WorkerPool", "default_workers"]
 
@@ -223,7 +224,7 @@ class WorkerPool:
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._closed = False
-        self._batchers: dict[int, _Batcher] = {}
+        self._batchers: weakref.WeakKeyDictionary[object, _Batcher] = weakref.WeakKeyDictionary()
 
     def put(self, batch: _Batch) -> None:
         if not self._threads:
@@ -265,11 +266,11 @@ class WorkerPool:
                 batch.deliver(done)
 
     def batcher(self) -> _Batcher:
-        backend = current_backend()
-        key = id(getattr(backend, "loop", None) or getattr(backend, "_token", None))
-        batcher = self._batchers.get(key)
-        if batcher is None or type(batcher.backend) is not type(backend):
-            batcher = self._batchers[key] = _Batcher(self, backend)
+        """This event loop's batcher (made on the loop's first operation)."""
+        loop = current_loop()
+        batcher = self._batchers.get(loop)
+        if batcher is None:
+            batcher = self._batchers[loop] = _Batcher(self, backend_for(loop))
         return batcher
 
     async def _acquire(self, batcher: _Batcher) -> None:

@@ -6,42 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import _uri
-from .async_filesystem import staging_name
-from .errors import FailedPreconditionError
+from ._fallbacks import stream_copy
 from .filesystem import ModularFileSystem
 
 if TYPE_CHECKING:
     from .async_filesystem import AsyncModularFileSystem
 
-__all__ = ["stream_copy", "copy_tree"]
-
-
-def stream_copy(source: ModularFileSystem, src: str, target: ModularFileSystem, dst: str, chunk: int) -> None:
-    """Copy src to dst chunk by chunk (never the whole file in memory) into
-    a temporary sibling that is renamed over dst, so a failed copy leaves
-    dst as it was."""
-    if target.isdir(dst):
-        raise FailedPreconditionError("target path is a directory", op="copy", path=dst)
-    staged = staging_name(dst) if target.offers("rename_file") else dst
-    buffer = bytearray(chunk)
-    view = memoryview(buffer)
-    with source.new_random_access_file(src) as reader:
-        try:
-            with target.new_writable_file(staged) as writer:
-                offset = 0
-                while True:
-                    count = reader.read_into(offset, buffer)
-                    if count:
-                        writer.append(view[:count])
-                        offset += count
-                    if count < chunk:
-                        break
-            if staged != dst:
-                target.rename_file(staged, dst)
-        except BaseException:
-            if staged != dst and target.exists(staged):
-                target.delete_file(staged)
-            raise
+__all__ = ["copy_tree", "stream_copy"]
 
 
 def _copy_one(source: ModularFileSystem, src: str, target: ModularFileSystem, dst: str, chunk: int) -> None:

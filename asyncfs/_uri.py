@@ -8,6 +8,7 @@ does not offer ``translate_name``.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import NamedTuple
 
@@ -76,3 +77,8 @@ def join(base: str, name: str) -> str:
     if not base:
         return name
     return base + name if base.endswith("/") else f"{base}/{name}"
+
+
+def staging_name(uri: str) -> str:
+    """A temporary sibling of uri for writes that land by rename."""
+    return f"{uri}.~asyncfs-tmp.{os.getpid()}.{os.urandom(6).hex()}"

@@ -14,14 +14,13 @@ the Env's worker pool, with the same results and errors. Cancellation:
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from . import _fanout
+from . import _fanout, _uri
 from ._marshal import Option, OptionValue
 from ._pool import WorkerPool
 from .errors import AlreadyExistsError, StatusError
@@ -312,17 +311,12 @@ class AsyncModularFileSystem:
             await region.close()
 
 
-def staging_name(uri: str) -> str:
-    """A temporary sibling of uri for writes that land by rename."""
-    return f"{uri}.~asyncfs-tmp.{os.getpid()}.{os.urandom(6).hex()}"
-
-
 def _write_file(fs: ModularFileSystem, uri: str, data: Buffer, atomic: bool) -> None:
     # Without a native rename there is no atomic replace to be had.
     if not atomic or not fs.offers("rename_file"):
         fs.write_file(uri, data)
         return
-    staged = staging_name(uri)
+    staged = _uri.staging_name(uri)
     try:
         fs.write_file(staged, data)
         fs.rename_file(staged, uri)

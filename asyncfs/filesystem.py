@@ -43,8 +43,11 @@ _SCRATCH = 4096
 
 
 class _Scratch(threading.local):
+    """Per-thread C memory for calls whose results never escape them."""
+
     def __init__(self) -> None:
         self.buffer = ffi.new("char[]", _SCRATCH)
+        self.handle = ffi.new("TF_RandomAccessFile*")
 
 
 _scratch = _Scratch()
@@ -390,10 +393,9 @@ class ModularFileSystem:
         file_ops = self._tables.random_access_file_ops
         if file_ops is None:
             self._op("new_random_access_file", uri)
-        path = self._path(uri)
-        handle = ffi.new("TF_RandomAccessFile*")
+        handle = _scratch.handle  # never escapes: closed before returning
         status = _ffi.thread_status()
-        size = int(rt.ASYNCFS_OpenForRead(self._fs_ops, file_ops, self._fs, path, handle, status))
+        size = int(rt.ASYNCFS_OpenForRead(self._fs_ops, file_ops, self._fs, self._free, encode(uri), handle, status))
         _ffi.check(status, "read_file", uri)
         data = bytes(size) if size > 0 else b""
         count = int(rt.ASYNCFS_ReadAndClose(file_ops, handle, 0, size, ffi.from_buffer(data), status))

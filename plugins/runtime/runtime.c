@@ -264,20 +264,43 @@ RUNTIME_EXPORT int ASYNCFS_TranslateName(const TF_FilesystemOps* ops,
   return (int)n;
 }
 
+/* The plugin's name for uri (TensorFlow's generic rule when it has no
+ * translate_name), allocated with malloc. */
+static char* translate(const TF_FilesystemOps* ops, const TF_Filesystem* fs,
+                       void (*plugin_free)(void*), const char* uri) {
+  char* translated =
+      ops->translate_name != NULL ? ops->translate_name(fs, uri) : NULL;
+  char* copy;
+  if (translated == NULL) return plugin_translate_name(uri, 0);
+  copy = strdup(translated);
+  plugin_free(translated);
+  return copy;
+}
+
 RUNTIME_EXPORT int64_t ASYNCFS_OpenForRead(const TF_FilesystemOps* ops,
                                            const TF_RandomAccessFileOps* file_ops,
                                            const TF_Filesystem* fs,
-                                           const char* path,
+                                           void (*plugin_free)(void*),
+                                           const char* uri,
                                            TF_RandomAccessFile* file,
                                            TF_Status* status) {
   int64_t size;
+  char* path;
   if (ops->new_random_access_file == NULL) {
     TF_SetStatus(status, TF_UNIMPLEMENTED,
                  "the plugin does not offer new_random_access_file");
     return -1;
   }
+  path = translate(ops, fs, plugin_free, uri);
+  if (path == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
   ops->new_random_access_file(fs, path, file, status);
-  if (status->code != TF_OK) return -1;
+  if (status->code != TF_OK) {
+    free(path);
+    return -1;
+  }
   if (ops->get_file_size != NULL) {
     size = ops->get_file_size(fs, path, status);
   } else if (ops->stat != NULL) {
@@ -289,6 +312,7 @@ RUNTIME_EXPORT int64_t ASYNCFS_OpenForRead(const TF_FilesystemOps* ops,
                  "the plugin offers neither get_file_size nor stat");
     size = -1;
   }
+  free(path);
   if (status->code != TF_OK) {
     file_ops->cleanup(file);
     return -1;
@@ -323,14 +347,7 @@ RUNTIME_EXPORT int ASYNCFS_PathsExist(const TF_FilesystemOps* ops,
   paths = calloc(n > 0 ? (size_t)n : 1, sizeof(char*));
   if (paths == NULL) return -1;
   for (i = 0; i < n; ++i, uri += strlen(uri) + 1) {
-    char* translated =
-        ops->translate_name != NULL ? ops->translate_name(fs, uri) : NULL;
-    if (translated != NULL) {
-      paths[i] = strdup(translated);
-      plugin_free(translated);
-    } else {
-      paths[i] = plugin_translate_name(uri, 0); /* TensorFlow's rule */
-    }
+    paths[i] = translate(ops, fs, plugin_free, uri);
     if (paths[i] == NULL) {
       while (i > 0) free(paths[--i]);
       free(paths);

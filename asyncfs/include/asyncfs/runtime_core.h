@@ -36,11 +36,14 @@ int ASYNCFS_TranslateName(const TF_FilesystemOps* ops, const TF_Filesystem* fs,
                           void (*plugin_free)(void*), const char* uri,
                           char* out, size_t cap);
 
-/* new_random_access_file, then the size (get_file_size, else stat). Returns
- * the size, or -1 with status set and nothing left open. */
+/* Translates uri (TensorFlow's generic rule when the plugin has no
+ * translate_name), opens it with new_random_access_file and finds its size
+ * (get_file_size, else stat). Returns the size, or -1 with status set and
+ * nothing left open. */
 int64_t ASYNCFS_OpenForRead(const TF_FilesystemOps* ops,
                             const TF_RandomAccessFileOps* file_ops,
-                            const TF_Filesystem* fs, const char* path,
+                            const TF_Filesystem* fs,
+                            void (*plugin_free)(void*), const char* uri,
                             TF_RandomAccessFile* file, TF_Status* status);
 
 /* read, then cleanup: the handle is released whatever happens. Returns the
