@@ -4,7 +4,7 @@ The map of the public API:
 
 - async: :class:`Env` (the entry point), :class:`AsyncModularFileSystem`,
   :class:`AsyncRandomAccessFile`, :class:`AsyncWritableFile`,
-  :class:`AsyncReadOnlyMemoryRegion`
+  :class:`AsyncReadOnlyMemoryRegion`, :class:`Transaction`
 - plugins: :func:`load_plugin`, :class:`Registry`, :func:`get_filesystem`,
   :func:`get_include` (the C header's folder for building plugins)
 - the synchronous adapter: :class:`ModularFileSystem`, :class:`FileStatistics`,
@@ -53,6 +53,8 @@ from .errors import (
     ResourceExhaustedError,
     SchemeAlreadyRegisteredError,
     StatusError,
+    TransactionConflictError,
+    TransactionStateError,
     UnauthenticatedError,
     UnavailableError,
     UnimplementedError,
@@ -62,6 +64,7 @@ from .errors import (
 from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
 from .filesystem import FileStatistics, ModularFileSystem
 from .registry import PluginInfo, Registry, default_registry, get_filesystem, load_plugin
+from .transactions import Transaction
 
 __version__ = "0.1.0"
 
@@ -72,6 +75,7 @@ __all__ = [
     "AsyncRandomAccessFile",
     "AsyncReadOnlyMemoryRegion",
     "AsyncWritableFile",
+    "Transaction",
     # plugins
     "PluginInfo",
     "PluginMetadata",
@@ -109,6 +113,8 @@ __all__ = [
     "UnimplementedError",
     "UnknownError",
     "UnknownSchemeError",
+    "TransactionConflictError",
+    "TransactionStateError",
     "PluginError",
     "PluginOpenError",
     "MissingEntryPointError",

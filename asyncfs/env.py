@@ -29,6 +29,7 @@ from .async_filesystem import (
 from .errors import UnimplementedError
 from .filesystem import FileStatistics
 from .registry import PluginInfo, Registry, default_registry
+from .transactions import Transaction
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -110,9 +111,29 @@ class Env:
             fs = self._filesystems[scheme] = AsyncModularFileSystem(self.registry.get(scheme), self.pool)
         return fs
 
+    # ---- transactions ------------------------------------------------------------
+
+    def transaction(self, root: str, *, timeout: float = 30.0, native: bool | None = None) -> Transaction:
+        """``async with env.transaction(root) as txn``: every change made
+        through txn under root becomes visible at once when the block ends,
+        or not at all if it raises or is cancelled (docs/transactions.md).
+        A transaction on an overlapping root waits up to timeout seconds,
+        then raises TransactionConflictError. native picks the plugin's own
+        transaction ops (default: when it has them) or the generic path."""
+        return Transaction(self.filesystem(root), root, timeout=timeout, native=native)
+
+    async def recover(self, root: str, *, native: bool | None = None) -> None:
+        """Finish or undo what a crashed transaction left on root now (the
+        next transaction on root would do it anyway). native as for
+        :meth:`transaction`: a root is recovered by the path that wrote it."""
+        async with self.transaction(root, native=native) as txn:
+            await txn.abort()
+
     # ---- reading -----------------------------------------------------------------
 
-    async def read_file(self, uri: str) -> bytes:
+    async def read_file(self, uri: str, *, transaction: Transaction | None = None) -> bytes:
+        if transaction is not None:
+            return await transaction.read_file(uri)
         return await self.filesystem(uri).read_file(uri)
 
     async def read_into(self, uri: str, buffer: Buffer, offset: int = 0) -> int:
@@ -130,7 +151,9 @@ class Env:
 
     # ---- queries -------------------------------------------------------------------
 
-    async def exists(self, uri: str) -> bool:
+    async def exists(self, uri: str, *, transaction: Transaction | None = None) -> bool:
+        if transaction is not None:
+            return await transaction.exists(uri)
         return await self.filesystem(uri).exists(uri)
 
     async def files_exist(self, uris: Sequence[str]) -> list[bool]:
@@ -146,16 +169,22 @@ class Env:
                 result[i] = value
         return result
 
-    async def stat(self, uri: str) -> FileStatistics:
+    async def stat(self, uri: str, *, transaction: Transaction | None = None) -> FileStatistics:
+        if transaction is not None:
+            return await transaction.stat(uri)
         return await self.filesystem(uri).stat(uri)
 
-    async def isdir(self, uri: str) -> bool:
+    async def isdir(self, uri: str, *, transaction: Transaction | None = None) -> bool:
+        if transaction is not None:
+            return await transaction.isdir(uri)
         return await self.filesystem(uri).isdir(uri)
 
     async def size(self, uri: str) -> int:
         return await self.filesystem(uri).size(uri)
 
-    async def listdir(self, uri: str) -> list[str]:
+    async def listdir(self, uri: str, *, transaction: Transaction | None = None) -> list[str]:
+        if transaction is not None:
+            return await transaction.listdir(uri)
         return await self.filesystem(uri).listdir(uri)
 
     def walk(self, uri: str) -> AsyncIterator[tuple[str, list[str], list[str]]]:
@@ -169,13 +198,21 @@ class Env:
 
     # ---- writing ---------------------------------------------------------------------
 
-    async def write_file(self, uri: str, data: Buffer, *, atomic: bool = True) -> None:
+    async def write_file(
+        self, uri: str, data: Buffer, *, atomic: bool = True, transaction: Transaction | None = None
+    ) -> None:
         """Create or replace uri with data; atomically (temporary sibling,
         then rename) unless atomic is false or the plugin cannot rename."""
-        await self.filesystem(uri).write_file(uri, data, atomic=atomic)
+        if transaction is not None:
+            await transaction.write_file(uri, data)
+        else:
+            await self.filesystem(uri).write_file(uri, data, atomic=atomic)
 
-    async def append(self, uri: str, data: Buffer) -> None:
-        await self.filesystem(uri).append(uri, data)
+    async def append(self, uri: str, data: Buffer, *, transaction: Transaction | None = None) -> None:
+        if transaction is not None:
+            await transaction.append(uri, data)
+        else:
+            await self.filesystem(uri).append(uri, data)
 
     async def new_writable_file(self, uri: str) -> AsyncWritableFile:
         return await self.filesystem(uri).new_writable_file(uri)
@@ -183,24 +220,39 @@ class Env:
     async def new_appendable_file(self, uri: str) -> AsyncWritableFile:
         return await self.filesystem(uri).new_appendable_file(uri)
 
-    async def mkdir(self, uri: str) -> None:
-        await self.filesystem(uri).mkdir(uri)
+    async def mkdir(self, uri: str, *, transaction: Transaction | None = None) -> None:
+        if transaction is not None:
+            await transaction.mkdir(uri)
+        else:
+            await self.filesystem(uri).mkdir(uri)
 
-    async def makedirs(self, uri: str, *, exist_ok: bool = True) -> None:
-        await self.filesystem(uri).makedirs(uri, exist_ok=exist_ok)
+    async def makedirs(self, uri: str, *, exist_ok: bool = True, transaction: Transaction | None = None) -> None:
+        if transaction is not None:
+            await transaction.makedirs(uri)
+        else:
+            await self.filesystem(uri).makedirs(uri, exist_ok=exist_ok)
 
-    async def rm(self, uri: str) -> None:
-        await self.filesystem(uri).rm(uri)
+    async def rm(self, uri: str, *, transaction: Transaction | None = None) -> None:
+        if transaction is not None:
+            await transaction.rm(uri)
+        else:
+            await self.filesystem(uri).rm(uri)
 
     async def rmdir(self, uri: str) -> None:
         await self.filesystem(uri).rmdir(uri)
 
-    async def rmtree(self, uri: str) -> tuple[int, int]:
+    async def rmtree(self, uri: str, *, transaction: Transaction | None = None) -> tuple[int, int]:
         """Delete uri and all below it; (undeleted files, dirs), (0, 0) when
         all went."""
+        if transaction is not None:
+            await transaction.rmtree(uri)
+            return (0, 0)
         return await self.filesystem(uri).rmtree(uri)
 
-    async def rename(self, src: str, dst: str) -> None:
+    async def rename(self, src: str, dst: str, *, transaction: Transaction | None = None) -> None:
+        if transaction is not None:
+            await transaction.rename(src, dst)
+            return
         source, target = self.filesystem(src), self.filesystem(dst)
         if source is not target:
             raise UnimplementedError(

@@ -292,6 +292,18 @@ class SchemeAlreadyRegisteredError(PluginError, FileExistsError):
     """The scheme is registered already and replacing was not asked for."""
 
 
+class TransactionConflictError(AbortedError):
+    """Another transaction holds a root that overlaps this one's, and the
+    wait for it ran out (``timeout``)."""
+
+    code = Code.ABORTED
+
+
+class TransactionStateError(AsyncFSError, RuntimeError):
+    """A transaction was used outside its lifetime (before begin, after
+    commit or abort), or for a path outside its root."""
+
+
 class UnknownSchemeError(AsyncFSError, LookupError):
     """No plugin is registered for a URI's scheme."""
 

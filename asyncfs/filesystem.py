@@ -72,6 +72,13 @@ FALLBACK_OPS = frozenset(
 
 
 @dataclass(frozen=True)
+class TransactionToken:
+    """A plugin's transaction token (``TF_TransactionToken*``)."""
+
+    raw: CData
+
+
+@dataclass(frozen=True)
 class FileStatistics:
     """What :meth:`ModularFileSystem.stat` reports."""
 
@@ -381,6 +388,53 @@ class ModularFileSystem:
         fn = self._ops.get("flush_caches")
         if fn is not None:
             fn(self._fs)
+
+    # ---- transactions ------------------------------------------------------------
+
+    def offers_transactions(self) -> bool:
+        """Whether the plugin implements the transaction ops asyncfs needs."""
+        return all(
+            op in self._ops
+            for op in ("get_or_start_transaction_for_path", "decode_transaction_token", "end_transaction")
+        ) and ("abort_transaction" in self._ops)
+
+    def _token_call(self, name: str, uri: str | None, *args: Any) -> TransactionToken:
+        token = ffi.new("TF_TransactionToken**")
+        status = _ffi.thread_status()
+        self._op(name, uri)(self._fs, *args, token, status)
+        _ffi.check(status, name, uri)
+        return TransactionToken(token[0])
+
+    def start_transaction(self) -> TransactionToken:
+        return self._token_call("start_transaction", None)
+
+    def get_or_start_transaction_for_path(self, uri: str) -> TransactionToken:
+        """The transaction rooted at uri, started (with the plugin's crash
+        recovery for that root) when there is none."""
+        return self._token_call("get_or_start_transaction_for_path", uri, self._path(uri))
+
+    def get_transaction_for_path(self, uri: str) -> TransactionToken:
+        return self._token_call("get_transaction_for_path", uri, self._path(uri))
+
+    def add_to_transaction(self, uri: str, token: TransactionToken) -> None:
+        self._path_call("add_to_transaction", uri, token.raw)
+
+    def decode_transaction_token(self, token: TransactionToken) -> str:
+        """What the plugin says about a token; for asyncfs's built-in plugins,
+        the path of the transaction's staging directory."""
+        return take_string(self._op("decode_transaction_token")(self._fs, token.raw), self._free) or ""
+
+    def end_transaction(self, token: TransactionToken) -> None:
+        """Commit; the token is released."""
+        status = _ffi.thread_status()
+        self._op("end_transaction")(self._fs, token.raw, status)
+        _ffi.check(status, "end_transaction")
+
+    def abort_transaction(self, token: TransactionToken) -> None:
+        """Discard what was staged; the token is released."""
+        status = _ffi.thread_status()
+        self._op("abort_transaction")(self._fs, token.raw, status)
+        _ffi.check(status, "abort_transaction")
 
     # ---- whole-file conveniences ---------------------------------------------
 

@@ -11,6 +11,12 @@
  * The host of a URI is the first path segment (mem://a/b is /a/b).
  * Configuration: latency_us, a delay slept before every operation, for
  * benchmarks that model a remote store.
+ *
+ * Transactions: starting one on a directory makes a copy-on-write copy of
+ * its tree under /.asyncfs-txn/<n> (nodes copied, contents shared), where
+ * the core stages changes through ordinary ops; committing swaps the staged
+ * tree in for the root under the write lock, one atomic step for every
+ * reader; aborting drops it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -206,10 +212,16 @@ static node* dirmap_remove(dirmap* m, const char* name, size_t len) {
 
 /* ---- the filesystem and path resolution ---------------------------------- */
 
+typedef struct mem_txn mem_txn;
+
 typedef struct memfs {
   pthread_rwlock_t lock;
   node* root;
+  mem_txn* txns; /* guarded by lock (write side) */
+  unsigned long txn_counter;
 } memfs;
+
+static void txn_free_all(memfs* fs);
 
 static memfs* fs_of(const TF_Filesystem* filesystem) {
   return filesystem->plugin_filesystem;
@@ -479,6 +491,7 @@ static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
 static void fs_cleanup(TF_Filesystem* filesystem) {
   memfs* fs = fs_of(filesystem);
   if (fs == NULL) return;
+  txn_free_all(fs);
   node_release_tree(fs->root);
   pthread_rwlock_destroy(&fs->lock);
   free(fs);
@@ -1069,6 +1082,336 @@ static int fs_get_matching_paths(const TF_Filesystem* filesystem,
   return plugin_strlist_release(&list, entries);
 }
 
+/* ---- transactions ---------------------------------------------------------- */
+
+#define TXN_DIR ".asyncfs-txn"
+
+struct mem_txn {
+  char* root;    /* NULL until rooted */
+  char* staging; /* "/.asyncfs-txn/<n>" */
+  TF_TransactionToken* token;
+  mem_txn* next;
+};
+
+/* A copy of the tree at src named name: nodes copied, contents shared. */
+static node* copy_tree(const node* src, const char* name, size_t len) {
+  node* n = node_new(name, len, src->is_dir);
+  size_t i;
+  if (n == NULL) return NULL;
+  n->mtime = src->mtime;
+  if (!src->is_dir) {
+    n->content = src->content;
+    blob_ref(n->content);
+    return n;
+  }
+  for (i = 0; i < src->children.capacity; ++i) {
+    node* c = src->children.slots[i];
+    node* copy;
+    if (c == NULL || c == TOMBSTONE) continue;
+    copy = copy_tree(c, c->name, c->name_len);
+    if (copy == NULL || dirmap_insert(&n->children, copy) != 0) {
+      if (copy != NULL) node_release_tree(copy);
+      node_release_tree(n);
+      return NULL;
+    }
+  }
+  return n;
+}
+
+static int txn_overlaps(const char* a, const char* b) {
+  size_t la = strlen(a), lb = strlen(b);
+  size_t n = la < lb ? la : lb;
+  if (strncmp(a, b, n) != 0) return 0;
+  return la == lb || (la < lb ? b[la] : a[lb]) == '/';
+}
+
+static int txn_under(const char* path, const char* root) {
+  size_t n = strlen(root);
+  return strncmp(path, root, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* The directory node at path, made (with its parents) when missing; NULL
+ * with status set when a file is in the way. Call with the write lock. */
+static node* make_dirs(memfs* fs, const char* path, TF_Status* status) {
+  node* dir = fs->root;
+  const char* comp;
+  size_t len;
+  for (comp = next_component(path, &len); comp != NULL;
+       comp = next_component(comp + len, &len)) {
+    node* child = dirmap_get(&dir->children, comp, len);
+    if (child == NULL) {
+      child = node_new(comp, len, 1);
+      if (child == NULL || dirmap_insert(&dir->children, child) != 0) {
+        if (child != NULL) node_unref(child);
+        set_oom(status);
+        return NULL;
+      }
+    } else if (!child->is_dir) {
+      TF_SetStatus(status, TF_FAILED_PRECONDITION,
+                   "a path component is a file");
+      return NULL;
+    }
+    dir = child;
+  }
+  return dir;
+}
+
+static void txn_free(mem_txn* txn) {
+  free(txn->root);
+  free(txn->staging);
+  plugin_memory_free(txn->token);
+  free(txn);
+}
+
+static void txn_free_all(memfs* fs) {
+  while (fs->txns != NULL) {
+    mem_txn* txn = fs->txns;
+    fs->txns = txn->next;
+    txn_free(txn);
+  }
+}
+
+static mem_txn* txn_new(const TF_Filesystem* filesystem) {
+  mem_txn* txn = calloc(1, sizeof *txn);
+  if (txn == NULL) return NULL;
+  txn->token = plugin_memory_allocate(sizeof(TF_TransactionToken));
+  if (txn->token == NULL) {
+    free(txn);
+    return NULL;
+  }
+  txn->token->token = txn;
+  txn->token->owner = (TF_Filesystem*)filesystem;
+  return txn;
+}
+
+/* Roots txn at root and stages a copy of its tree. Write lock held. */
+static int txn_begin(memfs* fs, mem_txn* txn, const char* root,
+                     TF_Status* status) {
+  char msg[600], name[32];
+  mem_txn* other;
+  resolved r;
+  node *area, *staged;
+  if (next_component(root, &(size_t){0}) == NULL) {
+    TF_SetStatus(status, TF_INVALID_ARGUMENT,
+                 "a transaction root must be a directory below /");
+    return -1;
+  }
+  for (other = fs->txns; other != NULL; other = other->next) {
+    if (other != txn && other->root != NULL && txn_overlaps(other->root, root)) {
+      snprintf(msg, sizeof msg,
+               "conflicts with a transaction in progress on %s", other->root);
+      TF_SetStatus(status, TF_ABORTED, msg);
+      return -1;
+    }
+  }
+  if (resolve(fs, root, &r, status) != 0) {
+    if (TF_GetCode(status) != TF_NOT_FOUND) return -1;
+    r.target = NULL; /* parents missing: made at commit */
+  } else if (r.target != NULL && !r.target->is_dir) {
+    TF_SetStatus(status, TF_FAILED_PRECONDITION,
+                 "a transaction root must be a directory, not a file");
+    return -1;
+  }
+  area = make_dirs(fs, "/" TXN_DIR, status);
+  if (area == NULL) return -1;
+  snprintf(name, sizeof name, "%lu", ++fs->txn_counter);
+  staged = r.target != NULL ? copy_tree(r.target, name, strlen(name))
+                            : node_new(name, strlen(name), 1);
+  if (staged == NULL || dirmap_insert(&area->children, staged) != 0) {
+    if (staged != NULL) node_release_tree(staged);
+    set_oom(status);
+    return -1;
+  }
+  txn->root = strdup(root);
+  txn->staging = malloc(sizeof("/" TXN_DIR "/") + strlen(name));
+  if (txn->root == NULL || txn->staging == NULL) {
+    set_oom(status);
+    return -1;
+  }
+  sprintf(txn->staging, "/" TXN_DIR "/%s", name);
+  return 0;
+}
+
+/* Takes the staged tree out of /.asyncfs-txn (dropping the area when it is
+ * empty) and returns it. Write lock held. */
+static node* txn_take_staged(memfs* fs, mem_txn* txn) {
+  node* area = dirmap_get(&fs->root->children, TXN_DIR, strlen(TXN_DIR));
+  const char* name = strrchr(txn->staging, '/') + 1;
+  node* staged;
+  if (area == NULL) return NULL;
+  staged = dirmap_remove(&area->children, name, strlen(name));
+  if (area->children.count == 0) {
+    dirmap_remove(&fs->root->children, TXN_DIR, strlen(TXN_DIR));
+    node_release_tree(area);
+  }
+  return staged;
+}
+
+static void txn_unlink(memfs* fs, mem_txn* txn) {
+  mem_txn** at;
+  for (at = &fs->txns; *at != NULL; at = &(*at)->next) {
+    if (*at == txn) {
+      *at = txn->next;
+      return;
+    }
+  }
+}
+
+static int fs_start_transaction(const TF_Filesystem* filesystem,
+                                TF_TransactionToken** token,
+                                TF_Status* status) {
+  memfs* fs = fs_of(filesystem);
+  mem_txn* txn = txn_new(filesystem);
+  if (txn == NULL) {
+    set_oom(status);
+    return -1;
+  }
+  pthread_rwlock_wrlock(&fs->lock);
+  txn->next = fs->txns;
+  fs->txns = txn;
+  pthread_rwlock_unlock(&fs->lock);
+  *token = txn->token;
+  set_ok(status);
+  return 0;
+}
+
+static int fs_add_to_transaction(const TF_Filesystem* filesystem,
+                                 const char* path, TF_TransactionToken* token,
+                                 TF_Status* status) {
+  memfs* fs = fs_of(filesystem);
+  mem_txn* txn = token != NULL ? token->token : NULL;
+  int rc = 0;
+  pthread_rwlock_wrlock(&fs->lock);
+  if (txn == NULL) {
+    TF_SetStatus(status, TF_INVALID_ARGUMENT, "not a transaction token");
+    rc = -1;
+  } else if (txn->root == NULL) {
+    rc = txn_begin(fs, txn, path, status);
+  } else if (!txn_under(path, txn->root)) {
+    TF_SetStatus(status, TF_INVALID_ARGUMENT,
+                 "the path is outside the transaction's root");
+    rc = -1;
+  }
+  pthread_rwlock_unlock(&fs->lock);
+  if (rc == 0) set_ok(status);
+  return rc;
+}
+
+static int fs_get_transaction_for_path(const TF_Filesystem* filesystem,
+                                       const char* path,
+                                       TF_TransactionToken** token,
+                                       TF_Status* status) {
+  memfs* fs = fs_of(filesystem);
+  mem_txn* txn;
+  *token = NULL;
+  pthread_rwlock_rdlock(&fs->lock);
+  for (txn = fs->txns; txn != NULL; txn = txn->next)
+    if (txn->root != NULL && txn_under(path, txn->root)) *token = txn->token;
+  pthread_rwlock_unlock(&fs->lock);
+  if (*token == NULL) {
+    TF_SetStatus(status, TF_NOT_FOUND, "no transaction covers the path");
+    return -1;
+  }
+  set_ok(status);
+  return 0;
+}
+
+static int fs_get_or_start_transaction_for_path(const TF_Filesystem* filesystem,
+                                                const char* path,
+                                                TF_TransactionToken** token,
+                                                TF_Status* status) {
+  memfs* fs = fs_of(filesystem);
+  mem_txn* txn;
+  inject_latency();
+  *token = NULL;
+  pthread_rwlock_wrlock(&fs->lock);
+  for (txn = fs->txns; txn != NULL; txn = txn->next) {
+    if (txn->root != NULL && strcmp(txn->root, path) == 0) {
+      *token = txn->token;
+      pthread_rwlock_unlock(&fs->lock);
+      set_ok(status);
+      return 0;
+    }
+  }
+  txn = txn_new(filesystem);
+  if (txn == NULL || txn_begin(fs, txn, path, status) != 0) {
+    if (txn == NULL) set_oom(status);
+    if (txn != NULL && txn->staging != NULL) {
+      node* staged = txn_take_staged(fs, txn);
+      if (staged != NULL) node_release_tree(staged);
+    }
+    pthread_rwlock_unlock(&fs->lock);
+    if (txn != NULL) txn_free(txn);
+    return -1;
+  }
+  txn->next = fs->txns;
+  fs->txns = txn;
+  pthread_rwlock_unlock(&fs->lock);
+  *token = txn->token;
+  set_ok(status);
+  return 0;
+}
+
+static char* fs_decode_transaction_token(const TF_Filesystem* filesystem,
+                                         const TF_TransactionToken* token) {
+  const mem_txn* txn = token != NULL ? token->token : NULL;
+  (void)filesystem;
+  return plugin_strdup(txn != NULL && txn->staging != NULL ? txn->staging
+                                                           : "");
+}
+
+static int txn_finish(const TF_Filesystem* filesystem,
+                      TF_TransactionToken* token, int commit,
+                      TF_Status* status) {
+  memfs* fs = fs_of(filesystem);
+  mem_txn* txn = token != NULL ? token->token : NULL;
+  int rc = 0;
+  inject_latency();
+  if (txn == NULL) {
+    TF_SetStatus(status, TF_INVALID_ARGUMENT, "not a transaction token");
+    return -1;
+  }
+  pthread_rwlock_wrlock(&fs->lock);
+  txn_unlink(fs, txn);
+  if (txn->root != NULL) {
+    node* staged = txn_take_staged(fs, txn);
+    if (commit && staged != NULL) {
+      /* swap the staged tree in for the root: atomic for every reader */
+      char* parent_path = strdup(txn->root);
+      char* slash = parent_path != NULL ? strrchr(parent_path, '/') : NULL;
+      node* parent;
+      const char* name = strrchr(txn->root, '/');
+      name = name != NULL ? name + 1 : txn->root;
+      if (slash != NULL) *slash = '\0';
+      parent = parent_path != NULL ? make_dirs(fs, parent_path, status) : NULL;
+      if (parent == NULL || rename_node(staged, name, strlen(name)) != 0 ||
+          link_replacing(parent, staged) != 0) {
+        if (parent_path == NULL || TF_GetCode(status) == TF_OK) set_oom(status);
+        node_release_tree(staged);
+        rc = -1;
+      }
+      free(parent_path);
+    } else if (staged != NULL) {
+      node_release_tree(staged);
+    }
+  }
+  pthread_rwlock_unlock(&fs->lock);
+  txn_free(txn);
+  if (rc == 0) set_ok(status);
+  return rc;
+}
+
+static int fs_end_transaction(const TF_Filesystem* filesystem,
+                              TF_TransactionToken* token, TF_Status* status) {
+  return txn_finish(filesystem, token, 1, status);
+}
+
+static int fs_abort_transaction(const TF_Filesystem* filesystem,
+                                TF_TransactionToken* token,
+                                TF_Status* status) {
+  return txn_finish(filesystem, token, 0, status);
+}
+
 /* ---- configuration ------------------------------------------------------- */
 
 static void fs_get_configuration(const TF_Filesystem* filesystem,
@@ -1170,6 +1513,13 @@ ASYNCFS_PLUGIN_EXPORT void TF_InitPlugin(TF_FilesystemPluginInfo* info) {
   fs->get_filesystem_configuration_option = fs_get_configuration_option;
   fs->set_filesystem_configuration_option = fs_set_configuration_option;
   fs->get_filesystem_configuration_keys = fs_get_configuration_keys;
+  fs->start_transaction = fs_start_transaction;
+  fs->end_transaction = fs_end_transaction;
+  fs->add_to_transaction = fs_add_to_transaction;
+  fs->get_transaction_for_path = fs_get_transaction_for_path;
+  fs->get_or_start_transaction_for_path = fs_get_or_start_transaction_for_path;
+  fs->decode_transaction_token = fs_decode_transaction_token;
+  fs->abort_transaction = fs_abort_transaction;
   ops->filesystem_ops = fs;
 }
 

@@ -24,6 +24,7 @@
 
 #include "asyncfs/filesystem_interface.h"
 #include "plugin_common.h"
+#include "posix_internal.h"
 
 static plugin_option posix_option_items[] = {
     {"sync_on_close",
@@ -305,15 +306,13 @@ static void fs_create_dir(const TF_Filesystem* filesystem, const char* path,
   set_ok(status);
 }
 
-static void fs_recursively_create_dir(const TF_Filesystem* filesystem,
-                                      const char* path, TF_Status* status) {
+int posix_make_dirs(const char* path, TF_Status* status) {
   char* buf = strdup(path);
   char* p;
   struct stat st;
-  (void)filesystem;
   if (buf == NULL) {
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-    return;
+    return -1;
   }
   /* Create each prefix in turn; an existing prefix must be a directory. */
   for (p = buf + 1;; ++p) {
@@ -325,18 +324,18 @@ static void fs_recursively_create_dir(const TF_Filesystem* filesystem,
         if (e != EEXIST) {
           TF_SetStatusFromIOError(status, e, buf);
           free(buf);
-          return;
+          return -1;
         }
         if (stat(buf, &st) != 0) {
           TF_SetStatusFromIOError(status, errno, buf);
           free(buf);
-          return;
+          return -1;
         }
         if (!S_ISDIR(st.st_mode)) {
           TF_SetStatus(status, TF_FAILED_PRECONDITION,
                        "a path component is a file");
           free(buf);
-          return;
+          return -1;
         }
       }
       *p = saved;
@@ -345,6 +344,13 @@ static void fs_recursively_create_dir(const TF_Filesystem* filesystem,
   }
   free(buf);
   set_ok(status);
+  return 0;
+}
+
+static void fs_recursively_create_dir(const TF_Filesystem* filesystem,
+                                      const char* path, TF_Status* status) {
+  (void)filesystem;
+  posix_make_dirs(path, status);
 }
 
 static void fs_delete_file(const TF_Filesystem* filesystem, const char* path,
@@ -886,6 +892,14 @@ static void provide_scheme(TF_FilesystemPluginOps* ops, const char* scheme) {
   fs->get_filesystem_configuration_option = fs_get_configuration_option;
   fs->set_filesystem_configuration_option = fs_set_configuration_option;
   fs->get_filesystem_configuration_keys = fs_get_configuration_keys;
+  fs->start_transaction = posix_start_transaction;
+  fs->end_transaction = posix_end_transaction;
+  fs->add_to_transaction = posix_add_to_transaction;
+  fs->get_transaction_for_path = posix_get_transaction_for_path;
+  fs->get_or_start_transaction_for_path =
+      posix_get_or_start_transaction_for_path;
+  fs->decode_transaction_token = posix_decode_transaction_token;
+  fs->abort_transaction = posix_abort_transaction;
   ops->filesystem_ops = fs;
 }
 

@@ -1,0 +1,636 @@
+"""Transactions: a directory (the root) that changes all at once or not at all.
+
+    async with env.transaction("file:///ckpt/step-100") as txn:
+        await txn.write_file("weights.bin", data)        # relative to the root
+        await txn.write_file("file:///ckpt/step-100/meta.json", meta)
+        await txn.rm("stale.tmp")
+    # committed here; an exception or a cancellation rolls back instead
+
+Two ways to stage, one behaviour (see docs/transactions.md):
+
+- *native*, when the plugin implements the ABI's transaction ops (both
+  built-in plugins do): the plugin keeps a staging copy of the root, the
+  core stages changes in it through ordinary ops, and the commit is one
+  atomic swap by the plugin. Readers never see a mix, even mid-commit.
+- *generic*, for any plugin: changes are staged in a sibling directory; the
+  commit writes a journal (the commit point), moves the staged files in,
+  and removes the journal. After a crash, the next transaction on that root
+  rolls a complete journal forward and otherwise rolls back, so the root
+  holds the old or the new state, never a mix; only during the moves
+  themselves can a reader that is not in the transaction see part of it.
+
+Overlapping roots conflict: the second transaction waits for the first, up
+to ``timeout`` seconds, then raises :class:`TransactionConflictError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from . import _uri
+from .errors import (
+    AbortedError,
+    AlreadyExistsError,
+    NotFoundError,
+    StatusError,
+    TransactionConflictError,
+    TransactionStateError,
+)
+from .filesystem import FileStatistics, ModularFileSystem, TransactionToken
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
+    from .async_filesystem import AsyncModularFileSystem
+else:
+    Buffer = object
+
+__all__ = ["Transaction"]
+
+
+def _sibling(root: str, suffix: str) -> str:
+    """``<parent>/.<name>.<suffix>`` beside root."""
+    parent, _, name = root.rpartition("/")
+    return f"{parent}/.{name}.{suffix}"
+
+
+class Transaction:
+    """One transaction on one root. Use it as an async context manager, or
+    call :meth:`begin` and then :meth:`commit` or :meth:`abort`.
+
+    Paths given to its methods are relative to the root, or URIs inside it.
+    Reads see the transaction's own writes."""
+
+    def __init__(self, afs: AsyncModularFileSystem, root: str, *, timeout: float, native: bool | None) -> None:
+        self.root = root.rstrip("/")
+        self.timeout = timeout
+        self._afs = afs
+        self._fs = afs.sync
+        use_native = self._fs.offers_transactions() if native is None else native
+        self._stage: _Staging = (
+            _NativeStaging(self._fs, self.root) if use_native else _GenericStaging(self._fs, self.root)
+        )
+        self.state = "new"
+        self._key = ""
+
+    @property
+    def native(self) -> bool:
+        return isinstance(self._stage, _NativeStaging)
+
+    def __repr__(self) -> str:
+        kind = "native" if self.native else "generic"
+        return f"<Transaction {self.root!r} {kind} {self.state}>"
+
+    # ---- lifetime ------------------------------------------------------------------
+
+    async def begin(self) -> Transaction:
+        """Start: wait (up to the timeout) for conflicting transactions, recover
+        what a crashed one left on this root, and prepare staging."""
+        if self.state != "new":
+            raise TransactionStateError(f"transaction on {self.root} is {self.state}, it cannot begin again")
+        key = f"{self._fs.scheme}://{await self._afs.translate_name(self.root)}"
+        delay = 0.005
+        with anyio.move_on_after(self.timeout) as waited:
+            while True:
+                try:
+                    _claim_root(key)  # each Transaction owns its root in this process
+                    try:
+                        await self._mutate(self._stage.begin)
+                    except BaseException:
+                        _release_root(key)
+                        raise
+                    break
+                except AbortedError:  # a conflicting transaction holds the root
+                    await anyio.sleep(delay)
+                    delay = min(delay * 2, 0.2)
+        self._key = key
+        if waited.cancelled_caught:
+            raise TransactionConflictError(
+                f"another transaction kept an overlapping root busy for {self.timeout:g} s",
+                op="transaction",
+                path=self.root,
+            )
+        self.state = "active"
+        return self
+
+    async def commit(self) -> None:
+        """Make every staged change visible at once."""
+        self._check_active()
+        self.state = "committing"
+        try:
+            await self._mutate(self._stage.commit)
+        except BaseException:
+            self.state = "failed"
+            await self._mutate(self._stage.abort)
+            raise
+        finally:
+            _release_root(self._key)
+        self.state = "committed"
+
+    async def abort(self) -> None:
+        """Discard every staged change; the root stays as it was."""
+        if self.state in ("aborted", "committed"):
+            return
+        self._check_active()
+        self.state = "aborted"
+        try:
+            await self._mutate(self._stage.abort)
+        finally:
+            _release_root(self._key)
+
+    async def __aenter__(self) -> Transaction:
+        return await self.begin()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.state != "active":
+            return
+        if exc_type is None:
+            await self.commit()
+        else:
+            with anyio.CancelScope(shield=True):  # roll back even when cancelled
+                await self.abort()
+
+    # ---- operations inside the transaction -----------------------------------------
+
+    async def write_file(self, path: str, data: Buffer) -> None:
+        await self._mutate(self._stage.write_file, self._relative(path), data)
+
+    async def append(self, path: str, data: Buffer) -> None:
+        await self._mutate(self._stage.append, self._relative(path), data)
+
+    async def read_file(self, path: str) -> bytes:
+        result: bytes = await self._read(self._stage.read_file, self._relative(path))
+        return result
+
+    async def exists(self, path: str) -> bool:
+        result: bool = await self._read(self._stage.exists, self._relative(path))
+        return result
+
+    async def stat(self, path: str) -> FileStatistics:
+        result: FileStatistics = await self._read(self._stage.stat, self._relative(path))
+        return result
+
+    async def isdir(self, path: str) -> bool:
+        result: bool = await self._read(self._stage.isdir, self._relative(path))
+        return result
+
+    async def listdir(self, path: str = "") -> list[str]:
+        result: list[str] = await self._read(self._stage.listdir, self._relative(path))
+        return result
+
+    async def rm(self, path: str) -> None:
+        await self._mutate(self._stage.rm, self._relative(path))
+
+    async def rmtree(self, path: str) -> None:
+        await self._mutate(self._stage.rmtree, self._relative(path))
+
+    async def rename(self, src: str, dst: str) -> None:
+        await self._mutate(self._stage.rename, self._relative(src), self._relative(dst))
+
+    async def mkdir(self, path: str) -> None:
+        await self._mutate(self._stage.makedirs, self._relative(path), False)
+
+    async def makedirs(self, path: str) -> None:
+        await self._mutate(self._stage.makedirs, self._relative(path), True)
+
+    # ---- plumbing ------------------------------------------------------------------------
+
+    def _check_active(self) -> None:
+        if self.state != "active":
+            raise TransactionStateError(f"transaction on {self.root} is {self.state}")
+
+    def _relative(self, path: str) -> str:
+        self._check_active()
+        if "://" in path or path.startswith("/"):
+            if path.rstrip("/") == self.root:
+                return ""
+            if not path.startswith(self.root + "/"):
+                raise TransactionStateError(f"{path} is outside the transaction's root {self.root}")
+            path = path[len(self.root) + 1 :]
+        cleaned = _uri.clean_path(path) if path else ""
+        if cleaned == ".":
+            return ""
+        if cleaned.startswith(".."):
+            raise TransactionStateError(f"{path} leaves the transaction's root {self.root}")
+        return cleaned
+
+    async def _mutate(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await self._afs.pool.run(fn, *args, mutating=True)
+
+    async def _read(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await self._afs.pool.run(fn, *args, mutating=False)
+
+
+# ---- staging strategies (synchronous: they run on the worker pool) ---------------------
+
+
+class _Staging:
+    """What both ways of staging offer; paths are relative to the root."""
+
+    def __init__(self, fs: ModularFileSystem, root: str) -> None:
+        self.fs = fs
+        self.root = root
+
+    def at_root(self, rel: str) -> str:
+        return _uri.join(self.root, rel) if rel else self.root
+
+    def staged(self, rel: str) -> str:
+        raise NotImplementedError
+
+    def _make_parent(self, rel: str) -> None:
+        parent = rel.rpartition("/")[0]
+        if parent:
+            self.fs.recursively_create_dir(self.staged(parent))
+
+    def begin(self) -> None:
+        raise NotImplementedError
+
+    def commit(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def write_file(self, rel: str, data: Buffer) -> None:
+        raise NotImplementedError
+
+    def append(self, rel: str, data: Buffer) -> None:
+        raise NotImplementedError
+
+    def read_file(self, rel: str) -> bytes:
+        raise NotImplementedError
+
+    def exists(self, rel: str) -> bool:
+        raise NotImplementedError
+
+    def stat(self, rel: str) -> FileStatistics:
+        raise NotImplementedError
+
+    def isdir(self, rel: str) -> bool:
+        raise NotImplementedError
+
+    def listdir(self, rel: str) -> list[str]:
+        raise NotImplementedError
+
+    def rm(self, rel: str) -> None:
+        raise NotImplementedError
+
+    def rmtree(self, rel: str) -> None:
+        raise NotImplementedError
+
+    def rename(self, src: str, dst: str) -> None:
+        data = self.read_file(src)
+        self.write_file(dst, data)
+        self.rm(src)
+
+    def makedirs(self, rel: str, parents: bool) -> None:
+        raise NotImplementedError
+
+
+def _write_new(fs: ModularFileSystem, uri: str, data: Buffer) -> None:
+    """Write uri as a new file (temporary sibling, then rename): a file that
+    is linked into the committed tree is replaced, never written in place."""
+    staged = _uri.staging_name(uri)
+    try:
+        fs.write_file(staged, data)
+        fs.rename_file(staged, uri)
+    except BaseException:
+        if fs.exists(staged):
+            fs.delete_file(staged)
+        raise
+
+
+class _NativeStaging(_Staging):
+    """The plugin's own transaction: a staging copy of the whole root, one
+    atomic swap at commit."""
+
+    token: TransactionToken | None = None
+    staging = ""
+
+    def begin(self) -> None:
+        self.token = self.fs.get_or_start_transaction_for_path(self.root)
+        self.staging = self.fs.to_uri(self.fs.decode_transaction_token(self.token), self.root)
+
+    def commit(self) -> None:
+        assert self.token is not None
+        token, self.token = self.token, None
+        self.fs.end_transaction(token)
+
+    def abort(self) -> None:
+        if self.token is not None:
+            token, self.token = self.token, None
+            self.fs.abort_transaction(token)
+
+    def staged(self, rel: str) -> str:
+        return _uri.join(self.staging, rel) if rel else self.staging
+
+    def write_file(self, rel: str, data: Buffer) -> None:
+        self._make_parent(rel)
+        _write_new(self.fs, self.staged(rel), data)
+
+    def append(self, rel: str, data: Buffer) -> None:
+        self._make_parent(rel)
+        uri = self.staged(rel)
+        copy = _uri.staging_name(uri)
+        if self.fs.exists(uri):
+            self.fs.copy_file(uri, copy)  # a new file: the committed one is untouched
+        with self.fs.new_appendable_file(copy) as file:
+            file.append(data)
+        self.fs.rename_file(copy, uri)
+
+    def read_file(self, rel: str) -> bytes:
+        return self.fs.read_file(self.staged(rel))
+
+    def exists(self, rel: str) -> bool:
+        return self.fs.exists(self.staged(rel))
+
+    def stat(self, rel: str) -> FileStatistics:
+        return self.fs.stat(self.staged(rel))
+
+    def isdir(self, rel: str) -> bool:
+        return self.fs.isdir(self.staged(rel))
+
+    def listdir(self, rel: str) -> list[str]:
+        return sorted(self.fs.get_children(self.staged(rel)))
+
+    def rm(self, rel: str) -> None:
+        self.fs.delete_file(self.staged(rel))
+
+    def rmtree(self, rel: str) -> None:
+        self.fs.delete_recursively(self.staged(rel))
+
+    def rename(self, src: str, dst: str) -> None:
+        self.fs.rename_file(self.staged(src), self.staged(dst))
+
+    def makedirs(self, rel: str, parents: bool) -> None:
+        if parents:
+            self.fs.recursively_create_dir(self.staged(rel))
+        else:
+            self.fs.create_dir(self.staged(rel))
+
+
+class _GenericStaging(_Staging):
+    """Staging through ordinary ops, for any plugin: new and changed files
+    in a sibling directory, deletions remembered, a journal at commit."""
+
+    def __init__(self, fs: ModularFileSystem, root: str) -> None:
+        super().__init__(fs, root)
+        self.lock = _sibling(root, "asyncfs-lock.d")
+        self.journal = _sibling(root, "asyncfs-journal")
+        self.staging = _sibling(root, f"asyncfs-txn.{uuid.uuid4().hex}")
+        self.deleted: set[str] = set()
+        self.decided = False  # the journal is written: the outcome is commit
+
+    # -- lifetime
+
+    def begin(self) -> None:
+        self.fs.recursively_create_dir(self.root.rpartition("/")[0])
+        self._lock()
+        try:
+            recover_generic(self.fs, self.root)
+            self.fs.create_dir(self.staging)
+        except BaseException:
+            self._unlock()
+            raise
+
+    def commit(self) -> None:
+        dirs, files = [], []
+        for top, _, names in self.fs.walk(self.staging):
+            rel_top = top[len(self.staging) :].lstrip("/")
+            if rel_top:
+                dirs.append(rel_top)
+            files += [f"{rel_top}/{name}" if rel_top else name for name in names]
+        plan = {
+            "staging": self.staging.rpartition("/")[2],
+            "deletes": sorted(self.deleted),
+            "mkdirs": dirs,
+            "moves": files,
+        }
+        body = json.dumps(plan, sort_keys=True)
+        record = json.dumps({"plan": plan, "check": _check(body)}).encode()
+        # the commit point: a whole, valid journal (a torn one reads as none)
+        _write_new(self.fs, self.journal, record)
+        self.decided = True
+        self.plan = plan
+        apply_journal(self.fs, self.root, plan)
+        self._unlock()
+
+    def abort(self) -> None:
+        if self.decided:  # past the commit point: finish it, never undo half
+            if self.fs.exists(self.journal):
+                apply_journal(self.fs, self.root, self.plan)
+        elif self.fs.exists(self.staging):
+            self.fs.delete_recursively(self.staging)
+        self._unlock()
+
+    def _lock(self) -> None:
+        """A directory made with create_dir, which fails if it exists, is the
+        lock; one left by a dead process on this host is taken over."""
+        try:
+            self.fs.create_dir(self.lock)
+        except AlreadyExistsError:
+            if not _stale_lock(self.fs, self.lock):
+                raise TransactionConflictError(
+                    "the root is in another transaction", op="transaction", path=self.root
+                ) from None
+            self.fs.delete_recursively(self.lock)
+            self.fs.create_dir(self.lock)
+        self.fs.write_file(f"{self.lock}/owner", f"{os.getpid()} {socket.gethostname()}".encode())
+
+    def _unlock(self) -> None:
+        if self.fs.exists(self.lock):
+            self.fs.delete_recursively(self.lock)
+
+    # -- the overlay
+
+    def staged(self, rel: str) -> str:
+        return _uri.join(self.staging, rel) if rel else self.staging
+
+    def _gone(self, rel: str) -> bool:
+        return any(rel == d or rel.startswith(d + "/") for d in self.deleted)
+
+    def _source(self, rel: str) -> str:
+        """Where rel's current content lives: staging, or the root."""
+        if self.fs.exists(self.staged(rel)):
+            return self.staged(rel)
+        if self._gone(rel):
+            raise NotFoundError("deleted in this transaction", op="read", path=self.at_root(rel))
+        return self.at_root(rel)
+
+    def write_file(self, rel: str, data: Buffer) -> None:
+        self._make_parent(rel)
+        self.fs.write_file(self.staged(rel), data)
+        self.deleted.discard(rel)
+
+    def append(self, rel: str, data: Buffer) -> None:
+        self._make_parent(rel)
+        if not self.fs.exists(self.staged(rel)) and not self._gone(rel) and self.fs.exists(self.at_root(rel)):
+            self.fs.copy_file(self.at_root(rel), self.staged(rel))
+        with self.fs.new_appendable_file(self.staged(rel)) as file:
+            file.append(data)
+        self.deleted.discard(rel)
+
+    def read_file(self, rel: str) -> bytes:
+        return self.fs.read_file(self._source(rel))
+
+    def exists(self, rel: str) -> bool:
+        try:
+            return self.fs.exists(self._source(rel))
+        except NotFoundError:
+            return False
+
+    def stat(self, rel: str) -> FileStatistics:
+        return self.fs.stat(self._source(rel))
+
+    def isdir(self, rel: str) -> bool:
+        try:
+            return self.fs.isdir(self._source(rel))
+        except NotFoundError:
+            return False
+
+    def listdir(self, rel: str) -> list[str]:
+        names: set[str] = set()
+        found = False
+        for base in (self.at_root(rel), self.staged(rel)):
+            if not self._gone(rel) or base != self.at_root(rel):
+                try:
+                    names.update(self.fs.get_children(base))
+                    found = True
+                except NotFoundError:
+                    pass
+        if not found:
+            raise NotFoundError("no such directory", op="listdir", path=self.at_root(rel))
+        prefix = f"{rel}/" if rel else ""
+        return sorted(n for n in names if not self._gone(prefix + n))
+
+    def rm(self, rel: str) -> None:
+        in_root = not self._gone(rel) and self.fs.exists(self.at_root(rel))
+        if self.fs.exists(self.staged(rel)):
+            self.fs.delete_file(self.staged(rel))
+        elif not in_root:
+            raise NotFoundError("no such file", op="rm", path=self.at_root(rel))
+        if in_root:
+            self.deleted.add(rel)
+
+    def rmtree(self, rel: str) -> None:
+        in_root = not self._gone(rel) and self.fs.exists(self.at_root(rel))
+        if self.fs.exists(self.staged(rel)):
+            self.fs.delete_recursively(self.staged(rel))
+        elif not in_root:
+            raise NotFoundError("no such directory", op="rmtree", path=self.at_root(rel))
+        if in_root:
+            self.deleted.add(rel)
+
+    def makedirs(self, rel: str, parents: bool) -> None:
+        if not parents and self.exists(rel):
+            raise AlreadyExistsError("path already exists", op="mkdir", path=self.at_root(rel))
+        self.fs.recursively_create_dir(self.staged(rel))
+        self.deleted.discard(rel)
+
+
+# Roots of this process's transactions ("scheme://" + the plugin's name for
+# the root): overlapping ones conflict. Across processes, the plugins' own
+# locks (native) or the lock directory (generic) keep transactions apart.
+_active_roots: set[str] = set()
+_active_lock = threading.Lock()
+
+
+def _overlap(a: str, b: str) -> bool:
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
+def _claim_root(root: str) -> None:
+    with _active_lock:
+        for other in _active_roots:
+            if _overlap(root, other):
+                raise AbortedError(f"conflicts with a transaction in progress on {other}", op="transaction", path=root)
+        _active_roots.add(root)
+
+
+def _release_root(root: str) -> None:
+    with _active_lock:
+        _active_roots.discard(root)
+
+
+def _check(body: str) -> str:
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def _stale_lock(fs: ModularFileSystem, lock: str) -> bool:
+    """Whether a lock directory was left by a process on this host that is
+    gone (or by a crash before it recorded its owner)."""
+    try:
+        pid_text, _, host = fs.read_file(f"{lock}/owner").decode().partition(" ")
+    except StatusError:
+        return True
+    if host != socket.gethostname():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, ValueError):
+        return False
+    return False
+
+
+def apply_journal(fs: ModularFileSystem, root: str, plan: dict[str, Any]) -> None:
+    """Carry out a committed plan; every step may be repeated, so a crash
+    at any point is finished by running it again."""
+    staging = f"{root.rpartition('/')[0]}/{plan['staging']}"
+    for rel in plan["deletes"]:
+        target = _uri.join(root, rel)
+        if fs.exists(target):
+            fs.delete_recursively(target)
+    fs.recursively_create_dir(root)
+    for rel in plan["mkdirs"]:
+        fs.recursively_create_dir(_uri.join(root, rel))
+    for rel in plan["moves"]:
+        src = _uri.join(staging, rel)
+        if fs.exists(src):
+            fs.rename_file(src, _uri.join(root, rel))
+    journal = _sibling(root, "asyncfs-journal")
+    fs.delete_file(journal)  # done: the transaction is over
+    if fs.exists(staging):
+        fs.delete_recursively(staging)
+
+
+def recover_generic(fs: ModularFileSystem, root: str) -> None:
+    """Finish or undo what a crashed generic transaction left on root: a
+    whole journal is rolled forward, anything else rolled back (staging
+    directories and temporary files beside the root removed). Call with the
+    root's lock held."""
+    journal = _sibling(root, "asyncfs-journal")
+    if fs.exists(journal):
+        try:
+            record = json.loads(fs.read_file(journal))
+            plan = record["plan"]
+            whole = record["check"] == _check(json.dumps(plan, sort_keys=True))
+        except (ValueError, KeyError, TypeError):
+            whole = False
+        if whole:
+            apply_journal(fs, root, plan)
+        else:
+            fs.delete_file(journal)
+    parent, _, name = root.rpartition("/")
+    if not fs.isdir(parent):
+        return
+    debris = (f".{name}.asyncfs-txn.", f".{name}.asyncfs-journal.~asyncfs-tmp.")
+    for entry in fs.get_children(parent):
+        if entry.startswith(debris):
+            fs.delete_recursively(_uri.join(parent, entry))

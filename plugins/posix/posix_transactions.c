@@ -1,0 +1,478 @@
+/*
+ * Transactions of the posix plugin: a directory (the root) is replaced as a
+ * whole, atomically.
+ *
+ * Starting one takes an exclusive flock on a lock file beside the root
+ * (".<name>.asyncfs-lock", which stays), removes what a crashed transaction
+ * on the same root left behind, and makes a staging directory beside the
+ * root (".<name>.asyncfs-txn.<pid>.<n>") holding the root's current tree as
+ * hard links. decode_transaction_token gives the staging path: the core
+ * stages every change there through ordinary ops, never writing into a
+ * linked file in place (it writes a new file and renames it over the old),
+ * so the committed tree is never touched. end_transaction swaps staging and
+ * root with renameat2(RENAME_EXCHANGE), one atomic step, then deletes the
+ * old tree; abort_transaction deletes the staging tree.
+ *
+ * A crash at any point leaves the root either as it was or as committed,
+ * plus at most one staging directory, which the next transaction on that
+ * root deletes. Where the filesystem lacks RENAME_EXCHANGE the commit is two
+ * renames (root to "<staging>.old", staging to root); a crash between them
+ * leaves no root, and recovery then finishes the commit.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "asyncfs/filesystem_interface.h"
+#include "plugin_common.h"
+#include "posix_internal.h"
+
+typedef struct posix_txn {
+  char* root;    /* NULL until rooted (start_transaction, add_to_transaction) */
+  char* staging;
+  int lock_fd;
+  TF_TransactionToken* token;
+  struct posix_txn* next;
+} posix_txn;
+
+static pthread_mutex_t txn_mutex = PTHREAD_MUTEX_INITIALIZER;
+static posix_txn* active; /* this process's transactions */
+static unsigned long txn_counter;
+
+static void set_ok(TF_Status* status) { TF_SetStatus(status, TF_OK, ""); }
+
+/* ---- paths ----------------------------------------------------------------- */
+
+/* parent and name of path, which has no trailing '/' (it is cleaned) */
+static void split_path(const char* path, char* parent, size_t cap,
+                       const char** name) {
+  const char* slash = strrchr(path, '/');
+  if (slash == NULL) {
+    snprintf(parent, cap, ".");
+    *name = path;
+  } else if (slash == path) {
+    snprintf(parent, cap, "/");
+    *name = path + 1;
+  } else {
+    snprintf(parent, cap, "%.*s", (int)(slash - path), path);
+    *name = slash + 1;
+  }
+}
+
+static int overlaps(const char* a, const char* b) {
+  size_t la = strlen(a), lb = strlen(b);
+  size_t n = la < lb ? la : lb;
+  if (strncmp(a, b, n) != 0) return 0;
+  if (la == lb) return 1;
+  return (la < lb ? b[la] : a[lb]) == '/';
+}
+
+static int under(const char* path, const char* root) {
+  size_t n = strlen(root);
+  return strncmp(path, root, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* ---- file trees ---------------------------------------------------------------- */
+
+static int remove_entry(const char* path, const struct stat* st, int flag,
+                        struct FTW* ftw) {
+  (void)st;
+  (void)ftw;
+  if (flag == FTW_DP) return rmdir(path) == 0 || errno == ENOENT ? 0 : -1;
+  return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+static int remove_tree(const char* path) {
+  struct stat st;
+  if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : -1;
+  return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int copy_file_contents(const char* src, const char* dst, mode_t mode) {
+  char buf[1 << 16];
+  int in = open(src, O_RDONLY | O_CLOEXEC), out;
+  ssize_t n;
+  if (in < 0) return -1;
+  out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode & 07777);
+  if (out < 0) {
+    close(in);
+    return -1;
+  }
+  while ((n = read(in, buf, sizeof buf)) > 0) {
+    ssize_t done = 0;
+    while (done < n) {
+      ssize_t w = write(out, buf + done, (size_t)(n - done));
+      if (w < 0) {
+        close(in);
+        close(out);
+        return -1;
+      }
+      done += w;
+    }
+  }
+  close(in);
+  return close(out) == 0 && n == 0 ? 0 : -1;
+}
+
+/* Mirrors the tree at src into the new directory dst: directories made,
+ * files hard-linked (copied where linking is refused), symlinks recreated. */
+static int mirror_tree(const char* src, const char* dst) {
+  DIR* dir = opendir(src);
+  struct dirent* entry;
+  int rc = 0;
+  if (dir == NULL) return -1;
+  while (rc == 0 && (entry = readdir(dir)) != NULL) {
+    char from[4096], to[4096];
+    struct stat st;
+    if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0)
+      continue;
+    if ((size_t)snprintf(from, sizeof from, "%s/%s", src, entry->d_name) >=
+            sizeof from ||
+        (size_t)snprintf(to, sizeof to, "%s/%s", dst, entry->d_name) >=
+            sizeof to) {
+      errno = ENAMETOOLONG;
+      rc = -1;
+    } else if (lstat(from, &st) != 0) {
+      rc = -1;
+    } else if (S_ISDIR(st.st_mode)) {
+      rc = mkdir(to, st.st_mode & 07777) != 0 ? -1 : mirror_tree(from, to);
+    } else if (S_ISLNK(st.st_mode)) {
+      char target[4096];
+      ssize_t n = readlink(from, target, sizeof target - 1);
+      if (n < 0) {
+        rc = -1;
+      } else {
+        target[n] = '\0';
+        rc = symlink(target, to);
+      }
+    } else if (link(from, to) != 0) {
+      rc = copy_file_contents(from, to, st.st_mode);
+    }
+  }
+  closedir(dir);
+  return rc;
+}
+
+/* Removes what crashed transactions on name (in parent) left behind, and
+ * finishes a commit interrupted between its two renames. Call with the
+ * root's lock held. */
+static void recover(const char* parent, const char* name, const char* root) {
+  char prefix[1024], path[4096];
+  size_t plen;
+  DIR* dir;
+  struct dirent* entry;
+  struct stat st;
+  snprintf(prefix, sizeof prefix, ".%s.asyncfs-txn.", name);
+  plen = strlen(prefix);
+  dir = opendir(parent);
+  if (dir == NULL) return;
+  if (lstat(root, &st) != 0 && errno == ENOENT) {
+    /* no root: a two-rename commit stopped half-way if "<staging>.old" exists */
+    while ((entry = readdir(dir)) != NULL) {
+      size_t n = strlen(entry->d_name);
+      if (strncmp(entry->d_name, prefix, plen) == 0 && n > 4 &&
+          strcmp(entry->d_name + n - 4, ".old") == 0) {
+        if ((size_t)snprintf(path, sizeof path, "%s/%.*s", parent,
+                             (int)(n - 4), entry->d_name) < sizeof path &&
+            rename(path, root) == 0)
+          break;
+      }
+    }
+    rewinddir(dir);
+  }
+  while ((entry = readdir(dir)) != NULL) {
+    if (strncmp(entry->d_name, prefix, plen) != 0) continue;
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", parent, entry->d_name) <
+        sizeof path)
+      remove_tree(path);
+  }
+  closedir(dir);
+}
+
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1) /* linux/fs.h, for C libraries without it */
+#endif
+
+static int exchange(const char* a, const char* b) {
+#ifdef SYS_renameat2
+  return (int)syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b,
+                      RENAME_EXCHANGE);
+#else
+  (void)a;
+  (void)b;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
+/* ---- the transaction table ---------------------------------------------------- */
+
+static void unlink_txn(posix_txn* txn) {
+  posix_txn** at;
+  for (at = &active; *at != NULL; at = &(*at)->next) {
+    if (*at == txn) {
+      *at = txn->next;
+      return;
+    }
+  }
+}
+
+static void free_txn(posix_txn* txn) {
+  if (txn->lock_fd >= 0) close(txn->lock_fd); /* releases the flock */
+  free(txn->root);
+  free(txn->staging);
+  plugin_memory_free(txn->token);
+  free(txn);
+}
+
+static posix_txn* txn_of(const TF_TransactionToken* token) {
+  return token != NULL ? token->token : NULL;
+}
+
+static posix_txn* new_txn(const TF_Filesystem* filesystem) {
+  posix_txn* txn = calloc(1, sizeof *txn);
+  if (txn == NULL) return NULL;
+  txn->lock_fd = -1;
+  txn->token = plugin_memory_allocate(sizeof(TF_TransactionToken));
+  if (txn->token == NULL) {
+    free(txn);
+    return NULL;
+  }
+  txn->token->token = txn;
+  txn->token->owner = (TF_Filesystem*)filesystem;
+  return txn;
+}
+
+/* Roots txn at root: checks for conflicts, locks, recovers, stages. The
+ * table mutex is held by the caller. */
+static int begin(posix_txn* txn, const char* root, TF_Status* status) {
+  char parent[4096], lock[4096], msg[4200];
+  const char* name;
+  posix_txn* other;
+  struct stat st;
+  if (root[0] == '\0' || strcmp(root, "/") == 0 || strcmp(root, ".") == 0) {
+    TF_SetStatus(status, TF_INVALID_ARGUMENT,
+                 "a transaction root must be a directory below /");
+    return -1;
+  }
+  for (other = active; other != NULL; other = other->next) {
+    if (other != txn && other->root != NULL && overlaps(other->root, root)) {
+      snprintf(msg, sizeof msg,
+               "conflicts with a transaction in progress on %s", other->root);
+      TF_SetStatus(status, TF_ABORTED, msg);
+      return -1;
+    }
+  }
+  split_path(root, parent, sizeof parent, &name);
+  if (posix_make_dirs(parent, status) != 0) return -1;
+  if ((size_t)snprintf(lock, sizeof lock, "%s/.%s.asyncfs-lock", parent,
+                       name) >= sizeof lock) {
+    TF_SetStatusFromIOError(status, ENAMETOOLONG, root);
+    return -1;
+  }
+  txn->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (txn->lock_fd < 0) {
+    TF_SetStatusFromIOError(status, errno, lock);
+    return -1;
+  }
+  if (flock(txn->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    close(txn->lock_fd);
+    txn->lock_fd = -1;
+    if (e == EWOULDBLOCK) {
+      snprintf(msg, sizeof msg,
+               "%s is in a transaction of another process", root);
+      TF_SetStatus(status, TF_ABORTED, msg);
+    } else {
+      TF_SetStatusFromIOError(status, e, lock);
+    }
+    return -1;
+  }
+  recover(parent, name, root);
+  if (lstat(root, &st) == 0 && !S_ISDIR(st.st_mode)) {
+    TF_SetStatus(status, TF_FAILED_PRECONDITION,
+                 "a transaction root must be a directory, not a file");
+    return -1;
+  }
+  txn->root = strdup(root);
+  txn->staging = malloc(strlen(parent) + strlen(name) + 64);
+  if (txn->root == NULL || txn->staging == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  sprintf(txn->staging, "%s/.%s.asyncfs-txn.%ld.%lu", parent, name,
+          (long)getpid(), ++txn_counter);
+  if (mkdir(txn->staging, 0777) != 0 ||
+      (lstat(root, &st) == 0 && mirror_tree(root, txn->staging) != 0)) {
+    TF_SetStatusFromIOError(status, errno, txn->staging);
+    remove_tree(txn->staging);
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- the ABI's transaction ops ------------------------------------------------ */
+
+int posix_start_transaction(const TF_Filesystem* filesystem,
+                            TF_TransactionToken** token, TF_Status* status) {
+  posix_txn* txn = new_txn(filesystem);
+  if (txn == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  pthread_mutex_lock(&txn_mutex);
+  txn->next = active;
+  active = txn;
+  pthread_mutex_unlock(&txn_mutex);
+  *token = txn->token;
+  set_ok(status);
+  return 0;
+}
+
+int posix_add_to_transaction(const TF_Filesystem* filesystem, const char* path,
+                             TF_TransactionToken* token, TF_Status* status) {
+  posix_txn* txn = txn_of(token);
+  int rc = 0;
+  (void)filesystem;
+  pthread_mutex_lock(&txn_mutex);
+  if (txn == NULL) {
+    TF_SetStatus(status, TF_INVALID_ARGUMENT, "not a transaction token");
+    rc = -1;
+  } else if (txn->root == NULL) {
+    rc = begin(txn, path, status); /* the first path roots it */
+    if (rc != 0) {
+      free(txn->root);
+      txn->root = NULL;
+    }
+  } else if (!under(path, txn->root)) {
+    TF_SetStatus(status, TF_INVALID_ARGUMENT,
+                 "the path is outside the transaction's root");
+    rc = -1;
+  }
+  pthread_mutex_unlock(&txn_mutex);
+  if (rc == 0) set_ok(status);
+  return rc;
+}
+
+int posix_get_transaction_for_path(const TF_Filesystem* filesystem,
+                                   const char* path,
+                                   TF_TransactionToken** token,
+                                   TF_Status* status) {
+  posix_txn* txn;
+  (void)filesystem;
+  *token = NULL;
+  pthread_mutex_lock(&txn_mutex);
+  for (txn = active; txn != NULL; txn = txn->next)
+    if (txn->root != NULL && under(path, txn->root)) *token = txn->token;
+  pthread_mutex_unlock(&txn_mutex);
+  if (*token == NULL) {
+    TF_SetStatus(status, TF_NOT_FOUND, "no transaction covers the path");
+    return -1;
+  }
+  set_ok(status);
+  return 0;
+}
+
+int posix_get_or_start_transaction_for_path(const TF_Filesystem* filesystem,
+                                            const char* path,
+                                            TF_TransactionToken** token,
+                                            TF_Status* status) {
+  posix_txn* txn;
+  *token = NULL;
+  pthread_mutex_lock(&txn_mutex);
+  for (txn = active; txn != NULL; txn = txn->next) {
+    if (txn->root != NULL && strcmp(txn->root, path) == 0) {
+      *token = txn->token;
+      pthread_mutex_unlock(&txn_mutex);
+      set_ok(status);
+      return 0;
+    }
+  }
+  txn = new_txn(filesystem);
+  if (txn == NULL) {
+    pthread_mutex_unlock(&txn_mutex);
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  if (begin(txn, path, status) != 0) {
+    pthread_mutex_unlock(&txn_mutex);
+    if (txn->staging != NULL && txn->root != NULL) remove_tree(txn->staging);
+    free_txn(txn);
+    return -1;
+  }
+  txn->next = active;
+  active = txn;
+  pthread_mutex_unlock(&txn_mutex);
+  *token = txn->token;
+  set_ok(status);
+  return 0;
+}
+
+char* posix_decode_transaction_token(const TF_Filesystem* filesystem,
+                                     const TF_TransactionToken* token) {
+  posix_txn* txn = txn_of(token);
+  (void)filesystem;
+  return plugin_strdup(txn != NULL && txn->staging != NULL ? txn->staging
+                                                           : "");
+}
+
+static int finish(TF_TransactionToken* token, int commit, TF_Status* status) {
+  posix_txn* txn = txn_of(token);
+  struct stat st;
+  int rc = 0;
+  if (txn == NULL) {
+    TF_SetStatus(status, TF_INVALID_ARGUMENT, "not a transaction token");
+    return -1;
+  }
+  pthread_mutex_lock(&txn_mutex);
+  unlink_txn(txn);
+  pthread_mutex_unlock(&txn_mutex);
+  if (txn->root == NULL) { /* never rooted: nothing was staged */
+    free_txn(txn);
+    set_ok(status);
+    return 0;
+  }
+  if (commit) {
+    if (lstat(txn->root, &st) != 0) {
+      rc = rename(txn->staging, txn->root);
+    } else if (exchange(txn->staging, txn->root) != 0) {
+      char old[4200];
+      snprintf(old, sizeof old, "%s.old", txn->staging);
+      rc = (errno == ENOSYS || errno == EINVAL)
+               ? (rename(txn->root, old) != 0 ? -1
+                  : rename(txn->staging, txn->root) != 0
+                      ? -1
+                      : rename(old, txn->staging))
+               : -1;
+    }
+    if (rc != 0) TF_SetStatusFromIOError(status, errno, txn->root);
+  }
+  if (rc == 0) {
+    remove_tree(txn->staging); /* the old tree after a commit */
+    set_ok(status);
+  }
+  free_txn(txn);
+  return rc;
+}
+
+int posix_end_transaction(const TF_Filesystem* filesystem,
+                          TF_TransactionToken* token, TF_Status* status) {
+  (void)filesystem;
+  return finish(token, 1, status);
+}
+
+int posix_abort_transaction(const TF_Filesystem* filesystem,
+                            TF_TransactionToken* token, TF_Status* status) {
+  (void)filesystem;
+  return finish(token, 0, status);
+}
