@@ -30,6 +30,7 @@ import json
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from types import TracebackType
@@ -42,7 +43,6 @@ from .errors import (
     AbortedError,
     AlreadyExistsError,
     NotFoundError,
-    StatusError,
     TransactionConflictError,
     TransactionStateError,
 )
@@ -450,7 +450,8 @@ class _GenericStaging(_Staging):
                 ) from None
             self.fs.delete_recursively(self.lock)
             self.fs.create_dir(self.lock)
-        self.fs.write_file(f"{self.lock}/owner", f"{os.getpid()} {socket.gethostname()}".encode())
+        # whole or absent, never a truncated pid that names another process
+        _write_new(self.fs, f"{self.lock}/owner", _owner_record(os.getpid()).encode())
 
     def _unlock(self) -> None:
         if self.fs.exists(self.lock):
@@ -571,22 +572,43 @@ def _check(body: str) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
+_OWNERLESS_GRACE_NS = 5_000_000_000  # a live owner writes its record well within this
+
+
+def _start_time(pid: int) -> str:
+    """When process pid started (Linux: /proc/<pid>/stat), or "" elsewhere;
+    with the pid it names one process, even after the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[19].decode()
+    except (OSError, IndexError):
+        return ""
+
+
+def _owner_record(pid: int) -> str:
+    return f"{pid} {_start_time(pid)} {socket.gethostname()}"
+
+
 def _stale_lock(fs: ModularFileSystem, lock: str) -> bool:
-    """Whether a lock directory was left by a process on this host that is
-    gone (or by a crash before it recorded its owner)."""
+    """Whether a lock directory was left by a process of this host that is
+    gone (its pid is free, or names a process started at another time), or
+    by one killed before it recorded itself, some seconds ago."""
     try:
-        pid_text, _, host = fs.read_file(f"{lock}/owner").decode().partition(" ")
-    except StatusError:
-        return True
-    if host != socket.gethostname():
-        return False
+        record = fs.read_file(f"{lock}/owner").decode()
+    except NotFoundError:
+        try:
+            age = time.time_ns() - fs.stat(lock).mtime_nsec
+        except NotFoundError:
+            return True
+        return age > _OWNERLESS_GRACE_NS
+    pid_text, _, rest = record.partition(" ")
+    if rest.rpartition(" ")[2] != socket.gethostname():
+        return False  # another host's process: only it can tell
     try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
+        pid = int(pid_text)
+    except ValueError:
         return True
-    except (PermissionError, ValueError):
-        return False
-    return False
+    return _owner_record(pid) != record
 
 
 def apply_journal(fs: ModularFileSystem, root: str, plan: dict[str, Any]) -> None:
