@@ -305,3 +305,37 @@ async def test_generic_recovery_rolls_a_torn_journal_back(env: asyncfs.Env, tmp_
     await env.recover(root, native=False)
     assert await tree(env, root) == {"a.txt": b"old a"}
     assert await debris(env, root) == []
+
+
+@pytest.mark.parametrize("scheme", ["file", "mem"])
+def test_the_abi_transaction_ops_directly(scheme: str, tmp_path: Path) -> None:
+    """start_transaction, then add_to_transaction roots it; the other ops
+    answer for paths under the root; end_transaction commits."""
+    fs = asyncfs.get_filesystem(f"{scheme}://")
+    base = f"file://{tmp_path}" if scheme == "file" else f"mem:///abi-{uuid.uuid4().hex}"
+    root = f"{base}/root"
+    assert fs.offers_transactions()
+    token = fs.start_transaction()
+    fs.add_to_transaction(root, token)  # the first path roots it
+    fs.add_to_transaction(f"{root}/deeper/file", token)
+    with pytest.raises(asyncfs.InvalidArgumentError, match="outside"):
+        fs.add_to_transaction(f"{base}/elsewhere", token)
+    staging = fs.to_uri(fs.decode_transaction_token(token), root)
+    assert staging != root
+    fs.write_file(f"{staging}/x.txt", b"x")
+    found = fs.get_transaction_for_path(f"{root}/x.txt")
+    assert fs.decode_transaction_token(found) == fs.decode_transaction_token(token)
+    with pytest.raises(asyncfs.NotFoundError):
+        fs.get_transaction_for_path(f"{base}/other")
+    assert fs.get_or_start_transaction_for_path(root).raw == token.raw  # the same one
+    with pytest.raises(asyncfs.AbortedError, match="conflicts"):
+        fs.get_or_start_transaction_for_path(f"{root}/nested")
+    assert not fs.exists(f"{root}/x.txt")
+    fs.end_transaction(token)
+    assert fs.read_file(f"{root}/x.txt") == b"x"
+    with pytest.raises(asyncfs.NotFoundError):
+        fs.get_transaction_for_path(f"{root}/x.txt")
+    token = fs.get_or_start_transaction_for_path(root)
+    fs.delete_file(f"{fs.to_uri(fs.decode_transaction_token(token), root)}/x.txt")
+    fs.abort_transaction(token)
+    assert fs.read_file(f"{root}/x.txt") == b"x"
