@@ -13,9 +13,12 @@ from . import _uri
 from .errors import Code, FailedPreconditionError, NotFoundError, StatusError
 
 if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
     from .filesystem import ModularFileSystem
 
 __all__ = [
+    "write_by_rename",
     "copy_file",
     "stream_copy",
     "delete_recursively",
@@ -110,6 +113,20 @@ def delete_recursively(fs: ModularFileSystem, uri: str) -> tuple[int, int]:
         first_error.undeleted = (undeleted_files, undeleted_dirs)  # type: ignore[attr-defined]
         raise first_error
     return (0, 0)
+
+
+def write_by_rename(fs: ModularFileSystem, uri: str, data: Buffer) -> None:
+    """Write uri as a new file: data goes to a temporary sibling that is
+    renamed over uri, so uri holds the old content or the new, never a part
+    (and a file linked elsewhere is replaced, not written in place)."""
+    staged = _uri.staging_name(uri)
+    try:
+        fs.write_file(staged, data)
+        fs.rename_file(staged, uri)
+    except BaseException:
+        if fs.exists(staged):
+            fs.delete_file(staged)
+        raise
 
 
 def stream_copy(source: ModularFileSystem, src: str, target: ModularFileSystem, dst: str, chunk: int) -> None:

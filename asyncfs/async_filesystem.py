@@ -20,7 +20,8 @@ from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from . import _fanout, _uri
+from . import _fanout
+from ._fallbacks import write_by_rename
 from ._marshal import Option, OptionValue
 from ._pool import WorkerPool
 from .errors import AlreadyExistsError, StatusError
@@ -313,17 +314,10 @@ class AsyncModularFileSystem:
 
 def _write_file(fs: ModularFileSystem, uri: str, data: Buffer, atomic: bool) -> None:
     # Without a native rename there is no atomic replace to be had.
-    if not atomic or not fs.offers("rename_file"):
+    if atomic and fs.offers("rename_file"):
+        write_by_rename(fs, uri, data)
+    else:
         fs.write_file(uri, data)
-        return
-    staged = _uri.staging_name(uri)
-    try:
-        fs.write_file(staged, data)
-        fs.rename_file(staged, uri)
-    except BaseException:
-        if fs.exists(staged):
-            fs.delete_file(staged)
-        raise
 
 
 def _append(fs: ModularFileSystem, uri: str, data: Buffer) -> None:

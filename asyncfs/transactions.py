@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from . import _uri
+from ._fallbacks import write_by_rename
 from .errors import (
     AbortedError,
     AlreadyExistsError,
@@ -302,19 +303,6 @@ class _Staging:
         raise NotImplementedError
 
 
-def _write_new(fs: ModularFileSystem, uri: str, data: Buffer) -> None:
-    """Write uri as a new file (temporary sibling, then rename): a file that
-    is linked into the committed tree is replaced, never written in place."""
-    staged = _uri.staging_name(uri)
-    try:
-        fs.write_file(staged, data)
-        fs.rename_file(staged, uri)
-    except BaseException:
-        if fs.exists(staged):
-            fs.delete_file(staged)
-        raise
-
-
 class _NativeStaging(_Staging):
     """The plugin's own transaction: a staging copy of the whole root, one
     atomic swap at commit."""
@@ -341,7 +329,7 @@ class _NativeStaging(_Staging):
 
     def write_file(self, rel: str, data: Buffer) -> None:
         self._make_parent(rel)
-        _write_new(self.fs, self.staged(rel), data)
+        write_by_rename(self.fs, self.staged(rel), data)
 
     def append(self, rel: str, data: Buffer) -> None:
         self._make_parent(rel)
@@ -424,7 +412,7 @@ class _GenericStaging(_Staging):
         body = json.dumps(plan, sort_keys=True)
         record = json.dumps({"plan": plan, "check": _check(body)}).encode()
         # the commit point: a whole, valid journal (a torn one reads as none)
-        _write_new(self.fs, self.journal, record)
+        write_by_rename(self.fs, self.journal, record)
         self.decided = True
         self.plan = plan
         apply_journal(self.fs, self.root, plan)
@@ -451,7 +439,7 @@ class _GenericStaging(_Staging):
             self.fs.delete_recursively(self.lock)
             self.fs.create_dir(self.lock)
         # whole or absent, never a truncated pid that names another process
-        _write_new(self.fs, f"{self.lock}/owner", _owner_record(os.getpid()).encode())
+        write_by_rename(self.fs, f"{self.lock}/owner", _owner_record(os.getpid()).encode())
 
     def _unlock(self) -> None:
         if self.fs.exists(self.lock):

@@ -109,6 +109,18 @@ char* plugin_translate_name(const char* uri, int host_is_segment) {
   return result;
 }
 
+int plugin_paths_overlap(const char* a, const char* b) {
+  size_t la = strlen(a), lb = strlen(b);
+  size_t n = la < lb ? la : lb;
+  if (strncmp(a, b, n) != 0) return 0;
+  return la == lb || (la < lb ? b[la] : a[lb]) == '/';
+}
+
+int plugin_path_within(const char* path, const char* root) {
+  size_t n = strlen(root);
+  return strncmp(path, root, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
 int plugin_strlist_push(plugin_strlist* list, const char* s, size_t len) {
   char* copy;
   if (list->count == list->capacity) {

@@ -28,6 +28,11 @@ char* plugin_translate_name(const char* uri, int host_is_segment);
 /* The length of uri's "scheme://" prefix, 0 for a bare path. */
 size_t plugin_scheme_prefix_len(const char* uri);
 
+/* Whether two cleaned paths overlap (equal, or one inside the other), and
+ * whether path is root or inside it. */
+int plugin_paths_overlap(const char* a, const char* b);
+int plugin_path_within(const char* path, const char* root);
+
 /* A growable array of malloc'd strings, returned to the core as char**. */
 typedef struct plugin_strlist {
   char** items;

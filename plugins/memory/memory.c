@@ -1118,18 +1118,6 @@ static node* copy_tree(const node* src, const char* name, size_t len) {
   return n;
 }
 
-static int txn_overlaps(const char* a, const char* b) {
-  size_t la = strlen(a), lb = strlen(b);
-  size_t n = la < lb ? la : lb;
-  if (strncmp(a, b, n) != 0) return 0;
-  return la == lb || (la < lb ? b[la] : a[lb]) == '/';
-}
-
-static int txn_under(const char* path, const char* root) {
-  size_t n = strlen(root);
-  return strncmp(path, root, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
 /* The directory node at path, made (with its parents) when missing; NULL
  * with status set when a file is in the way. Call with the write lock. */
 static node* make_dirs(memfs* fs, const char* path, TF_Status* status) {
@@ -1197,7 +1185,7 @@ static int txn_begin(memfs* fs, mem_txn* txn, const char* root,
     return -1;
   }
   for (other = fs->txns; other != NULL; other = other->next) {
-    if (other != txn && other->root != NULL && txn_overlaps(other->root, root)) {
+    if (other != txn && other->root != NULL && plugin_paths_overlap(other->root, root)) {
       snprintf(msg, sizeof msg,
                "conflicts with a transaction in progress on %s", other->root);
       TF_SetStatus(status, TF_ABORTED, msg);
@@ -1287,7 +1275,7 @@ static int fs_add_to_transaction(const TF_Filesystem* filesystem,
     rc = -1;
   } else if (txn->root == NULL) {
     rc = txn_begin(fs, txn, path, status);
-  } else if (!txn_under(path, txn->root)) {
+  } else if (!plugin_path_within(path, txn->root)) {
     TF_SetStatus(status, TF_INVALID_ARGUMENT,
                  "the path is outside the transaction's root");
     rc = -1;
@@ -1306,7 +1294,7 @@ static int fs_get_transaction_for_path(const TF_Filesystem* filesystem,
   *token = NULL;
   pthread_rwlock_rdlock(&fs->lock);
   for (txn = fs->txns; txn != NULL; txn = txn->next)
-    if (txn->root != NULL && txn_under(path, txn->root)) *token = txn->token;
+    if (txn->root != NULL && plugin_path_within(path, txn->root)) *token = txn->token;
   pthread_rwlock_unlock(&fs->lock);
   if (*token == NULL) {
     TF_SetStatus(status, TF_NOT_FOUND, "no transaction covers the path");

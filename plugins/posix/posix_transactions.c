@@ -69,19 +69,6 @@ static void split_path(const char* path, char* parent, size_t cap,
   }
 }
 
-static int overlaps(const char* a, const char* b) {
-  size_t la = strlen(a), lb = strlen(b);
-  size_t n = la < lb ? la : lb;
-  if (strncmp(a, b, n) != 0) return 0;
-  if (la == lb) return 1;
-  return (la < lb ? b[la] : a[lb]) == '/';
-}
-
-static int under(const char* path, const char* root) {
-  size_t n = strlen(root);
-  return strncmp(path, root, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
 /* ---- file trees ---------------------------------------------------------------- */
 
 static int remove_entry(const char* path, const struct stat* st, int flag,
@@ -266,7 +253,7 @@ static int begin(posix_txn* txn, const char* root, TF_Status* status) {
     return -1;
   }
   for (other = active; other != NULL; other = other->next) {
-    if (other != txn && other->root != NULL && overlaps(other->root, root)) {
+    if (other != txn && other->root != NULL && plugin_paths_overlap(other->root, root)) {
       snprintf(msg, sizeof msg,
                "conflicts with a transaction in progress on %s", other->root);
       TF_SetStatus(status, TF_ABORTED, msg);
@@ -354,7 +341,7 @@ int posix_add_to_transaction(const TF_Filesystem* filesystem, const char* path,
       free(txn->root);
       txn->root = NULL;
     }
-  } else if (!under(path, txn->root)) {
+  } else if (!plugin_path_within(path, txn->root)) {
     TF_SetStatus(status, TF_INVALID_ARGUMENT,
                  "the path is outside the transaction's root");
     rc = -1;
@@ -373,7 +360,7 @@ int posix_get_transaction_for_path(const TF_Filesystem* filesystem,
   *token = NULL;
   pthread_mutex_lock(&txn_mutex);
   for (txn = active; txn != NULL; txn = txn->next)
-    if (txn->root != NULL && under(path, txn->root)) *token = txn->token;
+    if (txn->root != NULL && plugin_path_within(path, txn->root)) *token = txn->token;
   pthread_mutex_unlock(&txn_mutex);
   if (*token == NULL) {
     TF_SetStatus(status, TF_NOT_FOUND, "no transaction covers the path");
