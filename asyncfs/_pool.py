@@ -24,11 +24,11 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ._backends import Backend, Waiter, backend_for, current_loop
 
-__all__ = ["PoolStats", "WorkerPool", "default_workers"]
+__all__ = ["Pending", "PoolStats", "WorkerPool", "default_workers"]
 
 T = TypeVar("T")
 
@@ -209,6 +209,25 @@ def _ignore(chunk: list[_Work]) -> None:
     del chunk
 
 
+class Pending(Generic[T]):
+    """Work started by :meth:`WorkerPool.submit`."""
+
+    __slots__ = ("_backend", "_work")
+
+    def __init__(self, work: _Work, backend: Backend) -> None:
+        self._work = work
+        self._backend = backend
+
+    async def result(self) -> T:
+        """Wait for the result (abandoned if the waiting task is cancelled)."""
+        value: T = await self._backend.wait(self._work.waiter, shielded=False)
+        return value
+
+    def cancel(self) -> None:
+        """Drop the result; what the work produced is discarded."""
+        self._backend.forget(self._work.waiter)
+
+
 class WorkerPool:
     """Threads that run chunks of plugin calls for any number of loops."""
 
@@ -305,6 +324,17 @@ class WorkerPool:
         batcher.submit(work)
         result: T = await batcher.backend.wait(work.waiter, shielded=mutating)
         return result
+
+    def submit(self, fn: Callable[..., T], *args: Any, discard: Any = None) -> Pending[T] | None:
+        """Start side-effect-free fn(*args) on a worker without waiting for it
+        (read-ahead). Returns None when the in-flight cap leaves no room."""
+        self._check_open()
+        batcher = self.batcher()
+        if not batcher.take_slot():
+            return None
+        work = _Work(fn, args, batcher.backend.new_waiter(), discard)
+        batcher.submit(work)
+        return Pending(work, batcher.backend)
 
     async def run_many(
         self, fn: Callable[..., T], calls: Sequence[tuple[Any, ...]], *, mutating: bool

@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import anyio
 
@@ -29,6 +29,15 @@ from .async_filesystem import (
 from .errors import UnimplementedError
 from .filesystem import FileStatistics
 from .registry import PluginInfo, Registry, default_registry
+from .streams import (
+    AsyncBinaryReader,
+    AsyncBinaryWriter,
+    AsyncTextReader,
+    AsyncTextWriter,
+    Stream,
+    StreamOpener,
+    open_stream,
+)
 from .transactions import Transaction
 
 if TYPE_CHECKING:
@@ -148,6 +157,33 @@ class Env:
         """``async with env.memory_region(uri) as view``: a zero-copy,
         read-only view of the file, valid inside the block."""
         return self.filesystem(uri).memory_region(uri)
+
+    # ---- streams ---------------------------------------------------------------------
+
+    @overload
+    def open(self, uri: str, mode: Literal["rb"], **options: Any) -> StreamOpener[AsyncBinaryReader]: ...
+    @overload
+    def open(self, uri: str, mode: Literal["r", "rt"], **options: Any) -> StreamOpener[AsyncTextReader]: ...
+    @overload
+    def open(self, uri: str, mode: Literal["wb", "ab"], **options: Any) -> StreamOpener[AsyncBinaryWriter]: ...
+    @overload
+    def open(self, uri: str, mode: Literal["w", "wt", "a", "at"], **options: Any) -> StreamOpener[AsyncTextWriter]: ...
+    @overload
+    def open(self, uri: str, mode: str = ..., **options: Any) -> StreamOpener[Stream]: ...
+
+    def open(self, uri: str, mode: str = "rb", **options: Any) -> StreamOpener[Any]:
+        """A buffered stream on uri: ``async with env.open(uri, "rb") as f``
+        (or ``f = await env.open(...)``). Modes r, rb, w, wb, a, ab (t for
+        text is the default without b). Options: encoding and errors (text),
+        compression ("infer" from the suffix, a codec name, or None),
+        block_size (bytes per plugin call, 1 MiB), readahead (blocks read
+        ahead, 2), atomic ("w" modes: a temporary sibling renamed over the
+        target on close; True), transaction (stage the stream in it)."""
+        transaction = options.pop("transaction", None)
+        if transaction is not None:
+            return transaction.open(uri, mode, **options)  # type: ignore[no-any-return]
+        fs = self.filesystem(uri)
+        return StreamOpener(lambda: open_stream(fs.pool, fs.sync, uri, mode, **options))
 
     # ---- queries -------------------------------------------------------------------
 

@@ -1,0 +1,180 @@
+"""Stream codecs: gzip, zlib, zstd and snappy, as incremental compressors and
+decompressors for :mod:`asyncfs.streams`. gzip and zlib come from the
+standard library, zstd from ``zstandard``, snappy (the framing format) from
+``python-snappy``; the latter two are the ``asyncfs[compression]`` extra.
+
+A codec is chosen by name or, with ``"infer"``, by the file's suffix:
+``.gz``, ``.zz``/``.zlib``, ``.zst``/``.zstd``, ``.sz``/``.snappy``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, Protocol
+
+from .errors import DataLossError, InvalidArgumentError
+
+__all__ = ["CODECS", "Compressor", "Decompressor", "codec_for", "compressor", "decompressor"]
+
+SUFFIXES = {
+    ".gz": "gzip",
+    ".zz": "zlib",
+    ".zlib": "zlib",
+    ".zst": "zstd",
+    ".zstd": "zstd",
+    ".sz": "snappy",
+    ".snappy": "snappy",
+}
+CODECS = ("gzip", "zlib", "zstd", "snappy")
+
+
+class Compressor(Protocol):
+    def compress(self, data: bytes | bytearray | memoryview) -> bytes: ...
+    def flush(self) -> bytes: ...
+
+
+class Decompressor(Protocol):
+    def decompress(self, data: bytes) -> bytes: ...
+    def finish(self) -> None:
+        """Raise DataLossError if the stream ended inside a frame."""
+
+
+def codec_for(uri: str, compression: str | None) -> str | None:
+    """The codec to use: compression itself, or inferred from the suffix."""
+    if compression is None or compression == "":
+        return None
+    if compression == "infer":
+        lowered = uri.lower()
+        return next((codec for suffix, codec in SUFFIXES.items() if lowered.endswith(suffix)), None)
+    name = compression.lower()
+    if name not in CODECS:
+        raise InvalidArgumentError(f"unknown compression {compression!r}; one of {', '.join(CODECS)} or 'infer'")
+    return name
+
+
+def _module(name: str, package: str) -> Any:
+    try:
+        return __import__(name)
+    except ImportError:
+        raise InvalidArgumentError(
+            f"{name} compression needs the {package} package (pip install 'asyncfs[compression]')"
+        ) from None
+
+
+class _Zlib:
+    """gzip (wbits 31) or zlib (15) streams; a gzip file may hold several
+    members, each decoded in turn."""
+
+    def __init__(self, wbits: int, uri: str) -> None:
+        self._wbits = wbits
+        self._uri = uri
+        self._compress = zlib.compressobj(6, zlib.DEFLATED, wbits)
+        self._decompress = zlib.decompressobj(wbits)
+        self._pending = False  # inside a member
+
+    def compress(self, data: bytes | bytearray | memoryview) -> bytes:
+        return self._compress.compress(data)
+
+    def flush(self) -> bytes:
+        return self._compress.flush()
+
+    def decompress(self, data: bytes) -> bytes:
+        out = []
+        try:
+            while data:
+                out.append(self._decompress.decompress(data))
+                self._pending = not self._decompress.eof
+                if not self._decompress.eof:
+                    break
+                data = self._decompress.unused_data  # the next gzip member
+                self._decompress = zlib.decompressobj(self._wbits)
+        except zlib.error as exc:
+            raise DataLossError(f"corrupt compressed data: {exc}", op="decompress", path=self._uri) from exc
+        return b"".join(out)
+
+    def finish(self) -> None:
+        if self._pending:
+            raise DataLossError("the compressed stream ends inside a member", op="decompress", path=self._uri)
+
+
+class _Zstd:
+    def __init__(self, uri: str) -> None:
+        zstandard = _module("zstandard", "zstandard")
+        self._zstandard = zstandard
+        self._uri = uri
+        self._compress = zstandard.ZstdCompressor().compressobj()
+        self._decompress = zstandard.ZstdDecompressor().decompressobj()
+        self._pending = False
+
+    def compress(self, data: bytes | bytearray | memoryview) -> bytes:
+        return bytes(self._compress.compress(bytes(data)))
+
+    def flush(self) -> bytes:
+        return bytes(self._compress.flush())
+
+    def decompress(self, data: bytes) -> bytes:
+        out = []
+        try:
+            while data:
+                out.append(self._decompress.decompress(data))
+                self._pending = not self._decompress.eof
+                if not self._decompress.eof:
+                    break
+                data = self._decompress.unused_data  # the next frame
+                self._decompress = self._zstandard.ZstdDecompressor().decompressobj()
+        except self._zstandard.ZstdError as exc:
+            raise DataLossError(f"corrupt zstd data: {exc}", op="decompress", path=self._uri) from exc
+        return b"".join(out)
+
+    def finish(self) -> None:
+        if self._pending:
+            raise DataLossError("the zstd stream ends inside a frame", op="decompress", path=self._uri)
+
+
+class _Snappy:
+    def __init__(self, uri: str) -> None:
+        snappy = _module("snappy", "python-snappy")
+        self._uri = uri
+        self._error = snappy.UncompressError
+        self._compress = snappy.StreamCompressor()
+        self._decompress = snappy.StreamDecompressor()
+
+    def compress(self, data: bytes | bytearray | memoryview) -> bytes:
+        return bytes(self._compress.add_chunk(bytes(data)))
+
+    def flush(self) -> bytes:
+        return b""  # every chunk is a whole frame
+
+    def decompress(self, data: bytes) -> bytes:
+        try:
+            return bytes(self._decompress.decompress(data))
+        except self._error as exc:
+            raise DataLossError(f"corrupt snappy data: {exc}", op="decompress", path=self._uri) from exc
+
+    def finish(self) -> None:
+        try:
+            self._decompress.flush()
+        except self._error as exc:
+            raise DataLossError(
+                f"the snappy stream ends inside a frame: {exc}", op="decompress", path=self._uri
+            ) from exc
+
+
+def _codec(name: str, uri: str) -> Any:
+    if name == "gzip":
+        return _Zlib(31, uri)
+    if name == "zlib":
+        return _Zlib(15, uri)
+    if name == "zstd":
+        return _Zstd(uri)
+    return _Snappy(uri)
+
+
+def compressor(name: str, uri: str) -> Compressor:
+    codec: Compressor = _codec(name, uri)
+    return codec
+
+
+def decompressor(name: str, uri: str) -> Decompressor:
+    codec: Decompressor = _codec(name, uri)
+    return codec

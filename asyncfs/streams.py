@@ -1,0 +1,587 @@
+"""Async buffered streams: what ``env.open(uri, mode)`` returns.
+
+Readers fetch large blocks (one worker hop each) and serve ``read``,
+``readline`` and line iteration from a buffer on the event loop, so a line
+costs no hop; the next blocks are read ahead in the background (bounded, at
+most ``readahead`` blocks) for stores with high latency. Writers gather
+writes into large appends. ``"w"``/``"wb"`` write to a temporary sibling that
+replaces the target on close, so a writer that fails or crashes never leaves
+a truncated file under the target's name (``atomic=False`` opts out; appends
+always go to the file itself). Any stream can be compressed
+(:mod:`asyncfs.compression`); text modes decode and encode, reading with
+universal newlines.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import io
+from collections import deque
+from collections.abc import Awaitable, Callable, Generator, Iterable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from . import _uri
+from . import compression as _compression
+from ._pool import Pending, WorkerPool
+from .errors import FailedPreconditionError, InvalidArgumentError
+from .files import RandomAccessFile, WritableFile
+from .filesystem import ModularFileSystem
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer, Self
+else:
+    Buffer = object
+    Self = object
+
+__all__ = [
+    "AsyncBinaryReader",
+    "AsyncBinaryWriter",
+    "AsyncTextReader",
+    "AsyncTextWriter",
+    "BLOCK_SIZE",
+    "Stream",
+    "StreamOpener",
+    "open_stream",
+]
+
+BLOCK_SIZE = 1 << 20
+
+
+class _Stream:
+    uri: str
+    closed: bool
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError(f"I/O operation on a closed stream: {self.uri}")
+
+
+class AsyncBinaryReader(_Stream):
+    """A buffered reader over a plugin file (optionally decompressing)."""
+
+    def __init__(
+        self,
+        pool: WorkerPool,
+        file: RandomAccessFile,
+        uri: str,
+        size: int,
+        *,
+        block_size: int = BLOCK_SIZE,
+        readahead: int = 2,
+        codec: str | None = None,
+    ) -> None:
+        self.uri = uri
+        self.closed = False
+        self._pool = pool
+        self._file = file
+        self._size = size
+        self._block = block_size
+        self._readahead = max(0, readahead)
+        self._codec = codec
+        self._decompressor = _compression.decompressor(codec, uri) if codec else None
+        self._ahead: deque[tuple[int, Pending[bytes] | None]] = deque()
+        self._raw_offset = 0  # next raw byte to fetch
+        self._raw_eof = False
+        self._buf = b""  # decoded bytes not yet consumed start at _buf[_pos]
+        self._pos = 0
+        self._buf_start = 0  # stream offset of _buf[0]
+        self._eof = False
+
+    # ---- fetching ----------------------------------------------------------------------
+
+    async def _raw_block(self) -> bytes:
+        offset = self._raw_offset
+        data = None
+        if self._ahead and self._ahead[0][0] == offset:
+            pending = self._ahead.popleft()[1]
+            if pending is not None:
+                data = await pending.result()
+        if data is None:
+            await self._drop_ahead()
+            data = await self._pool.run(self._file.read, offset, self._block, mutating=False)
+        self._raw_offset += len(data)
+        if len(data) < self._block:
+            self._raw_eof = True
+        else:
+            self._read_ahead()
+        return data
+
+    def _read_ahead(self) -> None:
+        """Keep up to readahead next blocks on their way."""
+        start = self._ahead[-1][0] + self._block if self._ahead else self._raw_offset
+        while len(self._ahead) < self._readahead and start < self._size:
+            self._ahead.append((start, self._pool.submit(self._file.read, start, self._block)))
+            start += self._block
+
+    async def _drop_ahead(self) -> None:
+        """Forget read-ahead (after a seek), once it is off the handle."""
+        while self._ahead:
+            pending = self._ahead.popleft()[1]
+            if pending is not None:
+                with contextlib.suppress(Exception):  # its error no longer matters
+                    await pending.result()  # but the worker must be done with the handle
+
+    async def _fill(self) -> bool:
+        """Add decoded bytes to the buffer; False at the end of the stream."""
+        while not self._eof:
+            raw = await self._raw_block()
+            if self._decompressor is None:
+                data = raw
+            else:
+                data = self._decompressor.decompress(raw)
+                if self._raw_eof:
+                    self._decompressor.finish()
+            if self._raw_eof and not data:
+                self._eof = True
+                return False
+            if data:
+                rest = self._buf[self._pos :]
+                self._buf_start += self._pos
+                self._buf = rest + data if rest else data
+                self._pos = 0
+                return True
+        return False
+
+    # ---- reading ----------------------------------------------------------------------
+
+    async def read(self, n: int = -1) -> bytes:
+        """Up to n bytes (all the rest when n < 0); b"" at the end."""
+        self._check_open()
+        if n < 0:
+            while await self._fill():
+                pass
+            data = self._buf[self._pos :]
+            self._pos = len(self._buf)
+            return data
+        while len(self._buf) - self._pos < n and await self._fill():
+            pass
+        data = self._buf[self._pos : self._pos + n]
+        self._pos += len(data)
+        return data
+
+    async def readinto(self, buffer: Buffer) -> int:
+        view = memoryview(buffer).cast("B")
+        data = await self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+    async def readexactly(self, n: int) -> bytes:
+        """Exactly n bytes; fewer only at the end of the stream."""
+        return await self.read(n)
+
+    async def readline(self, limit: int = -1) -> bytes:
+        self._check_open()
+        start = self._pos
+        search = start
+        while True:
+            end = self._buf.find(b"\n", search)
+            if end >= 0:
+                end += 1
+                break
+            search = len(self._buf)
+            if 0 <= limit <= search - start:
+                end = start + limit
+                break
+            mark = search - start
+            if not await self._fill():
+                end = len(self._buf)
+                break
+            start, search = self._pos, self._pos + mark
+        if 0 <= limit < end - start:
+            end = start + limit
+        line = self._buf[start:end]
+        self._pos = end
+        return line
+
+    async def readlines(self) -> list[bytes]:
+        return [line async for line in self]
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> bytes:
+        # the common case, a whole line in the buffer, without a nested call
+        end = self._buf.find(b"\n", self._pos)
+        if end >= 0 and not self.closed:
+            line = self._buf[self._pos : end + 1]
+            self._pos = end + 1
+            return line
+        line = await self.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line
+
+    # ---- position ----------------------------------------------------------------------
+
+    def tell(self) -> int:
+        return self._buf_start + self._pos
+
+    def size(self) -> int:
+        """The size of the file as stored (compressed, for compressed streams)."""
+        return self._size
+
+    async def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        """Move to offset (from the start, the current position, or the end).
+        Compressed streams seek by decoding: forward from here, or from the
+        start; from the end they cannot."""
+        self._check_open()
+        if whence == io.SEEK_CUR:
+            offset += self.tell()
+        elif whence == io.SEEK_END:
+            if self._codec is not None:
+                raise io.UnsupportedOperation(f"cannot seek from the end of a {self._codec} stream: {self.uri}")
+            offset += self._size
+        elif whence != io.SEEK_SET:
+            raise InvalidArgumentError(f"whence must be 0, 1 or 2, not {whence}")
+        if offset < 0:
+            raise InvalidArgumentError(f"cannot seek to {offset}: {self.uri}")
+        if self._buf_start <= offset <= self._buf_start + len(self._buf):
+            self._pos = offset - self._buf_start
+            return offset
+        if self._codec is None:
+            await self._drop_ahead()
+            self._raw_offset = self._buf_start = offset
+            self._raw_eof = self._eof = False
+            self._buf, self._pos = b"", 0
+            return offset
+        if offset < self._buf_start:  # decode again from the start
+            await self._drop_ahead()
+            self._decompressor = _compression.decompressor(self._codec, self.uri)
+            self._raw_offset = self._buf_start = 0
+            self._raw_eof = self._eof = False
+            self._buf, self._pos = b"", 0
+        while self.tell() < offset:
+            if not await self.read(min(offset - self.tell(), self._block)):
+                break
+        return self.tell()
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        await self._drop_ahead()
+        await self._pool.run(self._file.close, mutating=True)
+
+
+class AsyncBinaryWriter(_Stream):
+    """A buffered writer: data reaches the plugin in appends of at least
+    block_size bytes. With a staging name, the file lands on the target by
+    rename when closed, and is deleted if the writer is aborted."""
+
+    def __init__(
+        self,
+        pool: WorkerPool,
+        fs: ModularFileSystem,
+        file: WritableFile,
+        uri: str,
+        *,
+        staged: str | None = None,
+        block_size: int = BLOCK_SIZE,
+        codec: str | None = None,
+    ) -> None:
+        self.uri = uri
+        self.closed = False
+        self._pool = pool
+        self._fs = fs
+        self._file = file
+        self._staged = staged
+        self._block = block_size
+        self._compressor = _compression.compressor(codec, uri) if codec else None
+        self._buffer = bytearray()
+        self._written = 0
+
+    async def write(self, data: Buffer) -> int:
+        self._check_open()
+        view = memoryview(data).cast("B")
+        self._written += len(view)
+        chunk: Buffer = self._compressor.compress(view) if self._compressor is not None else view
+        if not self._buffer and len(memoryview(chunk)) >= self._block:
+            await self._pool.run(self._file.append, chunk, mutating=True)  # large: no copy
+        else:
+            self._buffer += chunk
+            if len(self._buffer) >= self._block:
+                await self._push()
+        return len(view)
+
+    async def writelines(self, lines: Iterable[Buffer]) -> None:
+        for line in lines:
+            await self.write(line)
+
+    async def _push(self) -> None:
+        if self._buffer:
+            buffer, self._buffer = self._buffer, bytearray()
+            await self._pool.run(self._file.append, buffer, mutating=True)
+
+    def tell(self) -> int:
+        """Bytes written so far (before compression)."""
+        return self._written
+
+    async def flush(self) -> None:
+        """Hand buffered data to the plugin (a compressor keeps what it has)."""
+        self._check_open()
+        await self._push()
+        await self._pool.run(self._file.flush, mutating=True)
+
+    async def sync(self) -> None:
+        """flush, then make the data durable."""
+        await self.flush()
+        await self._pool.run(self._file.sync, mutating=True)
+
+    async def close(self) -> None:
+        """Write what is buffered, close, and (atomic writers) replace the
+        target with the new file."""
+        if self.closed:
+            return
+        if self._compressor is not None:
+            self._buffer += self._compressor.flush()
+        try:
+            await self._push()
+            await self._pool.run(self._file.close, mutating=True)
+            if self._staged is not None:
+                await self._pool.run(self._fs.rename_file, self._staged, self.uri, mutating=True)
+        except BaseException:
+            await self.abort()
+            raise
+        self.closed = True
+
+    async def abort(self) -> None:
+        """Drop the file: an atomic writer's target is left as it was."""
+        if self.closed:
+            return
+        self.closed = True
+        await self._pool.run(_discard, self._fs, self._file, self._staged, mutating=True)
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            await self.close()
+        else:
+            await self.abort()
+
+
+def _discard(fs: ModularFileSystem, file: WritableFile, staged: str | None) -> None:
+    try:
+        file.close()
+    finally:
+        if staged is not None and fs.exists(staged):
+            fs.delete_file(staged)
+
+
+class AsyncTextReader(_Stream):
+    """Text over a binary reader: decoded incrementally, with universal
+    newlines ("\\r\\n" and "\\r" read as "\\n")."""
+
+    def __init__(self, binary: AsyncBinaryReader, encoding: str, errors: str | None) -> None:
+        self.uri = binary.uri
+        self.binary = binary
+        decoder = codecs.getincrementaldecoder(encoding)(errors or "strict")
+        self._decoder = io.IncrementalNewlineDecoder(decoder, translate=True)
+        self._buf = ""
+        self._pos = 0
+        self._eof = False
+
+    @property
+    def closed(self) -> bool:  # type: ignore[override]
+        return self.binary.closed
+
+    async def _fill(self) -> bool:
+        while not self._eof:
+            raw = await self.binary.read(self.binary._block)
+            self._eof = not raw
+            text = self._decoder.decode(raw, final=self._eof)
+            if text:
+                self._buf = self._buf[self._pos :] + text
+                self._pos = 0
+                return True
+        return False
+
+    async def read(self, n: int = -1) -> str:
+        self._check_open()
+        while (n < 0 or len(self._buf) - self._pos < n) and await self._fill():
+            pass
+        end = len(self._buf) if n < 0 else self._pos + n
+        text = self._buf[self._pos : end]
+        self._pos += len(text)
+        return text
+
+    async def readline(self) -> str:
+        self._check_open()
+        search = self._pos
+        while (end := self._buf.find("\n", search)) < 0:
+            search = len(self._buf) - self._pos
+            if not await self._fill():
+                line = self._buf[self._pos :]
+                self._pos = len(self._buf)
+                return line
+            search += self._pos
+        line = self._buf[self._pos : end + 1]
+        self._pos = end + 1
+        return line
+
+    async def readlines(self) -> list[str]:
+        return [line async for line in self]
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> str:
+        end = self._buf.find("\n", self._pos)
+        if end >= 0:
+            line = self._buf[self._pos : end + 1]
+            self._pos = end + 1
+            return line
+        line = await self.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line
+
+    async def close(self) -> None:
+        await self.binary.close()
+
+
+class AsyncTextWriter(_Stream):
+    """Text over a binary writer, encoded incrementally."""
+
+    def __init__(self, binary: AsyncBinaryWriter, encoding: str, errors: str | None) -> None:
+        self.uri = binary.uri
+        self.binary = binary
+        self._encoder = codecs.getincrementalencoder(encoding)(errors or "strict")
+
+    @property
+    def closed(self) -> bool:  # type: ignore[override]
+        return self.binary.closed
+
+    async def write(self, text: str) -> int:
+        await self.binary.write(self._encoder.encode(text))
+        return len(text)
+
+    async def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            await self.write(line)
+
+    async def flush(self) -> None:
+        await self.binary.flush()
+
+    async def sync(self) -> None:
+        await self.binary.sync()
+
+    async def close(self) -> None:
+        if not self.binary.closed:
+            await self.binary.write(self._encoder.encode("", final=True))
+        await self.binary.close()
+
+    async def abort(self) -> None:
+        await self.binary.abort()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            await self.close()
+        else:
+            await self.abort()
+
+
+# ---- opening ------------------------------------------------------------------------------
+
+Stream = AsyncBinaryReader | AsyncBinaryWriter | AsyncTextReader | AsyncTextWriter
+S = TypeVar("S", bound=Stream)
+
+_MODES = {
+    "r": ("r", True), "rt": ("r", True), "rb": ("r", False),
+    "w": ("w", True), "wt": ("w", True), "wb": ("w", False),
+    "a": ("a", True), "at": ("a", True), "ab": ("a", False),
+}  # fmt: skip
+
+
+class StreamOpener(Generic[S]):
+    """``await env.open(...)`` gives the stream; ``async with env.open(...)
+    as f`` also closes it (or, for a writer whose block raised, aborts it)."""
+
+    def __init__(self, opening: Callable[[], Awaitable[S]]) -> None:
+        self._opening = opening
+        self._stream: S | None = None
+
+    def __await__(self) -> Generator[Any, None, S]:
+        return self._opening().__await__()
+
+    async def __aenter__(self) -> S:
+        self._stream = await self._opening()
+        return self._stream
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._stream is not None
+        await self._stream.__aexit__(exc_type, exc, tb)
+
+
+def _open_for_reading(fs: ModularFileSystem, uri: str) -> tuple[RandomAccessFile, int]:
+    file = fs.new_random_access_file(uri)
+    try:
+        return file, fs.get_file_size(uri)
+    except BaseException:
+        file.close()
+        raise
+
+
+def _close_opened(opened: tuple[RandomAccessFile, int]) -> None:
+    opened[0].close()
+
+
+def _open_for_writing(fs: ModularFileSystem, uri: str, staged: str | None) -> WritableFile:
+    if staged is not None and fs.isdir(uri):
+        raise FailedPreconditionError("path is a directory", op="open", path=uri)
+    return fs.new_writable_file(staged or uri)
+
+
+async def open_stream(
+    pool: WorkerPool,
+    fs: ModularFileSystem,
+    uri: str,
+    mode: str = "rb",
+    *,
+    encoding: str | None = None,
+    errors: str | None = None,
+    compression: str | None = "infer",
+    block_size: int = BLOCK_SIZE,
+    readahead: int = 2,
+    atomic: bool = True,
+) -> Stream:
+    """Open uri as a stream (see :meth:`asyncfs.Env.open`)."""
+    try:
+        kind, text = _MODES[mode]
+    except KeyError:
+        raise InvalidArgumentError(f"mode must be one of {', '.join(_MODES)}, not {mode!r}") from None
+    if not text and (encoding is not None or errors is not None):
+        raise InvalidArgumentError(f"binary mode {mode!r} takes no encoding or errors")
+    if block_size <= 0:
+        raise InvalidArgumentError(f"block_size must be positive, not {block_size}")
+    codec = _compression.codec_for(uri, compression)
+    encoding = encoding or "utf-8"
+    if kind == "r":
+        file, size = await pool.run(_open_for_reading, fs, uri, mutating=False, discard=_close_opened)
+        reader = AsyncBinaryReader(pool, file, uri, size, block_size=block_size, readahead=readahead, codec=codec)
+        return AsyncTextReader(reader, encoding, errors) if text else reader
+    if kind == "w":
+        staged = _uri.staging_name(uri) if atomic and fs.offers("rename_file") else None
+        writable = await pool.run(_open_for_writing, fs, uri, staged, mutating=True)
+    else:
+        staged = None
+        writable = await pool.run(fs.new_appendable_file, uri, mutating=True)
+    writer = AsyncBinaryWriter(pool, fs, writable, uri, staged=staged, block_size=block_size, codec=codec)
+    return AsyncTextWriter(writer, encoding, errors) if text else writer
