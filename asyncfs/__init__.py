@@ -5,6 +5,8 @@ The map of the public API:
 - async: :class:`Env` (the entry point), :class:`AsyncModularFileSystem`,
   :class:`AsyncRandomAccessFile`, :class:`AsyncWritableFile`,
   :class:`AsyncReadOnlyMemoryRegion`, :class:`Transaction`
+- streams, records, prefetch: ``env.open`` (:class:`AsyncBinaryReader`, ...),
+  :mod:`asyncfs.tfrecord`, ``env.prefetch`` (:class:`Budget`)
 - plugins: :func:`load_plugin`, :class:`Registry`, :func:`get_filesystem`,
   :func:`get_include` (the C header's folder for building plugins)
 - the synchronous adapter: :class:`ModularFileSystem`, :class:`FileStatistics`,
@@ -15,6 +17,7 @@ The map of the public API:
 
 from __future__ import annotations
 
+from . import tfrecord
 from ._libs import get_include
 from ._loader import PluginMetadata, core_abi_version
 from ._marshal import Option
@@ -63,7 +66,10 @@ from .errors import (
 )
 from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
 from .filesystem import FileStatistics, ModularFileSystem
+from .prefetch import Budget
 from .registry import PluginInfo, Registry, default_registry, get_filesystem, load_plugin
+from .streams import AsyncBinaryReader, AsyncBinaryWriter, AsyncTextReader, AsyncTextWriter
+from .tfrecord import TFRecordCorruptionError
 from .transactions import Transaction
 
 __version__ = "0.1.0"
@@ -76,6 +82,14 @@ __all__ = [
     "AsyncReadOnlyMemoryRegion",
     "AsyncWritableFile",
     "Transaction",
+    # streams, records, prefetch
+    "AsyncBinaryReader",
+    "AsyncBinaryWriter",
+    "AsyncTextReader",
+    "AsyncTextWriter",
+    "Budget",
+    "TFRecordCorruptionError",
+    "tfrecord",
     # plugins
     "PluginInfo",
     "PluginMetadata",

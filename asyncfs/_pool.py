@@ -28,7 +28,7 @@ from typing import Any, Generic, TypeVar
 
 from ._backends import Backend, Waiter, backend_for, current_loop
 
-__all__ = ["Pending", "PoolStats", "WorkerPool", "default_workers"]
+__all__ = ["Pending", "PoolStats", "Sink", "WorkerPool", "default_workers"]
 
 T = TypeVar("T")
 
@@ -64,8 +64,41 @@ class _Group:
         self.remaining = size
 
 
+class Sink:
+    """Collects finished work, in the order it finishes, for one consumer
+    that takes them one at a time (:meth:`WorkerPool.submit_to`)."""
+
+    __slots__ = ("_backend", "_done", "_waiter", "closed")
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self._done: deque[tuple[Any, Any, BaseException | None]] = deque()
+        self._waiter: Waiter | None = None
+        self.closed = False
+
+    def deliver(self, tag: Any, result: Any, error: BaseException | None) -> None:
+        if self.closed:
+            return
+        self._done.append((tag, result, error))
+        if self._waiter is not None:
+            waiter, self._waiter = self._waiter, None
+            self._backend.resolve(waiter, None, None)
+
+    async def next(self) -> tuple[Any, Any, BaseException | None]:
+        """(tag, result, error) of the next finished work."""
+        while not self._done:
+            self._waiter = self._backend.new_waiter()
+            await self._backend.wait(self._waiter, shielded=False)
+        return self._done.popleft()
+
+    def close(self) -> None:
+        """Drop finished work and whatever is still running."""
+        self.closed = True
+        self._done.clear()
+
+
 class _Work:
-    __slots__ = ("args", "discard", "error", "fn", "group", "result", "waiter")
+    __slots__ = ("args", "discard", "error", "fn", "group", "result", "sink", "tag", "waiter")
 
     # a fan-out's calls are meant to run in parallel: their batch calls in
     # helpers from the start instead of after a slow first call
@@ -88,9 +121,11 @@ class _Work:
         self.group = group
         self.result: Any = None
         self.error: BaseException | None = None
+        self.sink: Sink | None = None
+        self.tag: Any = None
 
     def run(self) -> None:
-        if self.waiter.abandoned and self.discard is None:
+        if (self.waiter.abandoned or (self.sink is not None and self.sink.closed)) and self.discard is None:
             return  # nobody wants the result and running it has no effect to keep
         try:
             self.result = self.fn(*self.args)
@@ -192,6 +227,9 @@ class _Batcher:
         self.wakeups += 1
         self.operations += len(chunk)
         for work in chunk:
+            if work.sink is not None:
+                work.sink.deliver(work.tag, work.result, work.error)
+                continue
             group = work.group
             if group is not None:
                 group.remaining -= 1
@@ -335,6 +373,21 @@ class WorkerPool:
         work = _Work(fn, args, batcher.backend.new_waiter(), discard)
         batcher.submit(work)
         return Pending(work, batcher.backend)
+
+    def sink(self) -> Sink:
+        """A sink for this event loop (see :meth:`submit_to`)."""
+        return Sink(self.batcher().backend)
+
+    async def submit_to(self, sink: Sink, tag: Any, fn: Callable[..., Any], *args: Any) -> None:
+        """Start side-effect-free fn(*args) on a worker; its (tag, result,
+        error) goes to sink when done. Waits for room under the in-flight cap."""
+        self._check_open()
+        batcher = self.batcher()
+        await self._acquire(batcher)
+        work = _Work(fn, args, batcher.backend.new_waiter(), None)
+        work.sink = sink
+        work.tag = tag
+        batcher.submit(work)
 
     async def run_many(
         self, fn: Callable[..., T], calls: Sequence[tuple[Any, ...]], *, mutating: bool

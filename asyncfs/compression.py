@@ -152,6 +152,11 @@ class _Snappy:
             raise DataLossError(f"corrupt snappy data: {exc}", op="decompress", path=self._uri) from exc
 
     def finish(self) -> None:
+        # python-snappy keeps an incomplete frame in `remains`; beyond the
+        # 10-byte stream identifier, anything left there is a cut frame
+        remains = getattr(self._decompress, "remains", None)
+        if remains is not None and len(remains) > 10:
+            raise DataLossError("the snappy stream ends inside a frame", op="decompress", path=self._uri)
         try:
             self._decompress.flush()
         except self._error as exc:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -28,6 +28,7 @@ from .async_filesystem import (
 )
 from .errors import UnimplementedError
 from .filesystem import FileStatistics
+from .prefetch import Prefetch, PrefetchRecords, prefetch, prefetch_records
 from .registry import PluginInfo, Registry, default_registry
 from .streams import (
     AsyncBinaryReader,
@@ -184,6 +185,18 @@ class Env:
             return transaction.open(uri, mode, **options)  # type: ignore[no-any-return]
         fs = self.filesystem(uri)
         return StreamOpener(lambda: open_stream(fs.pool, fs.sync, uri, mode, **options))
+
+    # ---- datasets ---------------------------------------------------------------------
+
+    def prefetch(self, uris: Iterable[str], **options: Any) -> Prefetch | PrefetchRecords:
+        """``async for path, data in env.prefetch(uris)``: whole files, read
+        concurrently under an in-flight and a byte budget (in_flight=32,
+        max_bytes=256 MiB, ordered=True, errors="raise"; see
+        :mod:`asyncfs.prefetch`). With records=True, the TFRecord records of
+        the files, interleaved (cycle_length=4)."""
+        if options.pop("records", False):
+            return prefetch_records(self, uris, **options)
+        return prefetch(self, uris, **options)
 
     # ---- queries -------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ Calls into C release the GIL, so threads run plugin calls in parallel.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -455,6 +455,25 @@ class ModularFileSystem:
         count = int(rt.ASYNCFS_ReadAndClose(file_ops, handle, 0, size, ffi.from_buffer(data), status))
         _ffi.check(status, "read_file", uri)
         return data if count == size else data[:count]
+
+    def read_small_first(
+        self, uri: str, scratch: bytearray, reserve: Callable[[int], bool] | None = None
+    ) -> bytes | None:
+        """The whole file, in one read request when it fits in scratch (the
+        size is asked for only when it does not). ``reserve(size)`` is asked
+        before a file's bytes are kept; when it says no, the file is closed
+        unread and None returned."""
+        with self.new_random_access_file(uri) as file:
+            count = file.read_into(0, scratch)
+            if count < len(scratch):
+                if reserve is not None and not reserve(count):
+                    return None
+                return bytes(memoryview(scratch)[:count])
+            size = self.get_file_size(uri)
+            if reserve is not None and not reserve(size):
+                return None
+            data = file.read(0, size)
+            return data
 
     def read_into(self, uri: str, buffer: Buffer, offset: int = 0) -> int:
         """Read from offset of uri into a caller-owned buffer, with no copy;

@@ -303,6 +303,12 @@ class AsyncBinaryWriter(_Stream):
         self._buffer = bytearray()
         self._written = 0
 
+    def land_as(self, uri: str, staged: str) -> None:
+        """Write to staged and rename it over uri on close (used to append
+        to a copy of a file inside a transaction)."""
+        self.uri = uri
+        self._staged = staged
+
     async def write(self, data: Buffer) -> int:
         self._check_open()
         view = memoryview(data).cast("B")
@@ -456,10 +462,14 @@ class AsyncTextReader(_Stream):
 class AsyncTextWriter(_Stream):
     """Text over a binary writer, encoded incrementally."""
 
-    def __init__(self, binary: AsyncBinaryWriter, encoding: str, errors: str | None) -> None:
+    def __init__(
+        self, binary: AsyncBinaryWriter, encoding: str, errors: str | None, *, continuing: bool = False
+    ) -> None:
         self.uri = binary.uri
         self.binary = binary
         self._encoder = codecs.getincrementalencoder(encoding)(errors or "strict")
+        if continuing:
+            self._encoder.setstate(0)  # appending: no second byte-order mark, as io does
 
     @property
     def closed(self) -> bool:  # type: ignore[override]
@@ -584,4 +594,7 @@ async def open_stream(
         staged = None
         writable = await pool.run(fs.new_appendable_file, uri, mutating=True)
     writer = AsyncBinaryWriter(pool, fs, writable, uri, staged=staged, block_size=block_size, codec=codec)
-    return AsyncTextWriter(writer, encoding, errors) if text else writer
+    if not text:
+        return writer
+    continuing = kind == "a" and await pool.run(writable.tell, mutating=False) > 0
+    return AsyncTextWriter(writer, encoding, errors, continuing=continuing)

@@ -48,6 +48,7 @@ from .errors import (
     TransactionStateError,
 )
 from .filesystem import FileStatistics, ModularFileSystem, TransactionToken
+from .streams import AsyncBinaryWriter, AsyncTextWriter, Stream, StreamOpener, open_stream
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -209,6 +210,29 @@ class Transaction:
     async def makedirs(self, path: str) -> None:
         await self._mutate(self._stage.makedirs, self._relative(path), True)
 
+    def open(self, path: str, mode: str = "rb", **options: Any) -> StreamOpener[Any]:
+        """A stream inside the transaction, as :meth:`asyncfs.Env.open`:
+        reads see the transaction's writes; a written file is staged (and
+        lands in the transaction on close; an aborted writer leaves nothing)."""
+        rel = self._relative(path)
+        return StreamOpener(lambda: self._open(rel, mode, **options))
+
+    async def _open(self, rel: str, mode: str, **options: Any) -> Stream:
+        pool, fs = self._afs.pool, self._fs
+        if mode.startswith("r"):
+            return await open_stream(pool, fs, await self._read(self._stage.source, rel), mode, **options)
+        options.pop("atomic", None)  # staged files always land by rename
+        if mode.startswith("w"):
+            target = await self._mutate(self._stage.prepare_write, rel)
+            return await open_stream(pool, fs, target, mode, atomic=True, **options)
+        target = await self._mutate(self._stage.prepare_write, rel)
+        temp = await self._mutate(self._stage.copy_for_append, rel)
+        stream = await open_stream(pool, fs, temp, mode, **options)
+        binary = stream.binary if isinstance(stream, AsyncTextWriter) else stream
+        assert isinstance(binary, AsyncBinaryWriter)
+        binary.land_as(target, temp)
+        return stream
+
     # ---- plumbing ------------------------------------------------------------------------
 
     def _check_active(self) -> None:
@@ -302,6 +326,26 @@ class _Staging:
     def makedirs(self, rel: str, parents: bool) -> None:
         raise NotImplementedError
 
+    def source(self, rel: str) -> str:
+        """Where rel's current content is read from."""
+        raise NotImplementedError
+
+    def prepare_write(self, rel: str) -> str:
+        """The staged path a new rel is written to (its parent made)."""
+        self._make_parent(rel)
+        return self.staged(rel)
+
+    def copy_for_append(self, rel: str) -> str:
+        """A temporary copy of rel's current content (empty when it has
+        none) beside its staged path, to append to and rename into place."""
+        target = self.prepare_write(rel)
+        temp = _uri.staging_name(target)
+        try:
+            self.fs.copy_file(self.source(rel), temp)
+        except NotFoundError:
+            self.fs.write_file(temp, b"")
+        return temp
+
 
 class _NativeStaging(_Staging):
     """The plugin's own transaction: a staging copy of the whole root, one
@@ -343,6 +387,9 @@ class _NativeStaging(_Staging):
 
     def read_file(self, rel: str) -> bytes:
         return self.fs.read_file(self.staged(rel))
+
+    def source(self, rel: str) -> str:
+        return self.staged(rel)
 
     def exists(self, rel: str) -> bool:
         return self.fs.exists(self.staged(rel))
@@ -452,6 +499,13 @@ class _GenericStaging(_Staging):
 
     def _gone(self, rel: str) -> bool:
         return any(rel == d or rel.startswith(d + "/") for d in self.deleted)
+
+    def prepare_write(self, rel: str) -> str:
+        self.deleted.discard(rel)
+        return super().prepare_write(rel)
+
+    def source(self, rel: str) -> str:
+        return self._source(rel)
 
     def _source(self, rel: str) -> str:
         """Where rel's current content lives: staging, or the root."""

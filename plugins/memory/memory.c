@@ -9,8 +9,9 @@
  * bytes until one side changes.
  *
  * The host of a URI is the first path segment (mem://a/b is /a/b).
- * Configuration: latency_us, a delay slept before every operation, for
- * benchmarks that model a remote store.
+ * Configuration: latency_us, a delay slept before every request, for
+ * benchmarks that model a remote store (opening a file for reading is not
+ * a request: an object store's client makes none until the first read).
  *
  * Transactions: starting one on a directory makes a copy-on-write copy of
  * its tree under /.asyncfs-txn/<n> (nodes copied, contents shared), where
@@ -32,8 +33,10 @@
 
 static plugin_option mem_option_items[] = {
     {"latency_us",
-     "microseconds slept before every operation (models a remote store)", 0,
-     10 * 1000 * 1000, 0},
+     "microseconds slept before every request, as a remote store would take: "
+     "every operation but opening a file for reading, which like an object "
+     "store's client makes no request until the first read",
+     0, 10 * 1000 * 1000, 0},
 };
 static plugin_options mem_options = {mem_option_items, 1};
 
@@ -518,7 +521,6 @@ static void fs_new_random_access_file(const TF_Filesystem* filesystem,
   memfs* fs = fs_of(filesystem);
   mem_handle* h = malloc(sizeof *h);
   node* n;
-  inject_latency();
   if (h == NULL) {
     set_oom(status);
     return;

@@ -1,0 +1,323 @@
+"""Concurrent dataset prefetch::
+
+    async for path, data in env.prefetch(uris, in_flight=32, max_bytes=256 << 20):
+        train_on(data)
+
+Reads many files with at most ``in_flight`` reads at a time and at most
+``max_bytes`` of file data held at once (read and not yet handed over, or
+being read), in the order given (``ordered=True``) or as they complete.
+A file's size is learned before its bytes are kept: one that does not fit
+the budget waits until earlier ones are consumed (the next file due in order
+is always admitted, so ordered delivery cannot stall; the budget can then be
+exceeded by that one file). A small file costs one read request (its bytes
+land in a per-worker scratch buffer and are copied out); a larger one, a
+size request and a read.
+
+A failing file raises when its turn comes (``errors="raise"``) or is
+delivered as ``(path, exception)`` (``errors="deliver"``). Cancelling or
+leaving the loop abandons every read in flight; nothing leaks.
+
+With ``records=True`` the files are TFRecord files and the items are their
+records, interleaved from ``cycle_length`` files at a time.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections import deque
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ._pool import Sink
+from .errors import InvalidArgumentError, StatusError
+from .filesystem import ModularFileSystem
+from .tfrecord import TFRecordReader, _compression
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    from .env import Env
+
+__all__ = ["Budget", "Prefetch", "PrefetchRecords", "prefetch", "prefetch_records"]
+
+
+class Budget:
+    """Bytes held by a prefetch, shared with the workers that read for it."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.peak = 0
+        self.head = -1  # the index due next (in order): always admitted
+        self._lock = threading.Lock()
+
+    def reserve(self, index: int, size: int) -> bool:
+        with self._lock:
+            if self.used + size > self.limit and index != self.head and self.used > 0:
+                return False
+            self.used += size
+            self.peak = max(self.peak, self.used)
+            return True
+
+    def release(self, size: int) -> None:
+        with self._lock:
+            self.used -= size
+
+
+class _Scratch(threading.local):
+    def __init__(self) -> None:
+        self.size = 0
+        self.buffer = bytearray()
+
+
+_scratch = _Scratch()
+_DEFERRED = object()
+
+
+def _read(fs: ModularFileSystem, uri: str, budget: Budget, index: int, scratch_size: int) -> object:
+    if _scratch.size != scratch_size:
+        _scratch.buffer = bytearray(scratch_size)
+        _scratch.size = scratch_size
+    data = fs.read_small_first(uri, _scratch.buffer, lambda size: budget.reserve(index, size))
+    return _DEFERRED if data is None else data
+
+
+class _Items:
+    """An async iterator that needs no finalizing on the event loop: leaving
+    the loop early (break, an exception, a cancellation) drops the work in
+    flight at once or when the iterator is collected. ``aclose()`` and
+    ``async with`` are there for code that wants it explicit."""
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> tuple[str, bytes | Exception]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class Prefetch(_Items):
+    """Whole files; see :func:`prefetch`."""
+
+    def __init__(
+        self,
+        env: Env,
+        uris: Iterable[str],
+        *,
+        in_flight: int,
+        max_bytes: int,
+        ordered: bool,
+        errors: str,
+        scratch_size: int,
+        budget: Budget | None,
+    ) -> None:
+        if in_flight < 1 or max_bytes < 1:
+            raise InvalidArgumentError("in_flight and max_bytes must be positive")
+        if errors not in ("raise", "deliver"):
+            raise InvalidArgumentError(f"errors must be 'raise' or 'deliver', not {errors!r}")
+        self._env = env
+        self._paths = list(uris)
+        self._in_flight = in_flight
+        self._ordered = ordered
+        self._errors = errors
+        self._scratch_size = scratch_size
+        self.budget = budget if budget is not None else Budget(max_bytes)
+        self.budget.head = 0 if ordered else -1  # out of order, only an empty budget admits a refused file
+        self._sink: Sink | None = None
+        self._startable = list(range(len(self._paths)))  # a heap: lower indices start first
+        self._refused: list[int] = []  # wait for room in the budget
+        self._ready: dict[int, object] = {}
+        self._running = 0
+        self._delivered = 0
+        self._held = 0  # bytes of the item last handed over, freed when the consumer is back
+
+    def close(self) -> None:
+        if self._sink is not None:
+            self._sink.close()  # reads still running are dropped; they hold no handle
+        self._startable.clear()
+        self._refused.clear()
+
+    def _retry(self) -> None:
+        for index in self._refused:
+            heapq.heappush(self._startable, index)
+        self._refused.clear()
+
+    def _take_ready(self) -> tuple[int, object] | None:
+        if not self._ready:
+            return None
+        due = self.budget.head if self._ordered else next(iter(self._ready))
+        if due not in self._ready:
+            return None
+        if self._ordered:
+            self.budget.head = due + 1
+        return due, self._ready.pop(due)
+
+    async def __anext__(self) -> tuple[str, bytes | Exception]:
+        if self._held:
+            self.budget.release(self._held)
+            self._held = 0
+            self._retry()  # room was freed
+        pool = self._env.pool
+        if self._sink is None:
+            self._sink = pool.sink()
+        while True:
+            taken = self._take_ready()
+            if taken is not None:
+                index, item = taken
+                self._delivered += 1
+                path = self._paths[index]
+                if isinstance(item, BaseException):
+                    if self._errors == "raise" or not isinstance(item, Exception):
+                        self.close()
+                        raise item
+                    return path, item
+                assert isinstance(item, bytes)
+                self._held = len(item)
+                return path, item
+            if self._delivered == len(self._paths):
+                self.close()
+                raise StopAsyncIteration
+            while self._running < self._in_flight and self._startable:
+                index = heapq.heappop(self._startable)
+                path = self._paths[index]
+                fs = self._env.filesystem(path).sync
+                await pool.submit_to(self._sink, index, _read, fs, path, self.budget, index, self._scratch_size)
+                self._running += 1
+            index, result, error = await self._sink.next()
+            self._running -= 1
+            if result is _DEFERRED:
+                self._refused.append(index)
+                if self._running == 0:
+                    # nothing in flight will free room: retry now, which admits
+                    # the file due next (in order) or finds the budget empty
+                    self._retry()
+                continue
+            self._ready[index] = error if error is not None else result
+
+
+def prefetch(
+    env: Env,
+    uris: Iterable[str],
+    *,
+    in_flight: int = 32,
+    max_bytes: int = 256 << 20,
+    ordered: bool = True,
+    errors: str = "raise",
+    scratch_size: int = 1 << 20,
+    budget: Budget | None = None,
+) -> Prefetch:
+    """(path, data) for every path in uris; see the module's documentation.
+    Pass a :class:`Budget` to watch its ``peak``."""
+    return Prefetch(
+        env,
+        uris,
+        in_flight=in_flight,
+        max_bytes=max_bytes,
+        ordered=ordered,
+        errors=errors,
+        scratch_size=scratch_size,
+        budget=budget,
+    )
+
+
+class PrefetchRecords(_Items):
+    """TFRecord records of many files, interleaved; see :func:`prefetch_records`."""
+
+    def __init__(
+        self,
+        env: Env,
+        uris: Iterable[str],
+        *,
+        cycle_length: int,
+        compression: str | None,
+        errors: str,
+        max_bytes: int,
+        skip_corrupt: bool,
+    ) -> None:
+        if cycle_length < 1:
+            raise InvalidArgumentError("cycle_length must be positive")
+        if errors not in ("raise", "deliver"):
+            raise InvalidArgumentError(f"errors must be 'raise' or 'deliver', not {errors!r}")
+        self._env = env
+        self._queue = deque(uris)
+        self._cycle = cycle_length
+        self._compression = _compression(compression)
+        self._errors = errors
+        self._skip_corrupt = skip_corrupt
+        self._block = max(4096, min(1 << 20, max_bytes // (cycle_length * 3)))
+        self._open: deque[tuple[str, TFRecordReader]] = deque()
+
+    def close(self) -> None:
+        # a stream's file is closed when it is collected, after any read ahead
+        self._queue.clear()
+        self._open.clear()
+
+    async def aclose(self) -> None:
+        while self._open:
+            await self._open.popleft()[1].stream.close()
+        self.close()
+
+    async def __anext__(self) -> tuple[str, bytes | Exception]:
+        while self._queue or self._open:
+            while self._queue and len(self._open) < self._cycle:
+                path = self._queue.popleft()
+                try:
+                    stream = await self._env.open(path, "rb", compression=self._compression, block_size=self._block)
+                except StatusError as exc:
+                    if self._errors == "raise":
+                        raise
+                    return path, exc
+                self._open.append((path, TFRecordReader(stream, skip_corrupt=self._skip_corrupt)))
+            path, records = self._open.popleft()
+            try:
+                record = await records.read()
+            except StatusError as exc:
+                await records.stream.close()
+                if self._errors == "raise":
+                    raise
+                return path, exc
+            if record is None:
+                await records.stream.close()
+                continue
+            self._open.append((path, records))
+            return path, record
+        raise StopAsyncIteration
+
+
+def prefetch_records(
+    env: Env,
+    uris: Iterable[str],
+    *,
+    cycle_length: int = 4,
+    compression: str | None = "infer",
+    errors: str = "raise",
+    max_bytes: int = 64 << 20,
+    skip_corrupt: bool = False,
+) -> PrefetchRecords:
+    """(path, record) for every TFRecord record of every file, taking one
+    record from each of cycle_length open files in turn. Each open file
+    buffers at most max_bytes / cycle_length bytes, read ahead."""
+    return PrefetchRecords(
+        env,
+        uris,
+        cycle_length=cycle_length,
+        compression=compression,
+        errors=errors,
+        max_bytes=max_bytes,
+        skip_corrupt=skip_corrupt,
+    )
