@@ -100,11 +100,11 @@ class Sink:
 class _Work:
     __slots__ = ("args", "discard", "error", "fn", "group", "result", "sink", "tag", "waiter")
 
-    # a fan-out's calls are meant to run in parallel: their batch calls in
-    # helpers from the start instead of after a slow first call
+    # a fan-out's calls (run_many, submit_to) are meant to run in parallel:
+    # their batch calls in helpers from the start, not after a slow first call
     @property
     def eager(self) -> bool:
-        return self.group is not None
+        return self.group is not None or self.sink is not None
 
     def __init__(
         self,

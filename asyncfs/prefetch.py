@@ -192,20 +192,22 @@ class Prefetch(_Items):
             if self._delivered == len(self._paths):
                 self.close()
                 raise StopAsyncIteration
+            if self._running == 0:
+                # nothing in flight will free room: retry what was refused, which
+                # admits the file due next (in order) or finds the budget empty
+                self._retry()
             while self._running < self._in_flight and self._startable:
                 index = heapq.heappop(self._startable)
                 path = self._paths[index]
                 fs = self._env.filesystem(path).sync
                 await pool.submit_to(self._sink, index, _read, fs, path, self.budget, index, self._scratch_size)
                 self._running += 1
+            if self._running == 0:
+                raise RuntimeError(f"prefetch stalled with {len(self._paths) - self._delivered} files left")
             index, result, error = await self._sink.next()
             self._running -= 1
             if result is _DEFERRED:
                 self._refused.append(index)
-                if self._running == 0:
-                    # nothing in flight will free room: retry now, which admits
-                    # the file due next (in order) or finds the budget empty
-                    self._retry()
                 continue
             self._ready[index] = error if error is not None else result
 

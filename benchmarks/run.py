@@ -404,6 +404,151 @@ def bench_latency(dirs: int, files: int, count: int, workers: int, latency_ms: f
     return rows
 
 
+# ---- 5. lines, records, prefetch ---------------------------------------------------------
+
+
+def make_lines(path: Path, count: int) -> str:
+    if not path.exists():
+        path.write_text("".join(f"{i},user{i % 977},{'payload' * (i % 7)},ok\n" for i in range(count)))
+    return str(path)
+
+
+def bench_lines(path: str, repeat: int) -> Row:
+    with open(path) as f:
+        count = sum(1 for _ in f)
+    row = Row(f"iterate the lines of a {count // 1000}k-line text file", "lines/s")
+
+    def sync_loop() -> None:
+        with open(path) as f:
+            for _ in f:
+                pass
+
+    row.results["sync for line in open()"] = count / best(sync_loop, repeat)
+    aiofiles = optional("aiofiles")
+    if aiofiles:
+
+        async def aio_lines() -> None:
+            async with aiofiles.open(path) as f:
+                async for _ in f:
+                    pass
+
+        row.results["aiofiles"] = count / best_async(aio_lines, repeat)
+    env = started_env()
+
+    async def asyncfs_lines() -> None:
+        async with env.open(path, "r") as f:
+            async for _ in f:
+                pass
+
+    row.results["asyncfs"] = count / best_async(asyncfs_lines, repeat)
+    env.pool.shutdown()
+    row.target = "≥ 0.5× the sync loop"
+    row.verdict = f"{row.results['asyncfs'] / row.results['sync for line in open()']:.2f}× sync"
+    if "aiofiles" in row.results:
+        row.verdict += f", {row.results['asyncfs'] / row.results['aiofiles']:.0f}× aiofiles"
+    return row
+
+
+def make_tfrecords(path: Path, count: int, size: int) -> str:
+    if not path.exists():
+        env = started_env()
+
+        async def write() -> None:
+            out = await asyncfs.tfrecord.writer(env, str(path))
+            async with out:
+                for i in range(count):
+                    await out.write(i.to_bytes(4, "little") * (size // 4))
+
+        asyncio.run(write())
+        env.pool.shutdown()
+    return str(path)
+
+
+def sync_tfrecord_reader(path: str) -> int:
+    """A plain synchronous TFRecord reader with the same CRC32C library."""
+    import struct
+
+    import google_crc32c
+
+    def masked(data: bytes) -> int:
+        crc = google_crc32c.value(data)
+        return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+    count = 0
+    with open(path, "rb") as f:
+        while header := f.read(12):
+            length, length_crc = struct.unpack("<QI", header)
+            assert masked(header[:8]) == length_crc
+            body = f.read(length + 4)
+            assert masked(body[:length]) == struct.unpack_from("<I", body, length)[0]
+            count += 1
+    return count
+
+
+def bench_tfrecord(path: str, count: int, repeat: int) -> Row:
+    row = Row(f"read {count // 1000}k TFRecord records of 1 KiB, checksums verified", "records/s")
+    row.results["sync reader (google-crc32c)"] = count / best(lambda: sync_tfrecord_reader(path), repeat)
+    tfrecord_package = optional("tfrecord")
+    if tfrecord_package:
+        from tfrecord.reader import tfrecord_iterator
+
+        row.results["tfrecord package (no checksums)"] = count / best(
+            lambda: sum(1 for _ in tfrecord_iterator(path)), repeat
+        )
+    env = started_env()
+
+    async def asyncfs_records() -> None:
+        n = 0
+        async for _ in asyncfs.tfrecord.reader(env, path):
+            n += 1
+        assert n == count
+
+    row.results["asyncfs"] = count / best_async(asyncfs_records, repeat)
+    env.pool.shutdown()
+    row.target = "report against a sync reader"
+    row.verdict = f"{row.results['asyncfs'] / row.results['sync reader (google-crc32c)']:.2f}× the sync reader"
+    return row
+
+
+def bench_prefetch(files: int, size: int, in_flight: int, latency_ms: float, budget_bytes: int) -> Row:
+    mem = asyncfs.get_filesystem("mem://")
+    root = "mem:///bench-prefetch"
+    uris = [f"{root}/f{i:05d}" for i in range(files)]
+    if not mem.exists(root):
+        mem.recursively_create_dir(root)
+        for uri in uris:
+            mem.write_file(uri, os.urandom(size))
+    latency = latency_ms / 1000
+    budget = asyncfs.Budget(budget_bytes)
+
+    async def run() -> float:
+        async with asyncfs.Env(workers=in_flight) as env:
+            await env.pool.run_many(time.sleep, [(0.001,)] * in_flight, mutating=False)  # start every worker
+            await env.filesystem("mem://").set_option("latency_us", int(latency * 1e6))
+            try:
+                start = time.perf_counter()
+                n = 0
+                async for _, data in env.prefetch(uris, in_flight=in_flight, max_bytes=budget_bytes, budget=budget):
+                    n += len(data) > 0
+                elapsed = time.perf_counter() - start
+                assert n == files
+                return elapsed
+            finally:
+                await env.filesystem("mem://").set_option("latency_us", 0)
+
+    elapsed = asyncio.run(run())
+    ideal = files * latency / in_flight
+    row = Row(
+        f"prefetch {files} files of {size >> 10} KiB, {latency_ms:g} ms per request, {in_flight} in flight",
+        "s",
+    )
+    row.results = {"asyncfs": elapsed, "ideal (files × latency ÷ in flight)": ideal}
+    row.notes.append(f"peak held {budget.peak >> 10} KiB of a {budget_bytes >> 10} KiB budget")
+    row.target = "≤ 1.25× ideal, peak ≤ budget"
+    row.verdict = f"{elapsed / ideal:.2f}× ideal, peak {budget.peak / budget_bytes:.2f}× budget"
+    return row
+
+
 # ---- output --------------------------------------------------------------------------
 
 
@@ -422,7 +567,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small data sets, one repeat")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "asyncfs-bench"))
-    parser.add_argument("--only", default="small,big,glob,exists,latency")
+    parser.add_argument("--only", default="small,big,glob,exists,latency,lines,tfrecord,prefetch")
     args = parser.parse_args()
     repeat = 1 if args.quick else args.repeat
     data = Path(args.data) / ("quick" if args.quick else "full")
@@ -443,6 +588,13 @@ def main() -> int:
         rows.append(bench_exists(data / "tree", dirs, files, 1000 if args.quick else 10_000, repeat))
     if "latency" in only:
         rows.extend(bench_latency(dirs, 10, 1000 if args.quick else 10_000, 32, 5.0))
+    if "lines" in only:
+        rows.append(bench_lines(make_lines(data / "lines.csv", 10_000 if args.quick else 100_000), repeat))
+    if "tfrecord" in only:
+        records = 10_000 if args.quick else 100_000
+        rows.append(bench_tfrecord(make_tfrecords(data / "records.tfrecord", records, 1024), records, repeat))
+    if "prefetch" in only:
+        rows.append(bench_prefetch(200 if args.quick else 1000, 4096, 32, 5.0, 1 << 20))
 
     header = (
         f"asyncfs {asyncfs.__version__} · Python {platform.python_version()} · "
