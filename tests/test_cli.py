@@ -1,0 +1,115 @@
+"""The asyncfs command line, run as a subprocess as a user would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, build_plugin
+
+
+def asyncfs(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "asyncfs", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def ok(*args: str) -> str:
+    done = asyncfs(*args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def user_error(*args: str) -> str:
+    done = asyncfs(*args)
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    return done.stderr
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    (tmp_path / "src" / "sub").mkdir(parents=True)
+    (tmp_path / "src" / "a.txt").write_text("alpha\n")
+    (tmp_path / "src" / "sub" / "b.bin").write_bytes(os.urandom(5000))
+    return tmp_path
+
+
+def test_plugins_lists_schemes_and_metadata() -> None:
+    out = ok("plugins")
+    assert "core ABI 1" in out
+    for word in ("posix", "memory", "mem", "file", "native", "1.0.0"):
+        assert word in out
+
+
+def test_ls_stat_cat_glob(tree: Path) -> None:
+    src = f"file://{tree}/src"
+    assert ok("ls", src).split() == ["a.txt", "sub"]
+    long = ok("ls", "-l", src)
+    assert "d " in long and "a.txt" in long and " 6 " in long
+    assert ok("ls", "-R", src).split() == [f"{src}/a.txt", f"{src}/sub", f"{src}/sub/b.bin"]
+    assert "kind: file" in ok("stat", f"{src}/a.txt") and "size: 6" in ok("stat", f"{src}/a.txt")
+    assert ok("cat", f"{src}/a.txt", f"{src}/a.txt") == "alpha\nalpha\n"
+    assert ok("glob", f"{src}/*/*.bin").split() == [f"{src}/sub/b.bin"]
+
+
+def test_mkdir_cp_mv_rm_exists(tree: Path) -> None:
+    base = f"file://{tree}"
+    ok("mkdir", "-p", f"{base}/new/deep/er")
+    assert (tree / "new/deep/er").is_dir()
+    ok("cp", f"{base}/src/a.txt", f"{base}/new/copy.txt")
+    assert (tree / "new/copy.txt").read_text() == "alpha\n"
+    ok("cp", "-r", "--progress", "off", f"{base}/src", f"{base}/copied")
+    assert (tree / "copied/sub/b.bin").read_bytes() == (tree / "src/sub/b.bin").read_bytes()
+    ok("mv", f"{base}/new/copy.txt", f"{base}/new/moved.txt")
+    assert not (tree / "new/copy.txt").exists() and (tree / "new/moved.txt").exists()
+    out = asyncfs("exists", f"{base}/new/moved.txt", f"{base}/nope")
+    assert out.returncode == 1 and out.stdout.split() == ["yes", f"{base}/new/moved.txt", "no", f"{base}/nope"]
+    ok("rm", f"{base}/new/moved.txt")
+    ok("rm", "-r", f"{base}/copied")
+    assert not (tree / "copied").exists()
+
+
+def test_copy_across_schemes_with_a_third_party_plugin(tree: Path) -> None:
+    plugin = build_plugin(REPO / "plugins/examples/demo_fs.c", tree / "libdemo_fs.so")
+    done = asyncfs("--plugin", str(plugin), "cp", "-r", f"file://{tree}/src", f"demo://{tree}/via-demo")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""  # no progress bar when not on a terminal
+    assert (tree / "via-demo/sub/b.bin").read_bytes() == (tree / "src/sub/b.bin").read_bytes()
+    assert "demo" in ok("--plugin", str(plugin), "plugins")
+
+
+def test_user_errors_are_one_line(tree: Path) -> None:
+    base = f"file://{tree}"
+    assert "cat" in user_error("cat", f"{base}/missing.txt") and "missing.txt" in user_error(
+        "cat", f"{base}/missing.txt"
+    )
+    assert "NOT_FOUND" in user_error("mkdir", f"{base}/no/such/parent")
+    assert "use -r" in user_error("rm", f"{base}/src")
+    assert "use -r" in user_error("cp", f"{base}/src", f"{base}/x")
+    assert "nope.so" in user_error("--plugin", str(tree / "nope.so"), "plugins")
+    assert "'zzz'" in user_error("ls", "zzz://anything")
+    assert "ALREADY_EXISTS" in user_error("mkdir", f"{base}/src")
+
+
+def test_demo_runs_and_verifies() -> None:
+    out = ok("demo", "--files", "300")
+    assert out.count("all verified") == 2
+    assert "checkpoint intact" in out
+
+
+def test_console_script_is_installed() -> None:
+    script = Path(sys.executable).with_name("asyncfs")
+    if not script.exists():
+        pytest.skip("asyncfs is not installed into this interpreter's environment")
+    done = subprocess.run([str(script), "--version"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and done.stdout.startswith("asyncfs ")
+
+
+def test_module_entry_point() -> None:
+    assert REPO.exists()
+    assert ok("--version").startswith("asyncfs ")
