@@ -142,6 +142,7 @@ class Prefetch(_Items):
         self._startable = list(range(len(self._paths)))  # a heap: lower indices start first
         self._refused: list[int] = []  # wait for room in the budget
         self._ready: dict[int, object] = {}
+        self._next_due = 0  # the index delivered next, in order
         self._running = 0
         self._delivered = 0
         self._held = 0  # bytes of the item last handed over, freed when the consumer is back
@@ -160,11 +161,11 @@ class Prefetch(_Items):
     def _take_ready(self) -> tuple[int, object] | None:
         if not self._ready:
             return None
-        due = self.budget.head if self._ordered else next(iter(self._ready))
+        due = self._next_due if self._ordered else next(iter(self._ready))
         if due not in self._ready:
             return None
         if self._ordered:
-            self.budget.head = due + 1
+            self._next_due = due + 1
         return due, self._ready.pop(due)
 
     async def __anext__(self) -> tuple[str, bytes | Exception]:
@@ -172,6 +173,10 @@ class Prefetch(_Items):
             self.budget.release(self._held)
             self._held = 0
             self._retry()  # room was freed
+        if self._ordered:
+            # only now may the next file pass the budget: the one handed over
+            # is released, so at most one file is ever held beyond the limit
+            self.budget.head = self._next_due
         pool = self._env.pool
         if self._sink is None:
             self._sink = pool.sink()
