@@ -98,7 +98,104 @@ class _Stream:
             raise ValueError(f"I/O operation on a closed stream: {self.uri}")
 
 
-class AsyncBinaryReader(_Stream):
+class _BufferedReader(_Stream, Generic[T]):
+    """Reading from a buffer of T (bytes or str) that _fill tops up: what a
+    binary and a text reader share."""
+
+    _newline: T
+    _buf: T
+    _pos: int
+    _buf_start: int  # stream offset of _buf[0]
+
+    async def _fill(self) -> bool:
+        """Add to the buffer; False at the end of the stream."""
+        raise NotImplementedError
+
+    def _splittable(self, chunk: T) -> bool:
+        """Whether chunk.splitlines() breaks only at newlines."""
+        raise NotImplementedError
+
+    def _append(self, data: T) -> None:
+        rest = self._buf[self._pos :]
+        self._buf_start += self._pos
+        self._buf = rest + data if rest else data
+        self._pos = 0
+
+    async def read(self, n: int = -1) -> T:
+        """Up to n bytes or characters (all the rest when n < 0); empty at
+        the end."""
+        self._check_open()
+        while (n < 0 or len(self._buf) - self._pos < n) and await self._fill():
+            pass
+        end = len(self._buf) if n < 0 else self._pos + n
+        data = self._buf[self._pos : end]
+        self._pos += len(data)
+        return data
+
+    async def readline(self, limit: int = -1) -> T:
+        self._check_open()
+        newline = self._newline
+        start = self._pos
+        search = start
+        while True:
+            end = self._buf.find(newline, search)
+            if end >= 0:
+                end += 1
+                break
+            search = len(self._buf)
+            if 0 <= limit <= search - start:
+                end = start + limit
+                break
+            mark = search - start
+            if not await self._fill():
+                end = len(self._buf)
+                break
+            start, search = self._pos, self._pos + mark
+        if 0 <= limit < end - start:
+            end = start + limit
+        line = self._buf[start:end]
+        self._pos = end
+        return line
+
+    async def readlines(self) -> list[T]:
+        return [line async for line in self]
+
+    def __aiter__(self) -> AsyncIterator[T]:
+        return self._lines() if _native_lines() else self
+
+    async def _lines(self) -> AsyncIterator[T]:
+        """Whole buffered lines at a time, split in C (asyncio only)."""
+        newline = self._newline
+        while True:
+            buf, pos = self._buf, self._pos
+            end = buf.rfind(newline, pos)
+            if end < 0:
+                line = await self.readline()
+                if not line:
+                    return
+                yield line
+                continue
+            chunk = buf[pos : end + 1]
+            lines = chunk.splitlines(keepends=True) if self._splittable(chunk) else _split_keep(chunk, newline)
+            for line in lines:
+                pos += len(line)
+                self._pos = pos  # kept exact, so a break then a read() loses nothing
+                yield line
+
+    async def __anext__(self) -> T:
+        # the common case, a whole line in the buffer, without a nested call
+        end = self._buf.find(self._newline, self._pos)
+        if end >= 0 and not self.closed:
+            line = self._buf[self._pos : end + 1]
+            self._pos = end + 1
+            return line
+        line = await self.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line
+
+
+class AsyncBinaryReader(_BufferedReader[bytes]):
     """A buffered reader over a plugin file (optionally decompressing)."""
 
     def __init__(
@@ -121,6 +218,7 @@ class AsyncBinaryReader(_Stream):
         self._readahead = max(0, readahead)
         self._codec = codec
         self._decompressor = _compression.decompressor(codec, uri) if codec else None
+        self._newline = b"\n"
         self._ahead: deque[tuple[int, Pending[bytes] | None]] = deque()
         self._raw_offset = 0  # next raw byte to fetch
         self._raw_eof = False
@@ -177,29 +275,11 @@ class AsyncBinaryReader(_Stream):
                 self._eof = True
                 return False
             if data:
-                rest = self._buf[self._pos :]
-                self._buf_start += self._pos
-                self._buf = rest + data if rest else data
-                self._pos = 0
+                self._append(data)
                 return True
         return False
 
     # ---- reading ----------------------------------------------------------------------
-
-    async def read(self, n: int = -1) -> bytes:
-        """Up to n bytes (all the rest when n < 0); b"" at the end."""
-        self._check_open()
-        if n < 0:
-            while await self._fill():
-                pass
-            data = self._buf[self._pos :]
-            self._pos = len(self._buf)
-            return data
-        while len(self._buf) - self._pos < n and await self._fill():
-            pass
-        data = self._buf[self._pos : self._pos + n]
-        self._pos += len(data)
-        return data
 
     async def readinto(self, buffer: Buffer) -> int:
         view = memoryview(buffer).cast("B")
@@ -211,65 +291,8 @@ class AsyncBinaryReader(_Stream):
         """Exactly n bytes; fewer only at the end of the stream."""
         return await self.read(n)
 
-    async def readline(self, limit: int = -1) -> bytes:
-        self._check_open()
-        start = self._pos
-        search = start
-        while True:
-            end = self._buf.find(b"\n", search)
-            if end >= 0:
-                end += 1
-                break
-            search = len(self._buf)
-            if 0 <= limit <= search - start:
-                end = start + limit
-                break
-            mark = search - start
-            if not await self._fill():
-                end = len(self._buf)
-                break
-            start, search = self._pos, self._pos + mark
-        if 0 <= limit < end - start:
-            end = start + limit
-        line = self._buf[start:end]
-        self._pos = end
-        return line
-
-    async def readlines(self) -> list[bytes]:
-        return [line async for line in self]
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._lines() if _native_lines() else self
-
-    async def _lines(self) -> AsyncIterator[bytes]:
-        """Whole buffered lines at a time, split in C (asyncio only)."""
-        while True:
-            buf, pos = self._buf, self._pos
-            end = buf.rfind(b"\n", pos)
-            if end < 0:
-                line = await self.readline()
-                if not line:
-                    return
-                yield line
-                continue
-            chunk = buf[pos : end + 1]
-            lines = chunk.splitlines(keepends=True) if b"\r" not in chunk else _split_keep(chunk, b"\n")
-            for line in lines:
-                pos += len(line)
-                self._pos = pos  # kept exact, so a break then a read() loses nothing
-                yield line
-
-    async def __anext__(self) -> bytes:
-        # the common case, a whole line in the buffer, without a nested call
-        end = self._buf.find(b"\n", self._pos)
-        if end >= 0 and not self.closed:
-            line = self._buf[self._pos : end + 1]
-            self._pos = end + 1
-            return line
-        line = await self.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line
+    def _splittable(self, chunk: bytes) -> bool:
+        return b"\r" not in chunk  # bytes.splitlines breaks at "\r" too
 
     # ---- position ----------------------------------------------------------------------
 
@@ -434,7 +457,7 @@ def _discard(fs: ModularFileSystem, file: WritableFile, staged: str | None) -> N
             fs.delete_file(staged)
 
 
-class AsyncTextReader(_Stream):
+class AsyncTextReader(_BufferedReader[str]):
     """Text over a binary reader: decoded incrementally, with universal
     newlines ("\\r\\n" and "\\r" read as "\\n")."""
 
@@ -443,8 +466,10 @@ class AsyncTextReader(_Stream):
         self.binary = binary
         decoder = codecs.getincrementaldecoder(encoding)(errors or "strict")
         self._decoder = io.IncrementalNewlineDecoder(decoder, translate=True)
+        self._newline = "\n"
         self._buf = ""
         self._pos = 0
+        self._buf_start = 0
         self._eof = False
 
     @property
@@ -457,68 +482,12 @@ class AsyncTextReader(_Stream):
             self._eof = not raw
             text = self._decoder.decode(raw, final=self._eof)
             if text:
-                self._buf = self._buf[self._pos :] + text
-                self._pos = 0
+                self._append(text)
                 return True
         return False
 
-    async def read(self, n: int = -1) -> str:
-        self._check_open()
-        while (n < 0 or len(self._buf) - self._pos < n) and await self._fill():
-            pass
-        end = len(self._buf) if n < 0 else self._pos + n
-        text = self._buf[self._pos : end]
-        self._pos += len(text)
-        return text
-
-    async def readline(self) -> str:
-        self._check_open()
-        search = self._pos
-        while (end := self._buf.find("\n", search)) < 0:
-            search = len(self._buf) - self._pos
-            if not await self._fill():
-                line = self._buf[self._pos :]
-                self._pos = len(self._buf)
-                return line
-            search += self._pos
-        line = self._buf[self._pos : end + 1]
-        self._pos = end + 1
-        return line
-
-    async def readlines(self) -> list[str]:
-        return [line async for line in self]
-
-    def __aiter__(self) -> AsyncIterator[str]:
-        return self._lines() if _native_lines() else self
-
-    async def _lines(self) -> AsyncIterator[str]:
-        """Whole buffered lines at a time, split in C (asyncio only)."""
-        while True:
-            buf, pos = self._buf, self._pos
-            end = buf.rfind("\n", pos)
-            if end < 0:
-                line = await self.readline()
-                if not line:
-                    return
-                yield line
-                continue
-            chunk = buf[pos : end + 1]
-            lines = chunk.splitlines(keepends=True) if _only_newlines(chunk) else _split_keep(chunk, "\n")
-            for line in lines:
-                pos += len(line)
-                self._pos = pos  # kept exact, so a break then a read() loses nothing
-                yield line
-
-    async def __anext__(self) -> str:
-        end = self._buf.find("\n", self._pos)
-        if end >= 0:
-            line = self._buf[self._pos : end + 1]
-            self._pos = end + 1
-            return line
-        line = await self.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line
+    def _splittable(self, chunk: str) -> bool:
+        return _only_newlines(chunk)
 
     async def close(self) -> None:
         await self.binary.close()
