@@ -10,6 +10,7 @@ A codec is chosen by name or, with ``"infer"``, by the file's suffix:
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from .errors import DataLossError, InvalidArgumentError
@@ -61,16 +62,43 @@ def _module(name: str, package: str) -> Any:
         ) from None
 
 
-class _Zlib:
-    """gzip (wbits 31) or zlib (15) streams; a gzip file may hold several
-    members, each decoded in turn."""
+class _Frames:
+    """Decodes concatenated frames (gzip members, zstd frames): each ends
+    its decompressor, whose unused input starts the next one."""
+
+    def __init__(self, new: Callable[[], Any], error: type[Exception], name: str, uri: str) -> None:
+        self._new = new
+        self._error = error
+        self._name = name
+        self._uri = uri
+        self._decompress = new()
+        self._pending = False  # inside a frame
+
+    def decompress(self, data: bytes) -> bytes:
+        out = []
+        try:
+            while data:
+                out.append(self._decompress.decompress(data))
+                self._pending = not self._decompress.eof
+                if not self._decompress.eof:
+                    break
+                data = self._decompress.unused_data
+                self._decompress = self._new()
+        except self._error as exc:
+            raise DataLossError(f"corrupt {self._name} data: {exc}", op="decompress", path=self._uri) from exc
+        return b"".join(out)
+
+    def finish(self) -> None:
+        if self._pending:
+            raise DataLossError(f"the {self._name} stream ends inside a frame", op="decompress", path=self._uri)
+
+
+class _Zlib(_Frames):
+    """gzip (wbits 31) or zlib (15); a gzip file may hold several members."""
 
     def __init__(self, wbits: int, uri: str) -> None:
-        self._wbits = wbits
-        self._uri = uri
+        super().__init__(lambda: zlib.decompressobj(wbits), zlib.error, "gzip" if wbits == 31 else "zlib", uri)
         self._compress = zlib.compressobj(6, zlib.DEFLATED, wbits)
-        self._decompress = zlib.decompressobj(wbits)
-        self._pending = False  # inside a member
 
     def compress(self, data: bytes | bytearray | memoryview) -> bytes:
         return self._compress.compress(data)
@@ -78,57 +106,18 @@ class _Zlib:
     def flush(self) -> bytes:
         return self._compress.flush()
 
-    def decompress(self, data: bytes) -> bytes:
-        out = []
-        try:
-            while data:
-                out.append(self._decompress.decompress(data))
-                self._pending = not self._decompress.eof
-                if not self._decompress.eof:
-                    break
-                data = self._decompress.unused_data  # the next gzip member
-                self._decompress = zlib.decompressobj(self._wbits)
-        except zlib.error as exc:
-            raise DataLossError(f"corrupt compressed data: {exc}", op="decompress", path=self._uri) from exc
-        return b"".join(out)
 
-    def finish(self) -> None:
-        if self._pending:
-            raise DataLossError("the compressed stream ends inside a member", op="decompress", path=self._uri)
-
-
-class _Zstd:
+class _Zstd(_Frames):
     def __init__(self, uri: str) -> None:
         zstandard = _module("zstandard", "zstandard")
-        self._zstandard = zstandard
-        self._uri = uri
+        super().__init__(lambda: zstandard.ZstdDecompressor().decompressobj(), zstandard.ZstdError, "zstd", uri)
         self._compress = zstandard.ZstdCompressor().compressobj()
-        self._decompress = zstandard.ZstdDecompressor().decompressobj()
-        self._pending = False
 
     def compress(self, data: bytes | bytearray | memoryview) -> bytes:
         return bytes(self._compress.compress(bytes(data)))
 
     def flush(self) -> bytes:
         return bytes(self._compress.flush())
-
-    def decompress(self, data: bytes) -> bytes:
-        out = []
-        try:
-            while data:
-                out.append(self._decompress.decompress(data))
-                self._pending = not self._decompress.eof
-                if not self._decompress.eof:
-                    break
-                data = self._decompress.unused_data  # the next frame
-                self._decompress = self._zstandard.ZstdDecompressor().decompressobj()
-        except self._zstandard.ZstdError as exc:
-            raise DataLossError(f"corrupt zstd data: {exc}", op="decompress", path=self._uri) from exc
-        return b"".join(out)
-
-    def finish(self) -> None:
-        if self._pending:
-            raise DataLossError("the zstd stream ends inside a frame", op="decompress", path=self._uri)
 
 
 class _Snappy:
