@@ -48,9 +48,6 @@ class Backend(Protocol):
 
     async def wait(self, waiter: Waiter, *, shielded: bool) -> Any: ...
 
-    def forget(self, waiter: Waiter) -> None:
-        """Nobody will wait for waiter: drop whatever it holds quietly."""
-
 
 class AsyncioBackend:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -75,12 +72,6 @@ class AsyncioBackend:
             future.set_result(value)
         waiter.delivered = True
         return True
-
-    def forget(self, waiter: Waiter) -> None:
-        waiter.abandoned = True
-        future: asyncio.Future[Any] = waiter._native
-        if future.done() and not future.cancelled():
-            future.exception()  # retrieved: no "never retrieved" report
 
     async def wait(self, waiter: Waiter, *, shielded: bool) -> Any:
         future: asyncio.Future[Any] = waiter._native
@@ -135,9 +126,6 @@ class TrioBackend:
             task, slot[0] = slot[0], None
             self._trio.lowlevel.reschedule(task, result)
         return True
-
-    def forget(self, waiter: Waiter) -> None:
-        waiter.abandoned = True
 
     async def wait(self, waiter: Waiter, *, shielded: bool) -> Any:
         lowlevel = self._trio.lowlevel

@@ -261,10 +261,6 @@ class Pending(Generic[T]):
         value: T = await self._backend.wait(self._work.waiter, shielded=False)
         return value
 
-    def cancel(self) -> None:
-        """Drop the result; what the work produced is discarded."""
-        self._backend.forget(self._work.waiter)
-
 
 class WorkerPool:
     """Threads that run chunks of plugin calls for any number of loops."""

@@ -177,14 +177,6 @@ class WritableFile(_Handle):
         finally:
             self._release()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 class ReadOnlyMemoryRegion(_Handle):
     """A file's bytes mapped into memory: :attr:`data` is a read-only

@@ -287,10 +287,6 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         view[: len(data)] = data
         return len(data)
 
-    async def readexactly(self, n: int) -> bytes:
-        """Exactly n bytes; fewer only at the end of the stream."""
-        return await self.read(n)
-
     def _splittable(self, chunk: bytes) -> bool:
         return b"\r" not in chunk  # bytes.splitlines breaks at "\r" too
 
@@ -346,7 +342,22 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         await self._pool.run(self._file.close, mutating=True)
 
 
-class AsyncBinaryWriter(_Stream):
+class _Writer(_Stream):
+    """A writer keeps what its block wrote only if the block succeeded."""
+
+    async def abort(self) -> None:
+        raise NotImplementedError
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            await self.close()
+        else:
+            await self.abort()
+
+
+class AsyncBinaryWriter(_Writer):
     """A buffered writer: data reaches the plugin in appends of at least
     block_size bytes. With a staging name, the file lands on the target by
     rename when closed, and is deleted if the writer is aborted."""
@@ -440,14 +451,6 @@ class AsyncBinaryWriter(_Stream):
         self.closed = True
         await self._pool.run(_discard, self._fs, self._file, self._staged, mutating=True)
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is None:
-            await self.close()
-        else:
-            await self.abort()
-
 
 def _discard(fs: ModularFileSystem, file: WritableFile, staged: str | None) -> None:
     try:
@@ -493,7 +496,7 @@ class AsyncTextReader(_BufferedReader[str]):
         await self.binary.close()
 
 
-class AsyncTextWriter(_Stream):
+class AsyncTextWriter(_Writer):
     """Text over a binary writer, encoded incrementally."""
 
     def __init__(
@@ -530,14 +533,6 @@ class AsyncTextWriter(_Stream):
 
     async def abort(self) -> None:
         await self.binary.abort()
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is None:
-            await self.close()
-        else:
-            await self.abort()
 
 
 # ---- opening ------------------------------------------------------------------------------

@@ -549,13 +549,13 @@ class _GenericStaging(_Staging):
     def listdir(self, rel: str) -> list[str]:
         names: set[str] = set()
         found = False
-        for base in (self.at_root(rel), self.staged(rel)):
-            if not self._gone(rel) or base != self.at_root(rel):
-                try:
-                    names.update(self.fs.get_children(base))
-                    found = True
-                except NotFoundError:
-                    pass
+        sources = [self.staged(rel)] if self._gone(rel) else [self.at_root(rel), self.staged(rel)]
+        for source in sources:
+            try:
+                names.update(self.fs.get_children(source))
+                found = True
+            except NotFoundError:
+                pass
         if not found:
             raise NotFoundError("no such directory", op="listdir", path=self.at_root(rel))
         prefix = f"{rel}/" if rel else ""
