@@ -135,7 +135,7 @@ def stream_copy(source: ModularFileSystem, src: str, target: ModularFileSystem, 
     natively, so a failed copy leaves dst as it was."""
     if target.isdir(dst):
         raise FailedPreconditionError("target path is a directory", op="copy_file", path=dst)
-    staged = _uri.staging_name(dst) if target.offers("rename_file") else dst
+    staged = _uri.staging_name(dst) if target.stages_atomic_writes() else dst
     buffer = bytearray(chunk)
     view = memoryview(buffer)
     with source.new_random_access_file(src) as reader:

@@ -15,7 +15,7 @@ import sys
 from importlib import metadata, resources
 from pathlib import Path
 
-__all__ = ["get_include", "header_path", "lib_dir", "library_path"]
+__all__ = ["get_include", "header_path", "lib_dir", "library_path", "unavailable_reason"]
 
 LIB_DIR_ENV = "ASYNCFS_LIB_DIR"
 _SUFFIX = ".dylib" if sys.platform == "darwin" else ".so"
@@ -56,3 +56,15 @@ def library_path(name: str) -> Path:
             "at a folder holding the built libraries"
         )
     return path
+
+
+def unavailable_reason(name: str) -> str | None:
+    """Why an optional built-in plugin (``s3``) was not built, or None when
+    its library is there. The build leaves the reason in ``<name>.unavailable``."""
+    folder = lib_dir()
+    if (folder / f"libasyncfs_{name}{_SUFFIX}").exists():
+        return None
+    note = folder / f"{name}.unavailable"
+    if note.exists():
+        return note.read_text(encoding="utf-8").strip()
+    return f"libasyncfs_{name}{_SUFFIX} is not in {folder}"

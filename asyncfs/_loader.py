@@ -60,6 +60,9 @@ class PluginMetadata:
     max_core_abi: int | None
     library: str
     has_metadata: bool
+    # The content of a writable file appears only at a successful close
+    # (ASYNCFS_PLUGIN_ATOMIC_WRITES): no temporary-and-rename is needed.
+    atomic_writes: bool = False
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,7 @@ def _read_metadata(lib: Any, library: str) -> PluginMetadata:
         max_core_abi=int(core.max_core_abi) if has_range else None,
         library=library,
         has_metadata=True,
+        atomic_writes=bool(int(core.flags) & int(_ffi.runtime().ASYNCFS_PLUGIN_ATOMIC_WRITES)),
     )
 
 

@@ -313,8 +313,7 @@ class AsyncModularFileSystem:
 
 
 def _write_file(fs: ModularFileSystem, uri: str, data: Buffer, atomic: bool) -> None:
-    # Without a native rename there is no atomic replace to be had.
-    if atomic and fs.offers("rename_file"):
+    if atomic and fs.stages_atomic_writes():
         write_by_rename(fs, uri, data)
     else:
         fs.write_file(uri, data)

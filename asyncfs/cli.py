@@ -86,6 +86,8 @@ async def _plugins(env: Env) -> int:
             txn = "native" if fs.offers_transactions() else "generic"
             row = f"{scheme or '(bare)':<8} {meta.name:<8} {meta.version or '-':<8} {api:<9} {offers:<7} {txn:<13}"
             print(f"{row} {meta.library}")
+    for name, reason in env.registry.unavailable().items():
+        print(f"{name:<8} {name:<8} {'-':<8} {'-':<9} {'-':<7} {'-':<13} unavailable: {reason}")
     return 0
 
 

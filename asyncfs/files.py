@@ -165,6 +165,23 @@ class WritableFile(_Handle):
         else:
             self.flush()
 
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.discard()
+
+    def discard(self) -> None:
+        """Release the handle without closing it: a plugin whose files appear
+        only at close (an object store) drops what was written."""
+        if not self._closed:
+            self._release()
+
     def close(self) -> None:
         """Close (at most once) and release the handle; raises if the
         plugin's close failed, after releasing it all the same."""

@@ -40,6 +40,7 @@ else:
 __all__ = ["FILESYSTEM_OPS", "FileStatistics", "ModularFileSystem"]
 
 _SCRATCH = 4096
+_HEAD = 64 * 1024  # read_file reads this much before asking for the size
 
 
 class _Scratch(threading.local):
@@ -47,6 +48,8 @@ class _Scratch(threading.local):
 
     def __init__(self) -> None:
         self.buffer = ffi.new("char[]", _SCRATCH)
+        self.head = ffi.new("char[]", _HEAD)
+        self.size = ffi.new("int64_t*")
         self.handle = ffi.new("TF_RandomAccessFile*")
 
 
@@ -107,6 +110,12 @@ class ModularFileSystem:
         return f"<ModularFileSystem {self.scheme!r} from {self.metadata.name}>"
 
     # ---- what is offered ---------------------------------------------------
+
+    def stages_atomic_writes(self) -> bool:
+        """Whether an atomic write needs a temporary sibling and a rename:
+        not when the plugin's files appear only at a successful close (object
+        stores), nor when it cannot rename."""
+        return not self.metadata.atomic_writes and self.offers("rename_file")
 
     def offers(self, op: str) -> bool:
         """Whether the plugin itself implements op (an entry of
@@ -439,22 +448,33 @@ class ModularFileSystem:
     # ---- whole-file conveniences ---------------------------------------------
 
     def read_file(self, uri: str) -> bytes:
-        """The whole content of a file, read straight into the bytes
-        returned (the sequence open, size, read, close is two calls into C;
-        ``bytes(n)`` with n > 0 is always a new, unshared object, so filling
-        it before anyone can see it is safe)."""
+        """The whole content of a file. One call into C opens it and reads
+        its head: a file that fits is done, with no size asked for (an object
+        store answers in one request). A bigger one is read straight into
+        the bytes returned (``bytes(n)`` with n > 0 is always a new, unshared
+        object, so filling it before anyone can see it is safe)."""
         rt = _ffi.runtime()
         file_ops = self._tables.random_access_file_ops
         if file_ops is None:
             self._op("new_random_access_file", uri)
-        handle = _scratch.handle  # never escapes: closed before returning
+        scratch = _scratch
+        handle, head = scratch.handle, scratch.head  # never escape: closed before returning
         status = _ffi.thread_status()
-        size = int(rt.ASYNCFS_OpenForRead(self._fs_ops, file_ops, self._fs, self._free, encode(uri), handle, status))
+        count = int(
+            rt.ASYNCFS_OpenForRead(
+                self._fs_ops, file_ops, self._fs, self._free, encode(uri), handle, head, _HEAD, scratch.size, status
+            )
+        )
         _ffi.check(status, "read_file", uri)
-        data = bytes(size) if size > 0 else b""
-        count = int(rt.ASYNCFS_ReadAndClose(file_ops, handle, 0, size, ffi.from_buffer(data), status))
+        if count < _HEAD:
+            return ffi.unpack(head, count)  # type: ignore[no-any-return]
+        size = max(int(scratch.size[0]), _HEAD)  # a file shrinking meanwhile reads short
+        data = bytes(size)
+        target = ffi.from_buffer(data)
+        ffi.memmove(target, head, _HEAD)
+        count = int(rt.ASYNCFS_ReadAndClose(file_ops, handle, _HEAD, size - _HEAD, target + _HEAD, status))
         _ffi.check(status, "read_file", uri)
-        return data if count == size else data[:count]
+        return data if count == size - _HEAD else data[: _HEAD + count]
 
     def read_small_first(
         self, uri: str, scratch: bytearray, reserve: Callable[[int], bool] | None = None

@@ -16,9 +16,11 @@ from ._loader import PluginMetadata, init_filesystems, open_plugin
 from .errors import SchemeAlreadyRegisteredError, UnknownSchemeError
 from .filesystem import ModularFileSystem
 
-__all__ = ["BUILTIN_PLUGINS", "PluginInfo", "Registry", "default_registry", "get_filesystem", "load_plugin"]
+__all__ = ["BUILTIN_PLUGINS", "OPTIONAL_PLUGINS", "PluginInfo", "Registry", "default_registry", "get_filesystem", "load_plugin"]
 
 BUILTIN_PLUGINS = ("posix", "memory")
+# Built only when the system has their libraries (see Registry.unavailable).
+OPTIONAL_PLUGINS = ("s3",)
 
 
 @dataclass(frozen=True)
@@ -35,10 +37,17 @@ class Registry:
     def __init__(self, *, builtins: bool = True) -> None:
         self._filesystems: dict[str, ModularFileSystem] = {}
         self._plugins: list[PluginInfo] = []
+        self._unavailable: dict[str, str] = {}
         self._lock = threading.Lock()
         if builtins:
             for name in BUILTIN_PLUGINS:
                 self.load_plugin(_libs.library_path(name))
+            for name in OPTIONAL_PLUGINS:
+                reason = _libs.unavailable_reason(name)
+                if reason is None:
+                    self.load_plugin(_libs.library_path(name))
+                else:
+                    self._unavailable[name] = reason
 
     def load_plugin(self, library: str | os.PathLike[str], *, replace: bool = False) -> PluginInfo:
         """Load a plugin library and register every scheme it provides.
@@ -80,12 +89,20 @@ class Registry:
         with self._lock:
             return list(self._plugins)
 
+    def unavailable(self) -> dict[str, str]:
+        """Optional built-in plugins that this installation lacks, each with
+        the reason (for ``s3``: which system libraries the build missed)."""
+        return dict(self._unavailable)
+
     def get(self, scheme: str) -> ModularFileSystem:
         try:
             return self._filesystems[scheme]
         except KeyError:
             known = ", ".join(repr(s) for s in self.schemes())
-            raise UnknownSchemeError(f"no plugin registered for scheme {scheme!r} (registered: {known})") from None
+            hint = f"; {self._unavailable[scheme]}" if scheme in self._unavailable else ""
+            raise UnknownSchemeError(
+                f"no plugin registered for scheme {scheme!r} (registered: {known}){hint}"
+            ) from None
 
     def for_uri(self, uri: str) -> ModularFileSystem:
         """The filesystem serving uri (bare paths go to the "" scheme)."""

@@ -454,7 +454,7 @@ class AsyncBinaryWriter(_Writer):
 
 def _discard(fs: ModularFileSystem, file: WritableFile, staged: str | None) -> None:
     try:
-        file.close()
+        file.discard()
     finally:
         if staged is not None and fs.exists(staged):
             fs.delete_file(staged)
@@ -617,7 +617,7 @@ async def open_stream(
         reader = AsyncBinaryReader(pool, file, uri, size, block_size=block_size, readahead=readahead, codec=codec)
         return AsyncTextReader(reader, encoding, errors) if text else reader
     if kind == "w":
-        staged = _uri.staging_name(uri) if atomic and fs.offers("rename_file") else None
+        staged = _uri.staging_name(uri) if atomic and fs.stages_atomic_writes() else None
         writable = await pool.run(_open_for_writing, fs, uri, staged, mutating=True)
     else:
         staged = None

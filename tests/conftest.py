@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
+from ceph_gateway import Gateway, missing_reason, start_gateway
 from facade import BlockingFacade
 
 import asyncfs
@@ -68,6 +69,7 @@ def _plugins(config: pytest.Config) -> list[PluginUnderTest]:
         PluginUnderTest("file", "file", None, None),
         PluginUnderTest("mem", "mem", None, "mem:///conformance"),
         PluginUnderTest("demo", "demo", REPO / "plugins/examples/demo_fs.c", None),
+        PluginUnderTest("s3", "s3", None, "s3://asyncfs-conformance"),
     ]
     for spec in config.getoption("--plugin"):
         path, _, rest = spec.partition(":")
@@ -100,7 +102,43 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> asyncfs.Registry:
 
 
 @pytest.fixture(scope="session")
-def sync_fs(plugin: PluginUnderTest, registry: asyncfs.Registry) -> asyncfs.ModularFileSystem:
+def s3_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """Ceph's S3 gateway on loopback for the session (skips, saying why, when
+    Ceph is not installed)."""
+    reason = missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    gateway = start_gateway(tmp_path_factory.mktemp("ceph"))
+    yield gateway
+    gateway.stop()
+
+
+def configure_s3(fs: asyncfs.ModularFileSystem, gateway: Gateway) -> None:
+    """Point the s3 plugin at the gateway through the ABI's configuration
+    ops (the environment variables would do as well)."""
+    fs.set_option("endpoint", gateway.endpoint.encode())
+    fs.set_option("access_key_id", gateway.access_key.encode())
+    fs.set_option("secret_access_key", gateway.secret_key.encode())
+    fs.set_option("region", gateway.region.encode())
+    fs.set_option("path_style", 1)
+
+
+@pytest.fixture(scope="session")
+def s3_fs(registry: asyncfs.Registry, request: pytest.FixtureRequest) -> asyncfs.ModularFileSystem:
+    """The registry's s3 filesystem, configured for the gateway."""
+    if "s3" not in registry.schemes():
+        pytest.skip(f"the s3 plugin is not built: {registry.unavailable().get('s3')}")
+    fs = registry.get("s3")
+    configure_s3(fs, request.getfixturevalue("s3_gateway"))
+    return fs
+
+
+@pytest.fixture(scope="session")
+def sync_fs(
+    plugin: PluginUnderTest, registry: asyncfs.Registry, request: pytest.FixtureRequest
+) -> asyncfs.ModularFileSystem:
+    if plugin.scheme == "s3":
+        return request.getfixturevalue("s3_fs")  # type: ignore[no-any-return]
     if plugin.scheme not in registry.schemes():
         if plugin.library is None or plugin.library.suffix == ".c":
             pytest.skip(f"plugin {plugin.id} is not available (no C compiler)")

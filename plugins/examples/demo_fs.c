@@ -238,7 +238,7 @@ ASYNCFS_PLUGIN_EXPORT void TF_InitPlugin(TF_FilesystemPluginInfo* info) {
 
 static const ASYNCFS_PluginMetadata demo_metadata = {
     sizeof(ASYNCFS_PluginMetadata), "demo", "0.1.0", "an example author",
-    "https://example.invalid/demo-fs/issues", 1, ASYNCFS_CORE_ABI_VERSION};
+    "https://example.invalid/demo-fs/issues", 1, ASYNCFS_CORE_ABI_VERSION, 0};
 
 ASYNCFS_PLUGIN_EXPORT const ASYNCFS_PluginMetadata* ASYNCFS_GetPluginMetadata(
     void) {

@@ -1520,7 +1520,8 @@ static const ASYNCFS_PluginMetadata mem_metadata = {
     "the asyncfs authors",
     "https://github.com/asyncfs/asyncfs/issues",
     ASYNCFS_CORE_ABI_VERSION,
-    ASYNCFS_CORE_ABI_VERSION};
+    ASYNCFS_CORE_ABI_VERSION,
+    0};
 
 ASYNCFS_PLUGIN_EXPORT const ASYNCFS_PluginMetadata* ASYNCFS_GetPluginMetadata(
     void) {

@@ -283,12 +283,13 @@ RUNTIME_EXPORT int64_t ASYNCFS_OpenForRead(const TF_FilesystemOps* ops,
                                            void (*plugin_free)(void*),
                                            const char* uri,
                                            TF_RandomAccessFile* file,
-                                           TF_Status* status) {
-  int64_t size;
+                                           char* head, size_t cap,
+                                           int64_t* size, TF_Status* status) {
+  int64_t count;
   char* path;
-  if (ops->new_random_access_file == NULL) {
+  if (ops->new_random_access_file == NULL || file_ops->read == NULL) {
     TF_SetStatus(status, TF_UNIMPLEMENTED,
-                 "the plugin does not offer new_random_access_file");
+                 "the plugin does not offer new_random_access_file and read");
     return -1;
   }
   path = translate(ops, fs, plugin_free, uri);
@@ -301,23 +302,27 @@ RUNTIME_EXPORT int64_t ASYNCFS_OpenForRead(const TF_FilesystemOps* ops,
     free(path);
     return -1;
   }
-  if (ops->get_file_size != NULL) {
-    size = ops->get_file_size(fs, path, status);
-  } else if (ops->stat != NULL) {
+  /* Most files fit the head: one read, and no size asked for. */
+  count = file_ops->read(file, 0, cap, head, status);
+  if (status->code == TF_OUT_OF_RANGE || (status->code == TF_OK && count < (int64_t)cap)) {
+    TF_SetStatus(status, TF_OK, "");
+    *size = count;
+  } else if (status->code == TF_OK && ops->get_file_size != NULL) {
+    *size = ops->get_file_size(fs, path, status);
+  } else if (status->code == TF_OK && ops->stat != NULL) {
     TF_FileStatistics stats;
     ops->stat(fs, path, &stats, status);
-    size = stats.length;
-  } else {
+    *size = stats.length;
+  } else if (status->code == TF_OK) {
     TF_SetStatus(status, TF_UNIMPLEMENTED,
                  "the plugin offers neither get_file_size nor stat");
-    size = -1;
   }
   free(path);
-  if (status->code != TF_OK) {
+  if (status->code != TF_OK || count < (int64_t)cap) {
     file_ops->cleanup(file);
-    return -1;
+    return status->code == TF_OK ? count : -1;
   }
-  return size;
+  return count;
 }
 
 RUNTIME_EXPORT int64_t ASYNCFS_ReadAndClose(const TF_RandomAccessFileOps* file_ops,

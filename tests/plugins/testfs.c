@@ -128,7 +128,7 @@ ASYNCFS_PLUGIN_EXPORT void TF_InitPlugin(TF_FilesystemPluginInfo* info) {
 #if defined(METADATA_MIN) && defined(METADATA_MAX)
 static const ASYNCFS_PluginMetadata metadata = {
     sizeof(ASYNCFS_PluginMetadata), "testfs", "9.9.9", "tests",
-    "https://example.invalid/testfs", METADATA_MIN, METADATA_MAX};
+    "https://example.invalid/testfs", METADATA_MIN, METADATA_MAX, 0};
 
 ASYNCFS_PLUGIN_EXPORT const ASYNCFS_PluginMetadata* ASYNCFS_GetPluginMetadata(
     void) {

@@ -350,7 +350,14 @@ typedef struct ASYNCFS_PluginMetadata {
   const char* bug_report_url;
   int min_core_abi; /* inclusive range of ASYNCFS_CORE_ABI_VERSION */
   int max_core_abi;
+  /* Appended later; the core reads it only when struct_size covers it. */
+  uint32_t flags; /* ASYNCFS_PLUGIN_* bits */
 } ASYNCFS_PluginMetadata;
+
+/* A writable file's content appears under its name only when close
+ * succeeds (object stores): the core then writes in place instead of
+ * through a temporary file and a rename. */
+#define ASYNCFS_PLUGIN_ATOMIC_WRITES 1
 
 /* Returns a pointer to static storage the core reads but never frees. */
 const ASYNCFS_PluginMetadata* ASYNCFS_GetPluginMetadata(void);

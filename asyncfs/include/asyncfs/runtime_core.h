@@ -37,14 +37,17 @@ int ASYNCFS_TranslateName(const TF_FilesystemOps* ops, const TF_Filesystem* fs,
                           char* out, size_t cap);
 
 /* Translates uri (TensorFlow's generic rule when the plugin has no
- * translate_name), opens it with new_random_access_file and finds its size
- * (get_file_size, else stat). Returns the size, or -1 with status set and
- * nothing left open. */
+ * translate_name), opens it with new_random_access_file and reads up to cap
+ * bytes from its start into head. Returns the count read. When it is less
+ * than cap, that is the whole file and the file is closed; otherwise the
+ * file stays open and *size is its size (get_file_size, else stat). -1 with
+ * status set: nothing is left open. */
 int64_t ASYNCFS_OpenForRead(const TF_FilesystemOps* ops,
                             const TF_RandomAccessFileOps* file_ops,
                             const TF_Filesystem* fs,
                             void (*plugin_free)(void*), const char* uri,
-                            TF_RandomAccessFile* file, TF_Status* status);
+                            TF_RandomAccessFile* file, char* head, size_t cap,
+                            int64_t* size, TF_Status* status);
 
 /* read, then cleanup: the handle is released whatever happens. Returns the
  * count read (a short count at end of file is not an error here). */

@@ -1,0 +1,666 @@
+/* Files on S3.
+ *
+ * Reading: the open is one ranged GET of the first read_ahead bytes, which
+ * both proves the object exists and answers small files whole; later reads
+ * are ranged GETs straight into the caller's buffer (large ones split into
+ * parallel ranges), each pinned with If-Match to the ETag seen at the open,
+ * so a file replaced mid-read fails instead of mixing two versions.
+ *
+ * Writing: bytes collect in a part-sized buffer. A file that closes within
+ * one part is one PUT; a larger one becomes a multipart upload whose parts
+ * go up in the background, a few at a time, while the caller keeps
+ * appending. Nothing is visible under the name until close succeeds; a file
+ * dropped without close aborts its upload. Appending rewrites the object:
+ * whole parts of the old object are copied server-side, the rest is
+ * downloaded into the first part.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "s3_internal.h"
+
+/* ---- reading ----------------------------------------------------------------- */
+
+typedef struct s3_reader {
+  s3_fs* fs;
+  s3_config* cfg;
+  s3_path path;
+  int64_t size;
+  char etag[96];
+  char* head; /* the object's first head_len bytes */
+  size_t head_len;
+} s3_reader;
+
+static void reader_free(s3_reader* r) {
+  if (r == NULL) return;
+  s3_config_release(r->cfg);
+  s3_path_free(&r->path);
+  free(r->head);
+  free(r);
+}
+
+/* Opens path for reading, or sets status (NOT_FOUND, or FAILED_PRECONDITION
+ * for a directory or a file's child) and returns NULL. */
+static s3_reader* reader_open(const TF_Filesystem* filesystem, const char* path,
+                              const char* what, TF_Status* status) {
+  s3_reader* r = calloc(1, sizeof *r);
+  char range[48];
+  s3_request req;
+  s3_response resp;
+  if (r == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return NULL;
+  }
+  r->fs = s3_fs_of(filesystem);
+  r->cfg = s3_config_acquire(r->fs);
+  if (s3_path_parse(path, &r->path, status) != 0) {
+    r->path.bucket = r->path.key = NULL;
+    reader_free(r);
+    return NULL;
+  }
+  if (*r->path.key == '\0') {
+    char msg[400];
+    snprintf(msg, sizeof msg, "%s s3://%s: a bucket is a directory", what,
+             r->path.bucket);
+    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+    reader_free(r);
+    return NULL;
+  }
+  memset(&req, 0, sizeof req);
+  memset(&resp, 0, sizeof resp);
+  req.method = r->cfg->read_ahead > 0 ? "GET" : "HEAD";
+  req.bucket = r->path.bucket;
+  req.key = r->path.key;
+  snprintf(range, sizeof range, "bytes=0-%lld", (long long)r->cfg->read_ahead - 1);
+  req.range = range;
+  if (s3_execute(r->fs, r->cfg, &req, &resp, status) == 0) {
+    r->size = resp.total >= 0 ? resp.total
+              : resp.length >= 0 ? resp.length
+                                 : (int64_t)resp.body.len;
+    r->head = resp.body.data; /* taken over */
+    r->head_len = resp.body.len;
+    resp.body.data = NULL;
+    snprintf(r->etag, sizeof r->etag, "%s", resp.etag);
+  } else if (resp.http == 416) {
+    r->size = 0; /* an empty object has no byte 0 to range over */
+    snprintf(r->etag, sizeof r->etag, "%s", resp.etag);
+    TF_SetStatus(status, TF_OK, "");
+  } else if (resp.http == 404 && strcmp(resp.error_code, "NoSuchBucket") != 0) {
+    int64_t size, mtime;
+    int kind = s3_probe(r->fs, r->cfg, &r->path, &size, &mtime, status);
+    if (kind == S3_DIR) {
+      char msg[1200];
+      snprintf(msg, sizeof msg, "%s s3://%s/%s: a directory", what, r->path.bucket,
+               r->path.key);
+      TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+    } else if (kind == S3_MISSING) {
+      s3_set_missing(r->fs, r->cfg, &r->path, what, status);
+    } else if (kind == S3_FILE) {
+      /* Created between the GET and the probe: retry the open. */
+      s3_response_free(&resp);
+      reader_free(r);
+      return reader_open(filesystem, path, what, status);
+    }
+  }
+  s3_response_free(&resp);
+  if (TF_GetCode(status) != TF_OK) {
+    reader_free(r);
+    return NULL;
+  }
+  return r;
+}
+
+typedef struct range_job {
+  s3_reader* r;
+  char* out;
+  int64_t offset; /* object offset of out[0] */
+  int64_t length;
+  int64_t chunk;
+  int failed;
+  TF_Status* error;
+  pthread_mutex_t lock;
+} range_job;
+
+/* One ranged GET of [offset, offset + n) into out. */
+static int get_range(s3_reader* r, int64_t offset, int64_t n, char* out,
+                     TF_Status* status) {
+  char range[64];
+  s3_request req;
+  s3_response resp;
+  int rc;
+  memset(&req, 0, sizeof req);
+  memset(&resp, 0, sizeof resp);
+  snprintf(range, sizeof range, "bytes=%lld-%lld", (long long)offset,
+           (long long)(offset + n - 1));
+  req.method = "GET";
+  req.bucket = r->path.bucket;
+  req.key = r->path.key;
+  req.range = range;
+  req.if_match = *r->etag ? r->etag : NULL;
+  req.out = out;
+  req.out_cap = (size_t)n;
+  rc = s3_execute(r->fs, r->cfg, &req, &resp, status);
+  if (rc == 0 && (int64_t)resp.out_len != n) {
+    char msg[1200];
+    snprintf(msg, sizeof msg, "read s3://%s/%s: %lld bytes at %lld, expected %lld",
+             r->path.bucket, r->path.key, (long long)resp.out_len,
+             (long long)offset, (long long)n);
+    TF_SetStatus(status, TF_DATA_LOSS, msg);
+    rc = -1;
+  }
+  s3_response_free(&resp);
+  return rc;
+}
+
+static void range_chunk(void* arg, int i) {
+  range_job* job = arg;
+  int64_t start = (int64_t)i * job->chunk;
+  int64_t n = job->length - start < job->chunk ? job->length - start : job->chunk;
+  TF_Status* status = TF_NewStatus();
+  if (!__atomic_load_n(&job->failed, __ATOMIC_RELAXED) &&
+      get_range(job->r, job->offset + start, n, job->out + start, status) != 0) {
+    pthread_mutex_lock(&job->lock);
+    if (!job->failed) TF_SetStatus(job->error, TF_GetCode(status), TF_Message(status));
+    job->failed = 1;
+    pthread_mutex_unlock(&job->lock);
+  }
+  TF_DeleteStatus(status);
+}
+
+/* Reads [offset, offset + n) of the object, n > 0, all within its size. */
+static int read_span(s3_reader* r, int64_t offset, int64_t n, char* out,
+                     TF_Status* status) {
+  const int64_t chunk = r->cfg->part_size;
+  range_job job;
+  int chunks = (int)((n + chunk - 1) / chunk);
+  if (chunks < 2 || r->cfg->concurrency < 2)
+    return get_range(r, offset, n, out, status);
+  memset(&job, 0, sizeof job);
+  job.r = r;
+  job.out = out;
+  job.offset = offset;
+  job.length = n;
+  job.chunk = chunk;
+  job.error = TF_NewStatus();
+  pthread_mutex_init(&job.lock, NULL);
+  s3_parallel(chunks, (int)r->cfg->concurrency, range_chunk, &job);
+  pthread_mutex_destroy(&job.lock);
+  if (job.failed) TF_SetStatus(status, TF_GetCode(job.error), TF_Message(job.error));
+  else TF_SetStatus(status, TF_OK, "");
+  TF_DeleteStatus(job.error);
+  return job.failed ? -1 : 0;
+}
+
+static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset,
+                           size_t n, char* buffer, TF_Status* status) {
+  s3_reader* r = file->plugin_file;
+  int64_t want, copied = 0;
+  if ((int64_t)offset >= r->size) {
+    TF_SetStatus(status, n == 0 ? TF_OK : TF_OUT_OF_RANGE,
+                 n == 0 ? "" : "read past the end of the object");
+    return 0;
+  }
+  want = r->size - (int64_t)offset < (int64_t)n ? r->size - (int64_t)offset : (int64_t)n;
+  if (offset < r->head_len) {
+    copied = (int64_t)(r->head_len - offset) < want ? (int64_t)(r->head_len - offset) : want;
+    memcpy(buffer, r->head + offset, (size_t)copied);
+  }
+  if (copied < want &&
+      read_span(r, (int64_t)offset + copied, want - copied, buffer + copied, status) != 0)
+    return -1;
+  if (want < (int64_t)n) TF_SetStatus(status, TF_OUT_OF_RANGE, "read past the end of the object");
+  else TF_SetStatus(status, TF_OK, "");
+  return want;
+}
+
+static void reader_cleanup(TF_RandomAccessFile* file) {
+  reader_free(file->plugin_file);
+  file->plugin_file = NULL;
+}
+
+void s3_new_random_access_file(const TF_Filesystem* filesystem,
+                               const char* path, TF_RandomAccessFile* file,
+                               TF_Status* status) {
+  file->plugin_file = reader_open(filesystem, path, "open", status);
+}
+
+const TF_RandomAccessFileOps s3_random_access_file_ops = {reader_cleanup, reader_read};
+
+/* ---- memory regions: the object downloaded --------------------------------- */
+
+typedef struct s3_region {
+  char* data;
+  uint64_t length;
+} s3_region;
+
+void s3_new_memory_region(const TF_Filesystem* filesystem, const char* path,
+                          TF_ReadOnlyMemoryRegion* region, TF_Status* status) {
+  s3_reader* r = reader_open(filesystem, path, "map", status);
+  s3_region* m;
+  TF_RandomAccessFile file;
+  region->plugin_memory_region = NULL;
+  if (r == NULL) return;
+  if (r->size == 0) {
+    char msg[1200];
+    snprintf(msg, sizeof msg, "map s3://%s/%s: an empty file has no region",
+             r->path.bucket, r->path.key);
+    TF_SetStatus(status, TF_INVALID_ARGUMENT, msg);
+    reader_free(r);
+    return;
+  }
+  m = malloc(sizeof *m);
+  if (m != NULL) m->data = malloc((size_t)r->size);
+  if (m == NULL || m->data == NULL) {
+    free(m);
+    reader_free(r);
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  m->length = (uint64_t)r->size;
+  file.plugin_file = r;
+  if (reader_read(&file, 0, (size_t)r->size, m->data, status) != r->size) {
+    free(m->data);
+    free(m);
+  } else {
+    region->plugin_memory_region = m;
+  }
+  reader_free(r);
+}
+
+static void region_cleanup(TF_ReadOnlyMemoryRegion* region) {
+  s3_region* m = region->plugin_memory_region;
+  if (m != NULL) free(m->data);
+  free(m);
+}
+
+static const void* region_data(const TF_ReadOnlyMemoryRegion* region) {
+  return ((s3_region*)region->plugin_memory_region)->data;
+}
+
+static uint64_t region_length(const TF_ReadOnlyMemoryRegion* region) {
+  return ((s3_region*)region->plugin_memory_region)->length;
+}
+
+const TF_ReadOnlyMemoryRegionOps s3_memory_region_ops = {region_cleanup, region_data,
+                                                         region_length};
+
+/* ---- writing ------------------------------------------------------------------- */
+
+#define MAX_PARTS_IN_FLIGHT 4
+
+typedef struct s3_writer s3_writer;
+
+typedef struct part_upload {
+  s3_writer* w;
+  int number; /* 1-based */
+  char* data;
+  size_t len;
+  pthread_t thread;
+} part_upload;
+
+struct s3_writer {
+  s3_fs* fs;
+  s3_config* cfg;
+  s3_path path;
+  char* buf; /* the part being filled */
+  size_t len;
+  int64_t written;
+  char* upload_id; /* once the file outgrew one part */
+  int parts;       /* parts started */
+  char** etags;    /* per part, set as each finishes */
+  int etags_cap;
+  part_upload* inflight[MAX_PARTS_IN_FLIGHT];
+  int inflight_count;
+  int closed;
+  pthread_mutex_t lock; /* guards error */
+  TF_Status* error;     /* the first failure, sticky */
+};
+
+static int writer_failed(s3_writer* w) {
+  int failed;
+  pthread_mutex_lock(&w->lock);
+  failed = TF_GetCode(w->error) != TF_OK;
+  pthread_mutex_unlock(&w->lock);
+  return failed;
+}
+
+static void writer_fail(s3_writer* w, const TF_Status* status) {
+  pthread_mutex_lock(&w->lock);
+  if (TF_GetCode(w->error) == TF_OK)
+    TF_SetStatus(w->error, TF_GetCode(status), TF_Message(status));
+  pthread_mutex_unlock(&w->lock);
+}
+
+static void* part_thread(void* arg) {
+  part_upload* u = arg;
+  s3_writer* w = u->w;
+  char etag[96];
+  TF_Status* status = TF_NewStatus();
+  if (s3_upload_part(w->fs, w->cfg, &w->path, w->upload_id, u->number, u->data, u->len,
+                     NULL, NULL, etag, sizeof etag, status) == 0) {
+    w->etags[u->number - 1] = strdup(etag);
+    if (w->etags[u->number - 1] == NULL) {
+      TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+      writer_fail(w, status);
+    }
+  } else {
+    writer_fail(w, status);
+  }
+  TF_DeleteStatus(status);
+  return NULL;
+}
+
+static void join_oldest(s3_writer* w) {
+  part_upload* u = w->inflight[0];
+  pthread_join(u->thread, NULL);
+  free(u->data);
+  free(u);
+  memmove(w->inflight, w->inflight + 1, (size_t)(--w->inflight_count) * sizeof *w->inflight);
+}
+
+static void join_all(s3_writer* w) {
+  while (w->inflight_count > 0) join_oldest(w);
+}
+
+static int ensure_upload(s3_writer* w, TF_Status* status) {
+  if (w->upload_id != NULL) return 0;
+  w->upload_id = s3_create_multipart(w->fs, w->cfg, &w->path, status);
+  return w->upload_id != NULL ? 0 : -1;
+}
+
+static int reserve_part(s3_writer* w, TF_Status* status) {
+  if (w->parts < w->etags_cap) return 0;
+  {
+    int cap = w->etags_cap ? w->etags_cap * 2 : 64;
+    char** e = realloc(w->etags, (size_t)cap * sizeof *e);
+    if (e == NULL || cap > 10000) {
+      if (e != NULL) w->etags = e;
+      TF_SetStatus(status, cap > 10000 ? TF_RESOURCE_EXHAUSTED : TF_RESOURCE_EXHAUSTED,
+                   cap > 10000 ? "s3: more than 10000 parts; raise part_size"
+                               : "out of memory");
+      return -1;
+    }
+    memset(e + w->etags_cap, 0, (size_t)(cap - w->etags_cap) * sizeof *e);
+    w->etags = e;
+    w->etags_cap = cap;
+  }
+  return 0;
+}
+
+/* Sends the filled buffer as the next part, in the background. */
+static int ship_part(s3_writer* w, TF_Status* status) {
+  part_upload* u;
+  if (ensure_upload(w, status) != 0 || reserve_part(w, status) != 0) return -1;
+  while (w->inflight_count >= MAX_PARTS_IN_FLIGHT ||
+         (w->inflight_count > 0 && w->inflight_count >= w->cfg->concurrency))
+    join_oldest(w);
+  if (writer_failed(w)) {
+    pthread_mutex_lock(&w->lock);
+    TF_SetStatus(status, TF_GetCode(w->error), TF_Message(w->error));
+    pthread_mutex_unlock(&w->lock);
+    return -1;
+  }
+  u = malloc(sizeof *u);
+  if (u == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  u->w = w;
+  u->number = ++w->parts;
+  u->data = w->buf;
+  u->len = w->len;
+  w->buf = malloc((size_t)w->cfg->part_size);
+  w->len = 0;
+  if (w->buf == NULL || pthread_create(&u->thread, NULL, part_thread, u) != 0) {
+    /* Upload in this thread instead. */
+    part_thread(u);
+    if (w->buf == NULL) w->buf = u->data;
+    else free(u->data);
+    free(u);
+    if (writer_failed(w)) {
+      pthread_mutex_lock(&w->lock);
+      TF_SetStatus(status, TF_GetCode(w->error), TF_Message(w->error));
+      pthread_mutex_unlock(&w->lock);
+      return -1;
+    }
+    return 0;
+  }
+  w->inflight[w->inflight_count++] = u;
+  return 0;
+}
+
+static void writer_append(const TF_WritableFile* file, const char* data, size_t n,
+                          TF_Status* status) {
+  s3_writer* w = file->plugin_file;
+  size_t part = (size_t)w->cfg->part_size;
+  if (w->closed) {
+    TF_SetStatus(status, TF_FAILED_PRECONDITION, "append to a closed s3 file");
+    return;
+  }
+  while (n > 0) {
+    size_t take;
+    /* A full part waits for more data before it ships, so that a file of
+     * exactly one part stays a single PUT. */
+    if (w->len == part && ship_part(w, status) != 0) return;
+    take = part - w->len < n ? part - w->len : n;
+    memcpy(w->buf + w->len, data, take);
+    w->len += take;
+    w->written += (int64_t)take;
+    data += take;
+    n -= take;
+  }
+  TF_SetStatus(status, TF_OK, "");
+}
+
+static int64_t writer_tell(const TF_WritableFile* file, TF_Status* status) {
+  s3_writer* w = file->plugin_file;
+  TF_SetStatus(status, TF_OK, "");
+  return w->written;
+}
+
+/* An object appears only whole, at close: flush and sync keep buffering. */
+static void writer_flush(const TF_WritableFile* file, TF_Status* status) {
+  s3_writer* w = file->plugin_file;
+  if (writer_failed(w)) {
+    pthread_mutex_lock(&w->lock);
+    TF_SetStatus(status, TF_GetCode(w->error), TF_Message(w->error));
+    pthread_mutex_unlock(&w->lock);
+    return;
+  }
+  TF_SetStatus(status, TF_OK, "");
+}
+
+static void writer_close(const TF_WritableFile* file, TF_Status* status) {
+  s3_writer* w = file->plugin_file;
+  w->closed = 1;
+  if (w->upload_id == NULL) {
+    s3_request req;
+    s3_response resp;
+    memset(&req, 0, sizeof req);
+    memset(&resp, 0, sizeof resp);
+    req.method = "PUT";
+    req.bucket = w->path.bucket;
+    req.key = w->path.key;
+    req.body = w->buf;
+    req.body_len = w->len;
+    s3_execute(w->fs, w->cfg, &req, &resp, status);
+    s3_response_free(&resp);
+    return;
+  }
+  if (w->len > 0 && ship_part(w, status) != 0) {
+    join_all(w);
+    s3_abort_multipart(w->fs, w->cfg, &w->path, w->upload_id);
+    return;
+  }
+  join_all(w);
+  if (writer_failed(w)) {
+    pthread_mutex_lock(&w->lock);
+    TF_SetStatus(status, TF_GetCode(w->error), TF_Message(w->error));
+    pthread_mutex_unlock(&w->lock);
+  } else {
+    s3_complete_multipart(w->fs, w->cfg, &w->path, w->upload_id, w->etags, w->parts,
+                          status);
+  }
+  if (TF_GetCode(status) != TF_OK) s3_abort_multipart(w->fs, w->cfg, &w->path, w->upload_id);
+  free(w->upload_id);
+  w->upload_id = NULL;
+}
+
+static void writer_cleanup(TF_WritableFile* file) {
+  s3_writer* w = file->plugin_file;
+  int i;
+  if (w == NULL) return;
+  join_all(w);
+  /* Dropped without close: the upload goes, nothing appears. */
+  if (w->upload_id != NULL) s3_abort_multipart(w->fs, w->cfg, &w->path, w->upload_id);
+  for (i = 0; i < w->parts && w->etags != NULL; ++i) free(w->etags[i]);
+  free(w->etags);
+  free(w->upload_id);
+  free(w->buf);
+  s3_path_free(&w->path);
+  s3_config_release(w->cfg);
+  TF_DeleteStatus(w->error);
+  pthread_mutex_destroy(&w->lock);
+  free(w);
+  file->plugin_file = NULL;
+}
+
+static s3_writer* writer_new(const TF_Filesystem* filesystem, const char* path,
+                             const char* what, TF_Status* status) {
+  s3_writer* w = calloc(1, sizeof *w);
+  if (w == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return NULL;
+  }
+  w->fs = s3_fs_of(filesystem);
+  w->cfg = s3_config_acquire(w->fs);
+  w->error = TF_NewStatus();
+  pthread_mutex_init(&w->lock, NULL);
+  if (s3_path_parse(path, &w->path, status) == 0) {
+    if (*w->path.key == '\0') {
+      char msg[400];
+      snprintf(msg, sizeof msg, "%s s3://%s: a bucket is a directory", what, w->path.bucket);
+      TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+    } else {
+      w->buf = malloc((size_t)w->cfg->part_size);
+      if (w->buf != NULL) return w;
+      TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    }
+  }
+  {
+    TF_WritableFile f = {w};
+    writer_cleanup(&f);
+  }
+  return NULL;
+}
+
+/* An object store has no directories to require: the new object's prefix
+ * is its parent, and a write costs no lookup first (docs/s3.md). */
+void s3_new_writable_file(const TF_Filesystem* filesystem, const char* path,
+                          TF_WritableFile* file, TF_Status* status) {
+  s3_writer* w = writer_new(filesystem, path, "create", status);
+  file->plugin_file = w;
+  if (w != NULL) TF_SetStatus(status, TF_OK, "");
+}
+
+typedef struct prefix_copy {
+  s3_writer* w;
+  const char* source;
+  int failed;
+} prefix_copy;
+
+static void copy_prefix_part(void* arg, int i) {
+  prefix_copy* job = arg;
+  s3_writer* w = job->w;
+  int64_t first = (int64_t)i * w->cfg->part_size;
+  char range[64], etag[96];
+  TF_Status* status = TF_NewStatus();
+  snprintf(range, sizeof range, "bytes=%lld-%lld", (long long)first,
+           (long long)(first + w->cfg->part_size - 1));
+  if (s3_upload_part(w->fs, w->cfg, &w->path, w->upload_id, i + 1, NULL, 0, job->source,
+                     range, etag, sizeof etag, status) == 0 &&
+      (w->etags[i] = strdup(etag)) != NULL) {
+    TF_DeleteStatus(status);
+    return;
+  }
+  if (TF_GetCode(status) == TF_OK) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+  writer_fail(w, status);
+  TF_DeleteStatus(status);
+}
+
+void s3_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
+                            TF_WritableFile* file, TF_Status* status) {
+  s3_writer* w = writer_new(filesystem, path, "append", status);
+  s3_reader* r;
+  int64_t whole, tail;
+  file->plugin_file = NULL;
+  if (w == NULL) return;
+  r = reader_open(filesystem, path, "append", status);
+  if (r == NULL) {
+    if (TF_GetCode(status) == TF_NOT_FOUND) {
+      /* A new file; unless the parent is a file, which the open reported. */
+      file->plugin_file = w;
+      TF_SetStatus(status, TF_OK, "");
+      return;
+    }
+    TF_WritableFile f = {w};
+    writer_cleanup(&f);
+    return;
+  }
+  /* Whole parts of the old object are copied server-side; the tail (less
+   * than a part) is read into the buffer, since only the last part of an
+   * upload may be small. */
+  whole = r->size / w->cfg->part_size;
+  tail = r->size - whole * w->cfg->part_size;
+  if (whole > 0) {
+    prefix_copy job;
+    char* source = malloc(strlen(r->path.bucket) + strlen(r->path.key) + 2);
+    job.w = w;
+    job.source = source;
+    job.failed = 0;
+    if (source == NULL || ensure_upload(w, status) != 0) {
+      if (source == NULL) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+      free(source);
+      goto fail;
+    }
+    sprintf(source, "%s/%s", r->path.bucket, r->path.key);
+    w->parts = (int)whole;
+    while (w->etags_cap < w->parts)
+      if (reserve_part(w, status) != 0) {
+        free(source);
+        goto fail;
+      }
+    s3_parallel((int)whole, (int)w->cfg->concurrency, copy_prefix_part, &job);
+    free(source);
+    if (writer_failed(w)) {
+      pthread_mutex_lock(&w->lock);
+      TF_SetStatus(status, TF_GetCode(w->error), TF_Message(w->error));
+      pthread_mutex_unlock(&w->lock);
+      goto fail;
+    }
+  }
+  if (tail > 0) {
+    TF_RandomAccessFile f = {r};
+    if (reader_read(&f, (uint64_t)(whole * w->cfg->part_size), (size_t)tail, w->buf,
+                    status) != tail)
+      goto fail;
+    w->len = (size_t)tail;
+  }
+  w->written = r->size;
+  reader_free(r);
+  file->plugin_file = w;
+  TF_SetStatus(status, TF_OK, "");
+  return;
+fail:
+  reader_free(r);
+  {
+    TF_WritableFile f = {w};
+    writer_cleanup(&f);
+  }
+}
+
+const TF_WritableFileOps s3_writable_file_ops = {writer_cleanup, writer_append, writer_tell,
+                                                 writer_flush,   writer_flush,  writer_close};

@@ -1,0 +1,212 @@
+/*
+ * The s3 plugin's internals, shared by its files:
+ *   s3_config.c  settings (environment, ABI configuration ops)
+ *   s3_client.c  one signed request with retries: curl, SigV4, errors
+ *   s3_xml.c     the few XML documents S3 answers with (expat)
+ *   s3_files.c   random-access files, writable files, memory regions
+ *   s3.c         the filesystem ops and the plugin's registration
+ */
+#ifndef ASYNCFS_S3_INTERNAL_H_
+#define ASYNCFS_S3_INTERNAL_H_
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "asyncfs/filesystem_interface.h"
+#include "plugin_common.h"
+
+/* ---- settings ------------------------------------------------------------ */
+
+/* An immutable snapshot of the settings; requests hold a reference, so a
+ * configuration change never races a request in flight. */
+typedef struct s3_config {
+  int refs;
+  char* endpoint; /* "http://127.0.0.1:8000"; "" for AWS's own */
+  char* region;
+  char* access_key;
+  char* secret_key;
+  char* session_token;
+  int64_t path_style;         /* 1 path-style, 0 virtual-hosted */
+  int64_t connect_timeout_ms; /* TCP and TLS set-up */
+  int64_t read_timeout_ms;    /* no byte moving for this long fails */
+  int64_t max_attempts;       /* per request, the first included */
+  int64_t retry_budget_ms;    /* no retry starts after this long */
+  int64_t retry_base_ms;      /* first backoff; doubles, full jitter */
+  int64_t part_size;          /* multipart upload and copy part size */
+  int64_t concurrency;        /* requests in flight for one op */
+  int64_t read_ahead;         /* bytes fetched when a file is opened */
+  int64_t sign_payload;       /* SHA-256 of bodies vs UNSIGNED-PAYLOAD */
+} s3_config;
+
+typedef struct s3_fs {
+  pthread_mutex_t lock; /* guards config and the idle handle pool */
+  s3_config* config;
+  void** idle; /* CURL* handles with live connections */
+  int idle_count;
+  int idle_capacity;
+} s3_fs;
+
+s3_config* s3_config_from_environment(TF_Status* status);
+s3_config* s3_config_acquire(s3_fs* fs);
+void s3_config_release(s3_config* config);
+
+void s3_get_configuration(const TF_Filesystem* filesystem,
+                          TF_Filesystem_Option** options, int* num_options,
+                          TF_Status* status);
+void s3_set_configuration(const TF_Filesystem* filesystem,
+                          const TF_Filesystem_Option* options, int num_options,
+                          TF_Status* status);
+void s3_get_configuration_option(const TF_Filesystem* filesystem,
+                                 const char* key,
+                                 TF_Filesystem_Option** option,
+                                 TF_Status* status);
+void s3_set_configuration_option(const TF_Filesystem* filesystem,
+                                 const TF_Filesystem_Option* option,
+                                 TF_Status* status);
+void s3_get_configuration_keys(const TF_Filesystem* filesystem, char** keys,
+                               int* num_keys, TF_Status* status);
+
+/* ---- requests ------------------------------------------------------------ */
+
+typedef struct s3_buf {
+  char* data;
+  size_t len;
+  size_t cap;
+} s3_buf;
+
+int s3_buf_append(s3_buf* b, const char* data, size_t n);
+void s3_buf_free(s3_buf* b);
+
+typedef struct s3_param {
+  const char* name;
+  const char* value; /* raw; NULL for a bare "?uploads" */
+} s3_param;
+
+typedef struct s3_request {
+  const char* method;
+  const char* bucket; /* NULL: the service (ListBuckets) */
+  const char* key;    /* NULL or "": the bucket itself */
+  const s3_param* params;
+  int num_params;
+  const char* range;        /* "bytes=0-99" */
+  const char* copy_source;  /* "bucket/key", raw */
+  const char* copy_range;   /* "bytes=0-99" of the copy source */
+  const char* if_match;     /* an ETag the object must still have */
+  const char* content_md5;  /* base64, for DeleteObjects */
+  const char* body;         /* request body, body_len bytes */
+  size_t body_len;
+  char* out;                /* when set, the response body goes here */
+  size_t out_cap;
+} s3_request;
+
+typedef struct s3_response {
+  long http;
+  s3_buf body;         /* the body, unless the request gave out */
+  size_t out_len;      /* bytes written to out */
+  int64_t length;      /* Content-Length, -1 when absent */
+  int64_t total;       /* object size from Content-Range, -1 when absent */
+  int64_t mtime_nsec;  /* Last-Modified */
+  char etag[96];
+  char error_code[64]; /* S3's <Code>, or "" */
+} s3_response;
+
+void s3_response_free(s3_response* r);
+
+/* Runs req with retries. Returns 0 on a 2xx answer; otherwise sets status to
+ * the mapped code with a message naming the object (never a secret) and
+ * returns -1; resp->http and resp->error_code then tell what S3 said (http
+ * 0: no answer). */
+int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
+               s3_response* resp, TF_Status* status);
+
+/* Calls fn(ctx, i) for i in [0, n), on up to `concurrency` threads. */
+void s3_parallel(int n, int concurrency, void (*fn)(void* ctx, int i),
+                 void* ctx);
+
+/* URI-encodes s (RFC 3986 unreserved kept; "/" kept when keep_slash). */
+char* s3_uri_encode(const char* s, size_t len, int keep_slash);
+void s3_md5_base64(const char* data, size_t len, char out[32]);
+
+/* ---- XML ----------------------------------------------------------------- */
+
+typedef struct s3_listing {
+  plugin_strlist keys;     /* object keys, in order */
+  plugin_strlist prefixes; /* common prefixes (with the delimiter) */
+  int64_t* sizes;          /* one per key */
+  int64_t* mtimes;
+  int sizes_cap;
+  int truncated;
+  char* next_token;
+} s3_listing;
+
+void s3_listing_free(s3_listing* l);
+/* Parses a ListObjectsV2 or ListBuckets answer, appending to l. */
+int s3_parse_listing(const char* xml, size_t len, s3_listing* l);
+/* The text of the first element named name (e.g. "UploadId"), or NULL. */
+char* s3_xml_find(const char* xml, size_t len, const char* name);
+/* DeleteObjects: the count of <Error> entries, the first one's key and code
+ * copied into key/code. */
+int s3_parse_delete_errors(const char* xml, size_t len, char* key,
+                           size_t key_cap, char* code, size_t code_cap);
+
+/* ---- objects ------------------------------------------------------------- */
+
+/* "/bucket/some/key" split into its bucket and key ("" for the bucket). */
+typedef struct s3_path {
+  char* bucket;
+  char* key;
+} s3_path;
+
+int s3_path_parse(const char* path, s3_path* out, TF_Status* status);
+void s3_path_free(s3_path* p);
+
+typedef enum s3_kind { S3_MISSING = 0, S3_FILE, S3_DIR } s3_kind;
+
+/* What is at p: one HEAD, then (not a file) one short listing. Errors other
+ * than absence set status and return -1. size and mtime are for files. */
+int s3_probe(s3_fs* fs, const s3_config* cfg, const s3_path* p,
+             int64_t* size, int64_t* mtime_nsec, TF_Status* status);
+
+/* Sets NOT_FOUND for p, or FAILED_PRECONDITION when p's parent is a file. */
+void s3_set_missing(s3_fs* fs, const s3_config* cfg, const s3_path* p,
+                    const char* what, TF_Status* status);
+
+/* Server-side copy, multipart above the part size; parts in parallel. */
+int s3_copy_object(s3_fs* fs, const s3_config* cfg, const s3_path* src,
+                   int64_t size, const s3_path* dst, TF_Status* status);
+
+/* Uploads part_number (1-based) of upload_id, from memory or (when
+ * copy_source is set) from copy_range of another object; etag_out receives
+ * the part's ETag. */
+int s3_upload_part(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
+                   const char* upload_id, int part_number, const char* data,
+                   size_t len, const char* copy_source, const char* copy_range,
+                   char* etag_out, size_t etag_cap, TF_Status* status);
+char* s3_create_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
+                          TF_Status* status);
+int s3_complete_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
+                          const char* upload_id, char** etags, int parts,
+                          TF_Status* status);
+void s3_abort_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
+                        const char* upload_id);
+
+extern const TF_RandomAccessFileOps s3_random_access_file_ops;
+extern const TF_WritableFileOps s3_writable_file_ops;
+extern const TF_ReadOnlyMemoryRegionOps s3_memory_region_ops;
+
+void s3_new_random_access_file(const TF_Filesystem* filesystem,
+                               const char* path, TF_RandomAccessFile* file,
+                               TF_Status* status);
+void s3_new_writable_file(const TF_Filesystem* filesystem, const char* path,
+                          TF_WritableFile* file, TF_Status* status);
+void s3_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
+                            TF_WritableFile* file, TF_Status* status);
+void s3_new_memory_region(const TF_Filesystem* filesystem, const char* path,
+                          TF_ReadOnlyMemoryRegion* region, TF_Status* status);
+
+static inline s3_fs* s3_fs_of(const TF_Filesystem* filesystem) {
+  return (s3_fs*)filesystem->plugin_filesystem;
+}
+
+#endif /* ASYNCFS_S3_INTERNAL_H_ */
