@@ -21,78 +21,17 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+
+from harness import IN_FLIGHT, Row, best, best_async, bounded, optional, started_env, table
+from s3_bench import bench_s3
 
 import asyncfs
 
 RESULTS = Path(__file__).parent / "results"
-IN_FLIGHT = 64
-
-
-@dataclass
-class Row:
-    work: str
-    unit: str
-    results: dict[str, float] = field(default_factory=dict)  # peer -> rate (higher is better)
-    notes: list[str] = field(default_factory=list)
-    target: str = ""
-    verdict: str = ""
-
-
-def best(fn: Callable[[], Any], repeat: int) -> float:
-    """Best wall time of repeat calls of fn."""
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
-def best_async(make: Callable[[], Awaitable[Any]], repeat: int) -> float:
-    async def timed() -> float:
-        times = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            await make()
-            times.append(time.perf_counter() - start)
-        return min(times)
-
-    return asyncio.run(timed())
-
-
-async def bounded(fn: Callable[[Any], Awaitable[Any]], items: Iterable[Any], limit: int = IN_FLIGHT) -> None:
-    """Run fn over items with limit in flight: the same harness for every
-    async peer."""
-    iterator = iter(items)
-
-    async def lane() -> None:
-        for item in iterator:
-            await fn(item)
-
-    await asyncio.gather(*(lane() for _ in range(limit)))
-
-
-def started_env(**options: Any) -> asyncfs.Env:
-    """An Env with its plugins loaded and workers started: start-up is a
-    one-time cost of an application, not of each operation."""
-    env = asyncfs.Env(**options)
-
-    async def warm() -> None:
-        await env.exists("/")
-
-    asyncio.run(warm())
-    return env
-
-
-def optional(name: str) -> Any:
-    try:
-        return __import__(name)
-    except ImportError:
-        return None
 
 
 # ---- data sets ------------------------------------------------------------------
@@ -552,22 +491,12 @@ def bench_prefetch(files: int, size: int, in_flight: int, latency_ms: float, bud
 # ---- output --------------------------------------------------------------------------
 
 
-def table(rows: list[Row]) -> str:
-    lines = ["| work | unit | results (same run) | target | result |", "|---|---|---|---|---|"]
-    for row in rows:
-        cells = ", ".join(f"{peer} {value:,.3g}" for peer, value in row.results.items())
-        if row.notes:
-            cells += " (" + "; ".join(row.notes) + ")"
-        lines.append(f"| {row.work} | {row.unit} | {cells} | {row.target} | {row.verdict} |")
-    return "\n".join(lines)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small data sets, one repeat")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "asyncfs-bench"))
-    parser.add_argument("--only", default="small,big,glob,exists,latency,lines,tfrecord,prefetch")
+    parser.add_argument("--only", default="small,big,glob,exists,latency,lines,tfrecord,prefetch,s3")
     args = parser.parse_args()
     repeat = 1 if args.quick else args.repeat
     data = Path(args.data) / ("quick" if args.quick else "full")
@@ -595,6 +524,8 @@ def main() -> int:
         rows.append(bench_tfrecord(make_tfrecords(data / "records.tfrecord", records, 1024), records, repeat))
     if "prefetch" in only:
         rows.append(bench_prefetch(200 if args.quick else 1000, 4096, 32, 5.0, 1 << 20))
+    if "s3" in only:
+        rows.extend(bench_s3(repeat, args.quick))
 
     header = (
         f"asyncfs {asyncfs.__version__} · Python {platform.python_version()} · "

@@ -161,12 +161,24 @@ def _port_open(port: int) -> bool:
         return False
 
 
-def start_gateway(scratch: Path | None = None, *, memstore_bytes: int = 3 << 30) -> Gateway:
-    """Start monitor, OSD and gateway; return once S3 requests are served."""
+def start_gateway(scratch: Path | None = None, *, memstore_bytes: int = 3 << 30, attempts: int = 3) -> Gateway:
+    """Start monitor, OSD and gateway; return once S3 requests are served.
+    A start that fails (a port taken between choosing and binding it, say)
+    is retried from scratch."""
     reason = missing_reason()
     if reason is not None:
         raise RuntimeError(reason)
-    scratch = Path(tempfile.mkdtemp(prefix="asyncfs-ceph-")) if scratch is None else scratch
+    for attempt in range(1, attempts + 1):
+        folder = Path(tempfile.mkdtemp(prefix="asyncfs-ceph-", dir=scratch))
+        try:
+            return _start(folder, memstore_bytes)
+        except RuntimeError:
+            if attempt == attempts:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start(scratch: Path, memstore_bytes: int) -> Gateway:
     for sub in ("run", "log", "mon", "osd", "crash"):
         (scratch / sub).mkdir(parents=True, exist_ok=True)
     mon_port, rgw_port = _free_port(), _free_port()

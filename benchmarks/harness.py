@@ -1,0 +1,87 @@
+"""What every benchmark shares: a result row, best-of timing, the bounded
+in-flight harness every async peer runs under, and the printed table."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncfs
+
+IN_FLIGHT = 64
+
+
+@dataclass
+class Row:
+    work: str
+    unit: str
+    results: dict[str, float] = field(default_factory=dict)  # peer -> rate (higher is better)
+    notes: list[str] = field(default_factory=list)
+    target: str = ""
+    verdict: str = ""
+
+
+def best(fn: Callable[[], Any], repeat: int) -> float:
+    """Best wall time of repeat calls of fn."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def best_async(make: Callable[[], Awaitable[Any]], repeat: int) -> float:
+    async def timed() -> float:
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            await make()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    return asyncio.run(timed())
+
+
+async def bounded(fn: Callable[[Any], Awaitable[Any]], items: Iterable[Any], limit: int = IN_FLIGHT) -> None:
+    """Run fn over items with limit in flight: the same harness for every
+    async peer."""
+    iterator = iter(items)
+
+    async def lane() -> None:
+        for item in iterator:
+            await fn(item)
+
+    await asyncio.gather(*(lane() for _ in range(limit)))
+
+
+def started_env(**options: Any) -> asyncfs.Env:
+    """An Env with its plugins loaded and workers started: start-up is a
+    one-time cost of an application, not of each operation."""
+    env = asyncfs.Env(**options)
+
+    async def warm() -> None:
+        await env.exists("/")
+
+    asyncio.run(warm())
+    return env
+
+
+def optional(name: str) -> Any:
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| work | unit | results (same run) | target | result |", "|---|---|---|---|---|"]
+    for row in rows:
+        cells = ", ".join(f"{peer} {value:,.3g}" for peer, value in row.results.items())
+        if row.notes:
+            cells += " (" + "; ".join(row.notes) + ")"
+        lines.append(f"| {row.work} | {row.unit} | {cells} | {row.target} | {row.verdict} |")
+    return "\n".join(lines)

@@ -1,0 +1,246 @@
+"""s3:// against obstore, s3fs and boto3, all on one Ceph gateway started for
+the run (tests/ceph_gateway.py), with the same data and in-flight limits."""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from harness import IN_FLIGHT, Row, best, best_async, bounded, optional, started_env
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from ceph_gateway import Gateway, missing_reason, start_gateway
+
+MiB = 1 << 20
+BUCKET = "asyncfs-bench"
+
+
+def _peers(gw: Gateway) -> dict[str, Any]:
+    peers: dict[str, Any] = {}
+    obstore = optional("obstore")
+    if obstore:
+        from obstore.store import S3Store
+
+        peers["obstore"] = S3Store(
+            BUCKET,
+            endpoint=gw.endpoint,
+            access_key_id=gw.access_key,
+            secret_access_key=gw.secret_key,
+            region=gw.region,
+            virtual_hosted_style_request=False,
+            client_options={"allow_http": True},
+        )
+    s3fs = optional("s3fs")
+    if s3fs:
+        peers["s3fs"] = s3fs.S3FileSystem(
+            key=gw.access_key,
+            secret=gw.secret_key,
+            endpoint_url=gw.endpoint,
+            asynchronous=True,
+            skip_instance_cache=True,
+            config_kwargs={"max_pool_connections": IN_FLIGHT},
+        )
+    boto3 = optional("boto3")
+    if boto3:
+        from botocore.config import Config
+
+        peers["boto3"] = boto3.client(
+            "s3",
+            endpoint_url=gw.endpoint,
+            aws_access_key_id=gw.access_key,
+            aws_secret_access_key=gw.secret_key,
+            region_name=gw.region,
+            config=Config(max_pool_connections=IN_FLIGHT, s3={"addressing_style": "path"}),
+        )
+    return peers
+
+
+def _s3fs_run(fs: Any, make: Any, repeat: int) -> float:
+    """s3fs's async API wants its session made on the loop that uses it."""
+
+    async def timed() -> float:
+        await fs.set_session(refresh=True)
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            await make()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    return asyncio.run(timed())
+
+
+def _verdict(row: Row, target: float, unit_peer: str = "obstore") -> None:
+    if unit_peer not in row.results:
+        row.verdict = f"{unit_peer} not installed"
+        return
+    ratio = row.results["asyncfs"] / row.results[unit_peer]
+    row.verdict = f"{ratio:.2f}× {unit_peer} ({'met' if ratio >= target else 'missed'})"
+
+
+def bench_s3(repeat: int, quick: bool) -> list[Row]:
+    reason = missing_reason()
+    if reason is not None:
+        return [Row("s3 (Ceph gateway)", "-", notes=[f"skipped: {reason}"])]
+    gw = start_gateway()
+    try:
+        return _bench(gw, repeat, quick)
+    finally:
+        gw.stop()
+
+
+def _bench(gw: Gateway, repeat: int, quick: bool) -> list[Row]:
+    small_count, big_size, list_count = (500, 32 * MiB, 2000) if quick else (2000, 256 * MiB, 10_000)
+    env = started_env()
+    fs = env.filesystem("s3://").sync
+    for name, value in gw.environ().items():
+        option = {
+            "AWS_ENDPOINT_URL": "endpoint",
+            "AWS_ACCESS_KEY_ID": "access_key_id",
+            "AWS_SECRET_ACCESS_KEY": "secret_access_key",
+            "AWS_REGION": "region",
+        }.get(name)
+        if option:
+            fs.set_option(option, value.encode())
+    fs.set_option("path_style", 1)
+    peers = _peers(gw)
+    rows: list[Row] = []
+
+    small = [f"small/{i:05d}" for i in range(small_count)]
+    listed = [f"list/k{i:05d}" for i in range(list_count)]
+    payload = b"x" * 4096
+
+    async def setup() -> None:
+        await env.makedirs(f"s3://{BUCKET}")
+        await bounded(lambda key: env.write_file(f"s3://{BUCKET}/{key}", payload), small + listed)
+
+    asyncio.run(setup())
+
+    # ---- GET many small objects ------------------------------------------------
+    row = Row(f"s3 GET {small_count} × 4 KiB, {IN_FLIGHT} in flight", "objects/s")
+    uris = [f"s3://{BUCKET}/{key}" for key in small]
+    row.results["asyncfs"] = small_count / best_async(lambda: bounded(env.read_file, uris), repeat)
+    if "obstore" in peers:
+        import obstore
+
+        store = peers["obstore"]
+
+        async def obs_get(key: str) -> bytes:
+            return bytes(await (await obstore.get_async(store, key)).bytes_async())
+
+        row.results["obstore"] = small_count / best_async(lambda: bounded(obs_get, small), repeat)
+    if "s3fs" in peers:
+        s3 = peers["s3fs"]
+        row.results["s3fs"] = small_count / _s3fs_run(
+            s3, lambda: bounded(lambda k: s3._cat_file(f"{BUCKET}/{k}"), small), repeat
+        )
+    if "boto3" in peers:
+        client = peers["boto3"]
+
+        def boto_get(key: str) -> bytes:
+            return client.get_object(Bucket=BUCKET, Key=key)["Body"].read()  # type: ignore[no-any-return]
+
+        row.results["boto3 (threads)"] = small_count / best_async(
+            lambda: bounded(lambda k: asyncio.to_thread(boto_get, k), small), repeat
+        )
+    row.target = "≥ 1.0× obstore"
+    _verdict(row, 1.0)
+    rows.append(row)
+
+    # ---- one big object, PUT then GET -------------------------------------------------
+    big = bytes(range(256)) * (big_size // 256)
+    put = Row(f"s3 PUT {big_size // MiB} MiB", "MiB/s")
+    get = Row(f"s3 GET {big_size // MiB} MiB", "MiB/s")
+    mib = big_size / MiB
+    put.results["asyncfs"] = mib / best_async(lambda: env.write_file(f"s3://{BUCKET}/big", big), repeat)
+    get.results["asyncfs"] = mib / best_async(lambda: env.read_file(f"s3://{BUCKET}/big"), repeat)
+    if "obstore" in peers:
+        import obstore
+
+        store = peers["obstore"]
+        put.results["obstore"] = mib / best_async(lambda: obstore.put_async(store, "big-obstore", big), repeat)
+
+        async def obs_big() -> bytes:
+            return bytes(await (await obstore.get_async(store, "big")).bytes_async())
+
+        get.results["obstore"] = mib / best_async(obs_big, repeat)
+    if "s3fs" in peers:
+        s3 = peers["s3fs"]
+        put.results["s3fs"] = mib / _s3fs_run(s3, lambda: s3._pipe_file(f"{BUCKET}/big-s3fs", big), repeat)
+        get.results["s3fs"] = mib / _s3fs_run(s3, lambda: s3._cat_file(f"{BUCKET}/big"), repeat)
+    if "boto3" in peers:
+        import io
+
+        client = peers["boto3"]
+        put.results["boto3"] = mib / best(lambda: client.upload_fileobj(io.BytesIO(big), BUCKET, "big-boto3"), repeat)
+
+        def boto_big() -> bytes:
+            return client.get_object(Bucket=BUCKET, Key="big")["Body"].read()  # type: ignore[no-any-return]
+
+        get.results["boto3"] = mib / best(boto_big, repeat)
+    put.target = get.target = "≥ 1.0× obstore"
+    _verdict(put, 1.0)
+    _verdict(get, 1.0)
+    rows.extend([put, get])
+
+    # ---- LIST and glob ------------------------------------------------------------------
+    row = Row(f"s3 LIST {list_count} keys (one folder)", "keys/s")
+    row.results["asyncfs"] = list_count / best_async(lambda: env.listdir(f"s3://{BUCKET}/list"), repeat)
+    if "obstore" in peers:
+        import obstore
+
+        store = peers["obstore"]
+        row.results["obstore"] = list_count / best_async(
+            lambda: obstore.list_with_delimiter_async(store, "list/"), repeat
+        )
+    if "s3fs" in peers:
+        s3 = peers["s3fs"]
+        row.results["s3fs"] = list_count / _s3fs_run(s3, lambda: s3._ls(f"{BUCKET}/list", refresh=True), repeat)
+    if "boto3" in peers:
+        client = peers["boto3"]
+
+        def boto_list() -> int:
+            pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix="list/", Delimiter="/")
+            return sum(len(page.get("Contents", [])) for page in pages)
+
+        row.results["boto3"] = list_count / best(boto_list, repeat)
+    row.target = "≥ 1.0× obstore"
+    _verdict(row, 1.0)
+    rows.append(row)
+
+    row = Row(f"s3 glob list/k0*1 over {list_count} keys", "keys/s")
+    expected = [k for k in listed if fnmatch.fnmatch(k, "list/k0*1")]
+    matched: list[str] = []
+
+    async def asyncfs_glob() -> None:
+        matched[:] = await env.glob(f"s3://{BUCKET}/list/k0*1")
+
+    row.results["asyncfs"] = list_count / best_async(asyncfs_glob, repeat)
+    assert len(matched) == len(expected), (len(matched), len(expected))
+    if "obstore" in peers:
+        import obstore
+
+        store = peers["obstore"]
+
+        async def obs_glob() -> list[str]:
+            found = []
+            async for chunk in obstore.list(store, "list/k0"):
+                found.extend(o["path"] for o in chunk if fnmatch.fnmatch(o["path"], "list/k0*1"))
+            return found
+
+        row.results["obstore (list + fnmatch)"] = list_count / best_async(obs_glob, repeat)
+    if "s3fs" in peers:
+        s3 = peers["s3fs"]
+        row.results["s3fs"] = list_count / _s3fs_run(s3, lambda: s3._glob(f"{BUCKET}/list/k0*1"), repeat)
+    row.target = "one listing of the literal prefix"
+    pages = -(-sum(k.startswith("list/k0") for k in listed) // 1000)
+    row.verdict = f"{pages} page(s) of ListObjectsV2; {len(matched)} matches"
+    if "obstore (list + fnmatch)" in row.results:
+        row.verdict += f"; {row.results['asyncfs'] / row.results['obstore (list + fnmatch)']:.2f}× obstore"
+    rows.append(row)
+    env.pool.shutdown()
+    return rows

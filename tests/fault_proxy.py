@@ -1,0 +1,110 @@
+"""An HTTP proxy on loopback that injects faults in front of the S3 gateway.
+
+Each request is read whole, then, by the next entry of the plan (``pass``
+when the plan is empty), answered with 503 SlowDown, dropped without an
+answer, cut off halfway through the gateway's answer, or forwarded. The
+request bytes go upstream unchanged, so SigV4 signatures (which cover the
+Host header the client sent) still hold. Every request is answered with
+``Connection: close``: one request per connection keeps the framing trivial.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterable
+from typing import Literal
+
+__all__ = ["FaultProxy"]
+
+Fault = Literal["pass", "503", "drop", "cut"]
+
+SLOW_DOWN = (
+    b"<?xml version='1.0' encoding='UTF-8'?>"
+    b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+)
+
+
+def _read_request(conn: socket.socket) -> bytes | None:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(body) < length:
+        chunk = conn.recv(min(1 << 20, length - len(body)))
+        if not chunk:
+            return None
+        body += chunk
+    # One request per connection, on both sides.
+    request_line, _, headers = head.partition(b"\r\n")
+    kept = [h for h in headers.split(b"\r\n") if not h.lower().startswith(b"connection:")]
+    return b"\r\n".join([request_line, *kept, b"Connection: close"]) + b"\r\n\r\n" + body
+
+
+class FaultProxy:
+    def __init__(self, upstream: str) -> None:
+        host, _, port = upstream.removeprefix("http://").partition(":")
+        self.upstream = (host, int(port))
+        self.plan: list[Fault] = []
+        self.requests: list[tuple[str, Fault]] = []  # (request line, what was done)
+        self._lock = threading.Lock()
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = f"http://127.0.0.1:{self._server.getsockname()[1]}"
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def inject(self, faults: Iterable[Fault]) -> None:
+        with self._lock:
+            self.plan = list(faults)
+            self.requests.clear()
+
+    def _next(self) -> Fault:
+        with self._lock:
+            return self.plan.pop(0) if self.plan else "pass"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            request = _read_request(conn)
+            if request is None:
+                return
+            fault = self._next()
+            with self._lock:
+                self.requests.append((request.split(b"\r\n", 1)[0].decode(), fault))
+            if fault == "503":
+                conn.sendall(
+                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\n"
+                    + f"Content-Length: {len(SLOW_DOWN)}\r\nConnection: close\r\n\r\n".encode()
+                    + SLOW_DOWN
+                )
+                return
+            if fault == "drop":
+                return
+            with socket.create_connection(self.upstream) as up:
+                up.sendall(request)
+                answer = b""
+                while chunk := up.recv(1 << 20):
+                    answer += chunk
+            if fault == "cut":
+                head, _, body = answer.partition(b"\r\n\r\n")
+                conn.sendall(head + b"\r\n\r\n" + body[: len(body) // 2])
+                return
+            conn.sendall(answer)
+
+    def close(self) -> None:
+        self._server.close()

@@ -1,0 +1,359 @@
+"""What the s3 plugin does beyond the conformance suite, against Ceph's S3
+gateway: multipart uploads streamed in bounded memory and aborted when
+dropped, pagination, server-side copies, retries through a fault-injecting
+proxy, refused credentials, missing buckets, configuration."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+
+import anyio
+import pytest
+from ceph_gateway import Gateway
+from conftest import configure_s3
+from fault_proxy import FaultProxy
+
+import asyncfs
+from asyncfs import _libs
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def bucket(s3_fs: asyncfs.ModularFileSystem) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    s3_fs.create_dir(f"s3://{name}")
+    yield name
+    s3_fs.delete_recursively(f"s3://{name}")
+
+
+def own_s3(gateway: Gateway, endpoint: str | None = None, **options: int | bytes) -> asyncfs.ModularFileSystem:
+    """A second, separately configured s3 filesystem."""
+    registry = asyncfs.Registry(builtins=False)
+    registry.load_plugin(_libs.library_path("s3"))
+    fs = registry.get("s3")
+    configure_s3(fs, gateway)
+    if endpoint is not None:
+        fs.set_option("endpoint", endpoint.encode())
+    for name, value in options.items():
+        fs.set_option(name, value)
+    return fs
+
+
+def pattern(offset: int, n: int) -> bytes:
+    """Deterministic bytes for [offset, offset + n), generated on the fly:
+    MiB i of the stream repeats sha256(i)."""
+    out = bytearray()
+    while len(out) < n:
+        at = offset + len(out)
+        block = hashlib.sha256(str(at // MiB).encode()).digest() * (MiB // 32)
+        out += block[at % MiB : at % MiB + n - len(out)]
+    return bytes(out)
+
+
+def peak_rss_reset() -> None:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM, the peak resident size
+
+
+def peak_rss() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def object_stat(gateway: Gateway, bucket: str, key: str) -> dict[str, object]:
+    return json.loads(gateway.admin("object", "stat", f"--bucket={bucket}", f"--object={key}"))  # type: ignore[no-any-return]
+
+
+def bucket_entries(gateway: Gateway, bucket: str) -> list[str]:
+    """Every entry the gateway holds, in-progress multipart parts included."""
+    listed = json.loads(gateway.admin("bucket", "list", f"--bucket={bucket}"))
+    return [f"{entry.get('ns') or ''}:{entry['name']}" for entry in listed]
+
+
+# ---- multipart uploads ----------------------------------------------------------
+
+
+def test_multipart_upload_streams_160_mib_in_bounded_memory(
+    env: asyncfs.Env, s3_gateway: Gateway, bucket: str
+) -> None:
+    size, chunk = 160 * MiB, MiB
+    uri = f"s3://{bucket}/big.bin"
+
+    async def main() -> int:
+        peak_rss_reset()
+        before = peak_rss()
+        async with env.open(uri, "wb") as out:
+            for offset in range(0, size, chunk):
+                await out.write(pattern(offset, chunk))
+        grew = peak_rss() - before
+        assert await env.size(uri) == size
+        digest, expected = hashlib.sha256(), hashlib.sha256()
+        async with env.open(uri, "rb") as source:
+            offset = 0
+            while data := await source.read(4 * MiB):
+                digest.update(data)
+                offset += len(data)
+        for offset in range(0, size, chunk):
+            expected.update(pattern(offset, chunk))
+        assert digest.hexdigest() == expected.hexdigest()
+        return grew
+
+    grew = anyio.run(main)
+    # 8 MiB parts, at most four in flight and one filling (measured: 40 to
+    # 70 MiB with the stream's own buffers), whatever the object's size.
+    assert grew < 96 * MiB, f"peak resident size grew by {grew / MiB:.0f} MiB"
+    etag = str(object_stat(s3_gateway, bucket, "big.bin")["etag"])
+    assert etag.endswith("-20"), f"expected a 20-part multipart upload, ETag {etag}"
+
+
+def test_dropped_writer_aborts_its_multipart_upload(
+    s3_fs: asyncfs.ModularFileSystem, s3_gateway: Gateway, bucket: str
+) -> None:
+    uri = f"s3://{bucket}/dropped.bin"
+    writer = s3_fs.new_writable_file(uri)
+    writer.append(pattern(0, 20 * MiB))  # two parts shipped, one filling
+    deadline = time.monotonic() + 10
+    while not any(e.startswith(":_multipart_") for e in bucket_entries(s3_gateway, bucket)):
+        assert time.monotonic() < deadline, "no part reached the gateway"
+        time.sleep(0.1)
+    writer.discard()
+    assert not s3_fs.exists(uri)
+    assert bucket_entries(s3_gateway, bucket) == []
+
+    with pytest.raises(RuntimeError), s3_fs.new_writable_file(uri) as failing:
+        failing.append(pattern(0, 20 * MiB))
+        raise RuntimeError("the producer failed")
+    assert not s3_fs.exists(uri)
+    assert bucket_entries(s3_gateway, bucket) == []
+
+
+def test_atomic_writes_need_no_temporary_and_rename(env: asyncfs.Env, s3_gateway: Gateway, bucket: str) -> None:
+    fs = env.filesystem("s3://").sync
+    assert fs.metadata.atomic_writes and not fs.stages_atomic_writes()
+
+    async def main() -> None:
+        await env.write_file(f"s3://{bucket}/a", b"first")
+        with pytest.raises(ValueError):
+            async with env.open(f"s3://{bucket}/a", "wb") as out:
+                await out.write(b"half of the second")
+                raise ValueError("interrupted")
+        assert await env.read_file(f"s3://{bucket}/a") == b"first"
+
+    anyio.run(main)
+    assert [e for e in bucket_entries(s3_gateway, bucket)] == [":a"]
+
+
+def test_append_rewrites_with_server_side_copies(s3_gateway: Gateway, bucket: str) -> None:
+    fs = own_s3(s3_gateway, part_size=5 * MiB)
+    uri = f"s3://{bucket}/log"
+    fs.write_file(uri, pattern(0, 12 * MiB))
+    with fs.new_appendable_file(uri) as f:
+        assert f.tell() == 12 * MiB
+        f.append(pattern(12 * MiB, MiB))
+    assert fs.read_file(uri) == pattern(0, 13 * MiB)
+    # Two whole parts copied, the 2 MiB tail downloaded and sent with the new MiB.
+    assert str(object_stat(s3_gateway, bucket, "log")["etag"]).endswith("-3")
+
+
+def test_empty_and_ranged_reads(s3_fs: asyncfs.ModularFileSystem, bucket: str) -> None:
+    s3_fs.write_file(f"s3://{bucket}/empty", b"")
+    assert s3_fs.read_file(f"s3://{bucket}/empty") == b""
+    data = pattern(0, 3 * MiB)
+    s3_fs.write_file(f"s3://{bucket}/data", data)
+    with s3_fs.new_random_access_file(f"s3://{bucket}/data") as f:
+        assert f.read(MiB + 7, 1000) == data[MiB + 7 : MiB + 1007]
+        assert f.read(3 * MiB - 10, 20) == data[-10:]
+        with pytest.raises(asyncfs.OutOfRangeError):
+            f.read(3 * MiB - 10, 20, strict=True)
+
+
+def test_a_file_replaced_while_open_fails_the_read(s3_fs: asyncfs.ModularFileSystem, bucket: str) -> None:
+    uri = f"s3://{bucket}/changing"
+    s3_fs.write_file(uri, pattern(0, MiB))
+    with s3_fs.new_random_access_file(uri) as f:
+        s3_fs.write_file(uri, pattern(MiB, MiB))
+        with pytest.raises(asyncfs.FailedPreconditionError, match="PreconditionFailed"):
+            f.read(512 * 1024, 1024)  # beyond the head fetched at open: pinned by ETag
+
+
+# ---- listings, copies, deletes -----------------------------------------------------
+
+
+def test_pagination_glob_and_batched_delete_over_2600_keys(
+    env: asyncfs.Env, s3_gateway: Gateway, bucket: str
+) -> None:
+    names = [f"k{i:05d}.txt" for i in range(2600)]
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for name in names:
+                tg.start_soon(env.write_file, f"s3://{bucket}/d/{name}", name.encode())
+        assert sorted(await env.listdir(f"s3://{bucket}/d")) == names
+        matches = await env.glob(f"s3://{bucket}/d/k01*.txt")
+        assert matches == [f"s3://{bucket}/d/k{i:05d}.txt" for i in range(1000, 2000)]
+
+    anyio.run(main)
+    # One listing of the literal prefix, paginated: never a walk.
+    proxy = FaultProxy(s3_gateway.endpoint)
+    try:
+        fs = own_s3(s3_gateway, endpoint=proxy.endpoint)
+        proxy.inject([])
+        assert len(fs.get_matching_paths(f"s3://{bucket}/d/k*.txt")) == 2600
+        lists = [line for line, _ in proxy.requests]
+        assert len(lists) == 3 and all("list-type=2" in line and "prefix=d%2Fk" in line for line in lists)
+        proxy.inject([])
+        fs.delete_recursively(f"s3://{bucket}/d")
+        posts = [line for line, _ in proxy.requests if line.startswith("POST")]
+        assert len(posts) == 3  # DeleteObjects: 1000 + 1000 + 600 keys
+    finally:
+        proxy.close()
+    assert not env.filesystem("s3://").sync.exists(f"s3://{bucket}/d")
+
+
+def test_server_side_copy_single_and_multipart(s3_gateway: Gateway, bucket: str) -> None:
+    fs = own_s3(s3_gateway, part_size=5 * MiB)
+    small, large = pattern(0, 1000), pattern(0, 17 * MiB)
+    fs.write_file(f"s3://{bucket}/small", small)
+    fs.write_file(f"s3://{bucket}/large", large)
+    proxy = FaultProxy(s3_gateway.endpoint)
+    try:
+        via = own_s3(s3_gateway, endpoint=proxy.endpoint, part_size=5 * MiB)
+        proxy.inject([])
+        via.copy_file(f"s3://{bucket}/large", f"s3://{bucket}/copy")
+        sent = [line for line, _ in proxy.requests]
+        # No byte of the object crosses the proxy: UploadPartCopy x 4.
+        assert sum("partNumber=" in line for line in sent) == 4
+    finally:
+        proxy.close()
+    fs.copy_file(f"s3://{bucket}/small", f"s3://{bucket}/copy-small")
+    assert fs.read_file(f"s3://{bucket}/copy") == large
+    assert fs.read_file(f"s3://{bucket}/copy-small") == small
+    fs.rename_file(f"s3://{bucket}/copy", f"s3://{bucket}/moved")
+    assert not fs.exists(f"s3://{bucket}/copy")
+    assert fs.get_file_size(f"s3://{bucket}/moved") == len(large)
+
+
+def test_files_exist_answers_concurrently(env: asyncfs.Env, bucket: str) -> None:
+    fs = env.filesystem("s3://").sync
+    for i in range(0, 50, 2):
+        fs.write_file(f"s3://{bucket}/e{i}", b"x")
+    uris = [f"s3://{bucket}/e{i}" for i in range(50)]
+    assert anyio.run(env.files_exist, uris) == [i % 2 == 0 for i in range(50)]
+
+
+# ---- failures ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def proxy(s3_gateway: Gateway) -> Iterator[FaultProxy]:
+    p = FaultProxy(s3_gateway.endpoint)
+    yield p
+    p.close()
+
+
+def test_retries_ride_out_503_drops_and_cut_answers(
+    s3_gateway: Gateway, proxy: FaultProxy, bucket: str, s3_fs: asyncfs.ModularFileSystem
+) -> None:
+    data = pattern(0, 300 * 1024)
+    s3_fs.write_file(f"s3://{bucket}/r", data)
+    fs = own_s3(s3_gateway, endpoint=proxy.endpoint, retry_base_ms=5)
+    proxy.inject(["503", "drop", "cut"])
+    assert fs.read_file(f"s3://{bucket}/r") == data
+    assert [fault for _, fault in proxy.requests][:4] == ["503", "drop", "cut", "pass"]
+
+    proxy.inject(["503", "503"])
+    fs.write_file(f"s3://{bucket}/w", b"written through faults")
+    assert s3_fs.read_file(f"s3://{bucket}/w") == b"written through faults"
+
+
+def test_throttling_past_the_attempts_is_unavailable(
+    s3_gateway: Gateway, proxy: FaultProxy, bucket: str
+) -> None:
+    fs = own_s3(s3_gateway, endpoint=proxy.endpoint, retry_base_ms=5, max_attempts=3)
+    proxy.inject(["503"] * 10)
+    with pytest.raises(asyncfs.UnavailableError, match=r"SlowDown.*after 3 attempts"):
+        fs.read_file(f"s3://{bucket}/r")
+    assert len(proxy.requests) == 3
+    proxy.inject(["drop"] * 10)
+    with pytest.raises(asyncfs.UnavailableError, match="after 3 attempts"):
+        fs.stat(f"s3://{bucket}/r")
+
+
+def test_the_retry_budget_bounds_the_time(s3_gateway: Gateway, proxy: FaultProxy, bucket: str) -> None:
+    fs = own_s3(s3_gateway, endpoint=proxy.endpoint, retry_base_ms=200, max_attempts=50, retry_budget_ms=300)
+    proxy.inject(["503"] * 100)
+    with pytest.raises(asyncfs.UnavailableError):
+        fs.read_file(f"s3://{bucket}/r")
+    assert 1 < len(proxy.requests) < 10
+
+
+def test_bad_credentials_name_the_key_id_never_the_secret(s3_gateway: Gateway, bucket: str) -> None:
+    secret = "a-wrong-secret-that-must-not-leak"
+    fs = own_s3(s3_gateway, secret_access_key=secret.encode())
+    with pytest.raises(asyncfs.PermissionDeniedError) as info:
+        fs.read_file(f"s3://{bucket}/anything")
+    message = str(info.value)
+    assert s3_gateway.access_key in message and "SignatureDoesNotMatch" in message
+    assert secret not in message and secret not in repr(info.value)
+    fs = own_s3(s3_gateway, access_key_id=b"NOSUCHKEYID")
+    with pytest.raises(asyncfs.PermissionDeniedError, match="NOSUCHKEYID.*InvalidAccessKeyId"):
+        fs.get_children(f"s3://{bucket}")
+    options = {o.name: o.values for o in fs.configuration()}
+    assert options["secret_access_key"] == (b"(set)",)  # write-only
+
+
+def test_missing_bucket_is_not_found(s3_fs: asyncfs.ModularFileSystem) -> None:
+    gone = f"s3://missing-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(asyncfs.NotFoundError, match="NoSuchBucket"):
+        s3_fs.read_file(f"{gone}/key")
+    with pytest.raises(asyncfs.NotFoundError):
+        s3_fs.get_children(gone)
+    with pytest.raises(asyncfs.NotFoundError):
+        s3_fs.stat(f"{gone}/key")
+    assert not s3_fs.exists(gone)
+    assert s3_fs.get_matching_paths(f"{gone}/*") == []
+
+
+def test_bad_configuration_is_a_typed_error(s3_fs: asyncfs.ModularFileSystem) -> None:
+    with pytest.raises(asyncfs.InvalidArgumentError, match="part_size"):
+        s3_fs.set_option("part_size", 1024)
+    with pytest.raises(asyncfs.NotFoundError, match="no configuration option"):
+        s3_fs.set_option("no_such_option", 1)
+    with pytest.raises(asyncfs.InvalidArgumentError, match="string"):
+        s3_fs.set_option("endpoint", 5)
+    with pytest.raises(asyncfs.InvalidArgumentError, match="bucket names"):
+        s3_fs.stat("s3://ab/key")
+
+
+def test_environment_variables_configure_a_new_filesystem(s3_gateway: Gateway, tmp_path: object) -> None:
+    code = (
+        "import asyncfs; env = asyncfs.Env(); import anyio\n"
+        "async def main():\n"
+        "    await env.makedirs('s3://env-configured/x')\n"
+        "    await env.write_file('s3://env-configured/x/f', b'from the environment')\n"
+        "    print((await env.read_file('s3://env-configured/x/f')).decode())\n"
+        "    await env.rmtree('s3://env-configured')\n"
+        "anyio.run(main)\n"
+    )
+    import os
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, **s3_gateway.environ()},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "from the environment"
