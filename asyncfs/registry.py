@@ -16,7 +16,15 @@ from ._loader import PluginMetadata, init_filesystems, open_plugin
 from .errors import SchemeAlreadyRegisteredError, UnknownSchemeError
 from .filesystem import ModularFileSystem
 
-__all__ = ["BUILTIN_PLUGINS", "OPTIONAL_PLUGINS", "PluginInfo", "Registry", "default_registry", "get_filesystem", "load_plugin"]
+__all__ = [
+    "BUILTIN_PLUGINS",
+    "OPTIONAL_PLUGINS",
+    "PluginInfo",
+    "Registry",
+    "default_registry",
+    "get_filesystem",
+    "load_plugin",
+]
 
 BUILTIN_PLUGINS = ("posix", "memory")
 # Built only when the system has their libraries (see Registry.unavailable).

@@ -136,7 +136,11 @@ rgw max chunk size = 4194304
 
 def _run(scratch: Path, *args: str) -> str:
     done = subprocess.run(
-        [*args[:1], "-c", str(scratch / "ceph.conf"), *args[1:]], capture_output=True, text=True, timeout=120
+        [args[0], "-c", str(scratch / "ceph.conf"), *args[1:]],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")

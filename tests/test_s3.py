@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -82,9 +84,7 @@ def bucket_entries(gateway: Gateway, bucket: str) -> list[str]:
 # ---- multipart uploads ----------------------------------------------------------
 
 
-def test_multipart_upload_streams_160_mib_in_bounded_memory(
-    env: asyncfs.Env, s3_gateway: Gateway, bucket: str
-) -> None:
+def test_multipart_upload_streams_160_mib_in_bounded_memory(env: asyncfs.Env, s3_gateway: Gateway, bucket: str) -> None:
     size, chunk = 160 * MiB, MiB
     uri = f"s3://{bucket}/big.bin"
 
@@ -188,9 +188,7 @@ def test_a_file_replaced_while_open_fails_the_read(s3_fs: asyncfs.ModularFileSys
 # ---- listings, copies, deletes -----------------------------------------------------
 
 
-def test_pagination_glob_and_batched_delete_over_2600_keys(
-    env: asyncfs.Env, s3_gateway: Gateway, bucket: str
-) -> None:
+def test_pagination_glob_and_batched_delete_over_2600_keys(env: asyncfs.Env, s3_gateway: Gateway, bucket: str) -> None:
     names = [f"k{i:05d}.txt" for i in range(2600)]
 
     async def main() -> None:
@@ -275,9 +273,7 @@ def test_retries_ride_out_503_drops_and_cut_answers(
     assert s3_fs.read_file(f"s3://{bucket}/w") == b"written through faults"
 
 
-def test_throttling_past_the_attempts_is_unavailable(
-    s3_gateway: Gateway, proxy: FaultProxy, bucket: str
-) -> None:
+def test_throttling_past_the_attempts_is_unavailable(s3_gateway: Gateway, proxy: FaultProxy, bucket: str) -> None:
     fs = own_s3(s3_gateway, endpoint=proxy.endpoint, retry_base_ms=5, max_attempts=3)
     proxy.inject(["503"] * 10)
     with pytest.raises(asyncfs.UnavailableError, match=r"SlowDown.*after 3 attempts"):
@@ -305,7 +301,7 @@ def test_bad_credentials_name_the_key_id_never_the_secret(s3_gateway: Gateway, b
     assert s3_gateway.access_key in message and "SignatureDoesNotMatch" in message
     assert secret not in message and secret not in repr(info.value)
     fs = own_s3(s3_gateway, access_key_id=b"NOSUCHKEYID")
-    with pytest.raises(asyncfs.PermissionDeniedError, match="NOSUCHKEYID.*InvalidAccessKeyId"):
+    with pytest.raises(asyncfs.PermissionDeniedError, match=r"NOSUCHKEYID.*InvalidAccessKeyId"):
         fs.get_children(f"s3://{bucket}")
     options = {o.name: o.values for o in fs.configuration()}
     assert options["secret_access_key"] == (b"(set)",)  # write-only
@@ -334,7 +330,7 @@ def test_bad_configuration_is_a_typed_error(s3_fs: asyncfs.ModularFileSystem) ->
         s3_fs.stat("s3://ab/key")
 
 
-def test_environment_variables_configure_a_new_filesystem(s3_gateway: Gateway, tmp_path: object) -> None:
+def test_environment_variables_configure_a_new_filesystem(s3_gateway: Gateway) -> None:
     code = (
         "import asyncfs; env = asyncfs.Env(); import anyio\n"
         "async def main():\n"
@@ -344,9 +340,6 @@ def test_environment_variables_configure_a_new_filesystem(s3_gateway: Gateway, t
         "    await env.rmtree('s3://env-configured')\n"
         "anyio.run(main)\n"
     )
-    import os
-    import sys
-
     done = subprocess.run(
         [sys.executable, "-c", code],
         env={**os.environ, **s3_gateway.environ()},
