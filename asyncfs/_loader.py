@@ -63,6 +63,9 @@ class PluginMetadata:
     # The content of a writable file appears only at a successful close
     # (ASYNCFS_PLUGIN_ATOMIC_WRITES): no temporary-and-rename is needed.
     atomic_writes: bool = False
+    # Calls wait on a network (ASYNCFS_PLUGIN_NETWORK): the Env runs them on
+    # its pool for network stores.
+    network: bool = False
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,7 @@ def _read_metadata(lib: Any, library: str) -> PluginMetadata:
         library=library,
         has_metadata=True,
         atomic_writes=bool(int(core.flags) & int(_ffi.runtime().ASYNCFS_PLUGIN_ATOMIC_WRITES)),
+        network=bool(int(core.flags) & int(_ffi.runtime().ASYNCFS_PLUGIN_NETWORK)),
     )
 
 

@@ -62,6 +62,11 @@ class Env:
     lower keeps them from being starved by other busy processes),
     ``copy_chunk`` is the block size of copies across schemes. ``registry`` defaults to the
     process-wide one, which has the built-in plugins.
+
+    Plugins whose calls wait on a network (s3://; the ASYNCFS_PLUGIN_NETWORK
+    flag) run on a second pool of ``network_workers`` threads (default 64):
+    their threads mostly sleep on sockets, and so many requests can be in
+    flight without crowding the few threads that copy local files.
     """
 
     def __init__(
@@ -72,9 +77,12 @@ class Env:
         max_in_flight: int = 4096,
         worker_nice: int = 10,
         copy_chunk: int = 8 << 20,
+        network_workers: int = 64,
     ) -> None:
         self.registry = registry if registry is not None else default_registry()
         self.pool = WorkerPool(workers, max_in_flight=max_in_flight, worker_nice=worker_nice)
+        # Threads start on first use: an Env without network stores has none.
+        self.network_pool = WorkerPool(network_workers, max_in_flight=max_in_flight, worker_nice=0)
         self.copy_chunk = copy_chunk
         self._filesystems: dict[str, AsyncModularFileSystem] = {}
 
@@ -92,7 +100,12 @@ class Env:
     async def aclose(self) -> None:
         """Stop the worker threads, after the work already queued, without
         blocking the event loop."""
-        await anyio.to_thread.run_sync(self.pool.shutdown)
+        await anyio.to_thread.run_sync(self.close)
+
+    def close(self) -> None:
+        """Stop the worker threads after the work already queued (blocks)."""
+        self.pool.shutdown()
+        self.network_pool.shutdown()
 
     # ---- plugins ---------------------------------------------------------------
 
@@ -118,7 +131,9 @@ class Env:
         scheme = _uri.scheme_of(uri)
         fs = self._filesystems.get(scheme)
         if fs is None:
-            fs = self._filesystems[scheme] = AsyncModularFileSystem(self.registry.get(scheme), self.pool)
+            sync = self.registry.get(scheme)
+            pool = self.network_pool if sync.metadata.network else self.pool
+            fs = self._filesystems[scheme] = AsyncModularFileSystem(sync, pool)
         return fs
 
     # ---- transactions ------------------------------------------------------------
@@ -321,6 +336,7 @@ class Env:
         elif source is target:
             await source.copy_file(src, dst)
         else:
-            await self.pool.run(
+            pool = target.pool if target.pool is self.network_pool else source.pool
+            await pool.run(
                 _transfer.stream_copy, source.sync, src, target.sync, dst, self.copy_chunk, mutating=True
             )

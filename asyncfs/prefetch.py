@@ -204,8 +204,8 @@ class Prefetch(_Items):
             while self._running < self._in_flight and self._startable:
                 index = heapq.heappop(self._startable)
                 path = self._paths[index]
-                fs = self._env.filesystem(path).sync
-                await pool.submit_to(self._sink, index, _read, fs, path, self.budget, index, self._scratch_size)
+                fs = self._env.filesystem(path)
+                await fs.pool.submit_to(self._sink, index, _read, fs.sync, path, self.budget, index, self._scratch_size)
                 self._running += 1
             if self._running == 0:
                 raise RuntimeError(f"prefetch stalled with {len(self._paths) - self._delivered} files left")

@@ -127,7 +127,7 @@ def bench_small_files(paths: list[str], repeat: int) -> Row:
 
     env = started_env()
     row.results["asyncfs"] = n / best_async(lambda: bounded(env.read_file, paths), repeat)
-    env.pool.shutdown()
+    env.close()
     async_peers = {k: v for k, v in row.results.items() if k not in ("asyncfs", "sync loop")}
     fastest = max(async_peers, key=lambda k: async_peers[k])
     vs_async = row.results["asyncfs"] / async_peers[fastest]
@@ -213,7 +213,7 @@ def bench_big_file(path: str, repeat: int) -> tuple[Row, Row]:
                 await f.read_into(offset, view[offset : offset + chunk])
 
     chunked.results["asyncfs read_into loop"] = size / best_async(asyncfs_chunks, repeat) / 1e9
-    env.pool.shutdown()
+    env.close()
     chunked.target = "≥ 0.8× sync"
     chunked.verdict = f"{chunked.results['asyncfs read_into loop'] / chunked.results['sync readinto loop']:.2f}× sync"
     return whole, chunked
@@ -249,7 +249,7 @@ def bench_glob(root: Path, dirs: int, files: int, repeat: int) -> Row:
         assert len(await env.glob(pattern)) == expected
 
     row.results["asyncfs"] = 1 / best_async(asyncfs_glob, repeat)
-    env.pool.shutdown()
+    env.close()
     row.target = "≥ 1.0× glob.glob"
     row.verdict = f"{row.results['asyncfs'] / row.results['glob.glob']:.2f}× glob.glob"
     return row
@@ -284,7 +284,7 @@ def bench_exists(root: Path, dirs: int, files: int, count: int, repeat: int) -> 
         assert sum(await env.files_exist(paths)) == half
 
     row.results["asyncfs files_exist"] = count / best_async(asyncfs_exists, repeat)
-    env.pool.shutdown()
+    env.close()
     ratio = row.results["sync os.path.exists loop"] / row.results["asyncfs files_exist"]
     row.target = "time ≤ 1.5× the sync loop's"
     row.verdict = f"{ratio:.2f}× the sync loop's time"
@@ -380,7 +380,7 @@ def bench_lines(path: str, repeat: int) -> Row:
                 pass
 
     row.results["asyncfs"] = count / best_async(asyncfs_lines, repeat)
-    env.pool.shutdown()
+    env.close()
     row.target = "≥ 0.5× the sync loop"
     row.verdict = f"{row.results['asyncfs'] / row.results['sync for line in open()']:.2f}× sync"
     if "aiofiles" in row.results:
@@ -399,7 +399,7 @@ def make_tfrecords(path: Path, count: int, size: int) -> str:
                     await out.write(i.to_bytes(4, "little") * (size // 4))
 
         asyncio.run(write())
-        env.pool.shutdown()
+        env.close()
     return str(path)
 
 
@@ -443,7 +443,7 @@ def bench_tfrecord(path: str, count: int, repeat: int) -> Row:
         assert n == count
 
     row.results["asyncfs"] = count / best_async(asyncfs_records, repeat)
-    env.pool.shutdown()
+    env.close()
     row.target = "report against a sync reader"
     row.verdict = f"{row.results['asyncfs'] / row.results['sync reader (google-crc32c)']:.2f}× the sync reader"
     return row

@@ -160,7 +160,7 @@ def portals() -> Iterator[dict[str, BlockingPortal]]:
 def env(registry: asyncfs.Registry) -> Iterator[asyncfs.Env]:
     environment = asyncfs.Env(registry=registry, workers=4)
     yield environment
-    environment.pool.shutdown()
+    environment.close()
 
 
 @pytest.fixture(scope="session")

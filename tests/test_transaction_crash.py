@@ -90,7 +90,7 @@ def test_sigkill_at_random_moments_never_leaves_a_torn_state(tmp_path: Path, mod
             torn.append(f"kill {kill}: generation {generation} (last {last_generation}) {problems} {debris}")
         last_generation = max(last_generation, generation)
         generations.add(generation)
-    env.pool.shutdown()
+    env.close()
     summary = (
         f"{mode}: {KILLS} kills, {needed_recovery} left staging or a journal to recover "
         f"({rolled_forward} past the commit point, rolled forward), "

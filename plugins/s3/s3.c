@@ -1245,7 +1245,7 @@ ASYNCFS_PLUGIN_EXPORT void TF_InitPlugin(TF_FilesystemPluginInfo* info) {
 static const ASYNCFS_PluginMetadata metadata = {
     sizeof(ASYNCFS_PluginMetadata), "s3", "0.1.0", "asyncfs",
     "https://github.com/asyncfs/asyncfs/issues", ASYNCFS_CORE_ABI_VERSION,
-    ASYNCFS_CORE_ABI_VERSION, ASYNCFS_PLUGIN_ATOMIC_WRITES};
+    ASYNCFS_CORE_ABI_VERSION, ASYNCFS_PLUGIN_ATOMIC_WRITES | ASYNCFS_PLUGIN_NETWORK};
 
 ASYNCFS_PLUGIN_EXPORT const ASYNCFS_PluginMetadata* ASYNCFS_GetPluginMetadata(void) {
   return &metadata;

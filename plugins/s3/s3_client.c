@@ -272,7 +272,8 @@ static int add_header(struct curl_slist** list, const char* name,
                       const char* value) {
   char line[2048];
   struct curl_slist* next;
-  snprintf(line, sizeof line, "%s: %s", name, value);
+  /* "Name:" with nothing after it removes a header curl would add. */
+  snprintf(line, sizeof line, *value ? "%s: %s" : "%s:", name, value);
   next = curl_slist_append(*list, line);
   if (next == NULL) return -1;
   *list = next;
@@ -659,9 +660,12 @@ int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
     free(sr.url);
     curl_slist_free_all(sr.headers);
 
-    /* Some answers are errors despite a 200 (CompleteMultipartUpload,
-     * CopyObject): an <Error> document. */
-    if (rc == CURLE_OK && resp->body.len > 0) {
+    /* Error answers carry an <Error> document; so do some 200s
+     * (CompleteMultipartUpload, the copies). An object's own bytes are
+     * never read as one. */
+    if (rc == CURLE_OK && resp->body.len > 0 &&
+        (resp->http / 100 != 2 || strcmp(req->method, "POST") == 0 ||
+         req->copy_source != NULL)) {
       char* code = s3_xml_find(resp->body.data, resp->body.len, "Code");
       if (code != NULL && (resp->http / 100 != 2 ||
                            strstr(resp->body.data, "<Error>") != NULL)) {

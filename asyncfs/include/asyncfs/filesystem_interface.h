@@ -358,6 +358,9 @@ typedef struct ASYNCFS_PluginMetadata {
  * succeeds (object stores): the core then writes in place instead of
  * through a temporary file and a rename. */
 #define ASYNCFS_PLUGIN_ATOMIC_WRITES 1
+/* Its calls wait on a network: the core runs them on a pool with many
+ * threads, apart from the few that serve local filesystems. */
+#define ASYNCFS_PLUGIN_NETWORK 2
 
 /* Returns a pointer to static storage the core reads but never frees. */
 const ASYNCFS_PluginMetadata* ASYNCFS_GetPluginMetadata(void);
