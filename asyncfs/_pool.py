@@ -131,6 +131,9 @@ class _Work:
             self.result = self.fn(*self.args)
         except BaseException as exc:  # delivered to the awaiting task
             self.error = exc
+        # An idle worker must not keep its last call's arguments (a buffer
+        # written, say) alive: with many workers that adds up.
+        self.args = ()
         if self.waiter.abandoned and self.discard is not None and self.error is None:
             self.discard(self.result)  # e.g. close a handle opened for a cancelled caller
             self.discard = None
@@ -317,6 +320,7 @@ class WorkerPool:
                         self._queue.put(batch)
             if done:
                 batch.deliver(done)
+            del batch, done  # nothing of this batch outlives it in an idle worker
 
     def batcher(self) -> _Batcher:
         """This event loop's batcher (made on the loop's first operation)."""

@@ -337,6 +337,4 @@ class Env:
             await source.copy_file(src, dst)
         else:
             pool = target.pool if target.pool is self.network_pool else source.pool
-            await pool.run(
-                _transfer.stream_copy, source.sync, src, target.sync, dst, self.copy_chunk, mutating=True
-            )
+            await pool.run(_transfer.stream_copy, source.sync, src, target.sync, dst, self.copy_chunk, mutating=True)

@@ -239,6 +239,7 @@ def _bench(gw: Gateway, repeat: int, quick: bool) -> list[Row]:
         row.results["obstore (list + fnmatch)"] = list_count / best_async(obs_glob, repeat)
     if "s3fs" in peers:
         s3 = peers["s3fs"]
+
         async def s3fs_glob() -> list[str]:
             s3.invalidate_cache()  # no answers from an earlier listing
             return await s3._glob(f"{BUCKET}/list/k0*1")  # type: ignore[no-any-return]

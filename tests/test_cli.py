@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, build_plugin
 
+from asyncfs import _libs
+
 
 def asyncfs(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -44,6 +46,21 @@ def test_plugins_lists_schemes_and_metadata() -> None:
     assert "core ABI 1" in out
     for word in ("posix", "memory", "mem", "file", "native", "1.0.0"):
         assert word in out
+
+
+def test_plugins_shows_an_unbuilt_s3_plugin_and_why(tmp_path: Path) -> None:
+    """An installation built without libcurl & co. has no libasyncfs_s3 but
+    the build's note; the listing and a use of s3:// both say what to add."""
+    for name in ("runtime", "posix", "memory"):
+        (tmp_path / _libs.library_path(name).name).symlink_to(_libs.library_path(name))
+    note = "built without the s3 plugin: missing libcurl (Debian/Ubuntu: libcurl4-openssl-dev)"
+    (tmp_path / "s3.unavailable").write_text(note + "\n")
+    env = {**os.environ, "ASYNCFS_LIB_DIR": str(tmp_path)}
+    run = [sys.executable, "-m", "asyncfs"]
+    listing = subprocess.run([*run, "plugins"], capture_output=True, text=True, env=env, timeout=60, check=True)
+    assert f"unavailable: {note}" in listing.stdout
+    use = subprocess.run([*run, "ls", "s3://bucket"], capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert use.returncode == 2 and "libcurl4-openssl-dev" in use.stderr
 
 
 def test_ls_stat_cat_glob(tree: Path) -> None:

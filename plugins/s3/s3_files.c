@@ -314,6 +314,10 @@ struct s3_writer {
   int etags_cap;
   part_upload* inflight[MAX_PARTS_IN_FLIGHT];
   int inflight_count;
+  /* Part buffers come back here for reuse: a file's memory stays at most
+   * (MAX_PARTS_IN_FLIGHT + 1) parts, whichever threads append to it. */
+  char* spare[MAX_PARTS_IN_FLIGHT];
+  int spare_count;
   int closed;
   pthread_mutex_t lock; /* guards error */
   TF_Status* error;     /* the first failure, sticky */
@@ -356,7 +360,8 @@ static void* part_thread(void* arg) {
 static void join_oldest(s3_writer* w) {
   part_upload* u = w->inflight[0];
   pthread_join(u->thread, NULL);
-  free(u->data);
+  if (w->spare_count < MAX_PARTS_IN_FLIGHT) w->spare[w->spare_count++] = u->data;
+  else free(u->data);
   free(u);
   memmove(w->inflight, w->inflight + 1, (size_t)(--w->inflight_count) * sizeof *w->inflight);
 }
@@ -412,7 +417,8 @@ static int ship_part(s3_writer* w, TF_Status* status) {
   u->number = ++w->parts;
   u->data = w->buf;
   u->len = w->len;
-  w->buf = malloc((size_t)w->cfg->part_size);
+  w->buf = w->spare_count > 0 ? w->spare[--w->spare_count]
+                              : malloc((size_t)w->cfg->part_size);
   w->len = 0;
   if (w->buf == NULL || pthread_create(&u->thread, NULL, part_thread, u) != 0) {
     /* Upload in this thread instead. */
@@ -520,6 +526,7 @@ static void writer_cleanup(TF_WritableFile* file) {
   free(w->etags);
   free(w->upload_id);
   free(w->buf);
+  while (w->spare_count > 0) free(w->spare[--w->spare_count]);
   s3_path_free(&w->path);
   s3_config_release(w->cfg);
   TF_DeleteStatus(w->error);
