@@ -367,3 +367,23 @@ def test_environment_variables_configure_a_new_filesystem(s3_gateway: Gateway) -
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "from the environment"
+
+
+def test_generic_transactions_commit_and_roll_back(env: asyncfs.Env, bucket: str) -> None:
+    root = f"s3://{bucket}/ckpt"
+
+    async def main() -> None:
+        await env.makedirs(root)
+        await env.write_file(f"{root}/old", b"old")
+        async with env.transaction(root) as txn:
+            await txn.write_file("a", b"A")
+            await txn.write_file("b", b"B")
+        assert sorted(await env.listdir(root)) == ["a", "b", "old"]
+        with pytest.raises(RuntimeError):
+            async with env.transaction(root) as txn:
+                await txn.write_file("c", b"C")
+                raise RuntimeError("rolled back")
+        assert sorted(await env.listdir(root)) == ["a", "b", "old"]
+        assert await env.read_file(f"{root}/a") == b"A"
+
+    anyio.run(main)
