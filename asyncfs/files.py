@@ -58,10 +58,18 @@ class _Handle:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        if exc_type is None:
+            self.close()
+        else:
+            self.discard()
 
     def close(self) -> None:
         self._release()
+
+    def discard(self) -> None:
+        """Release after an error (a ``with`` block that raised): the same as
+        close, except for writable files, which drop what was written."""
+        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -164,17 +172,6 @@ class WritableFile(_Handle):
             self._call("sync")
         else:
             self.flush()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.discard()
 
     def discard(self) -> None:
         """Release the handle without closing it: a plugin whose files appear

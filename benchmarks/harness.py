@@ -34,8 +34,15 @@ def best(fn: Callable[[], Any], repeat: int) -> float:
     return min(times)
 
 
-def best_async(make: Callable[[], Awaitable[Any]], repeat: int) -> float:
+def best_async(
+    make: Callable[[], Awaitable[Any]], repeat: int, setup: Callable[[], Awaitable[Any]] | None = None
+) -> float:
+    """Best wall time of repeat awaits of make(), on one fresh event loop;
+    setup runs on that loop first, untimed."""
+
     async def timed() -> float:
+        if setup is not None:
+            await setup()
         times = []
         for _ in range(repeat):
             start = time.perf_counter()

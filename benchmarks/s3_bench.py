@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -61,17 +60,7 @@ def _peers(gw: Gateway) -> dict[str, Any]:
 
 def _s3fs_run(fs: Any, make: Any, repeat: int) -> float:
     """s3fs's async API wants its session made on the loop that uses it."""
-
-    async def timed() -> float:
-        await fs.set_session(refresh=True)
-        times = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            await make()
-            times.append(time.perf_counter() - start)
-        return min(times)
-
-    return asyncio.run(timed())
+    return best_async(make, repeat, setup=lambda: fs.set_session(refresh=True))
 
 
 def _verdict(row: Row, target: float, unit_peer: str = "obstore") -> None:

@@ -62,6 +62,21 @@ def object_stat(gateway: Gateway, bucket: str, key: str) -> dict[str, object]:
     return json.loads(gateway.admin("object", "stat", f"--bucket={bucket}", f"--object={key}"))  # type: ignore[no-any-return]
 
 
+def python_with_gateway(gateway: Gateway, code: str, *args: str) -> str:
+    """Runs code in a fresh Python configured for the gateway by the
+    environment alone; returns what it printed."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        env={**os.environ, **gateway.environ()},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def bucket_entries(gateway: Gateway, bucket: str) -> list[str]:
     """Every entry the gateway holds, in-progress multipart parts included."""
     listed = json.loads(gateway.admin("bucket", "list", f"--bucket={bucket}"))
@@ -99,16 +114,7 @@ def test_multipart_upload_streams_160_mib_in_bounded_memory(env: asyncfs.Env, s3
     then read back here and checked."""
     mib = 160
     uri = f"s3://{bucket}/big.bin"
-    done = subprocess.run(
-        [sys.executable, "-c", UPLOADER, uri, str(mib)],
-        env={**os.environ, **s3_gateway.environ()},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    grew = int(done.stdout)
+    grew = int(python_with_gateway(s3_gateway, UPLOADER, uri, str(mib)))
     # 8 MiB parts, at most four in flight and one filling (measured: 40 to
     # 60 MiB), whatever the object's size.
     assert grew < 80 * MiB, f"peak resident size grew by {grew / MiB:.0f} MiB"
@@ -357,16 +363,7 @@ def test_environment_variables_configure_a_new_filesystem(s3_gateway: Gateway) -
         "    await env.rmtree('s3://env-configured')\n"
         "anyio.run(main)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**os.environ, **s3_gateway.environ()},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "from the environment"
+    assert python_with_gateway(s3_gateway, code).strip() == "from the environment"
 
 
 def test_generic_transactions_commit_and_roll_back(env: asyncfs.Env, bucket: str) -> None:

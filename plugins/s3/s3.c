@@ -111,14 +111,28 @@ static int is_prefix(s3_fs* fs, const s3_config* cfg, const s3_path* p,
   return found;
 }
 
-static int head(s3_fs* fs, const s3_config* cfg, const char* bucket,
-                const char* key, s3_response* resp, TF_Status* status) {
+/* A request with no parameters and no body: HEAD, DELETE, an empty PUT
+ * (a directory marker, CreateBucket). resp may be NULL when only the
+ * outcome matters. */
+static int simple_request(s3_fs* fs, const s3_config* cfg, const char* method,
+                          const char* bucket, const char* key,
+                          s3_response* resp, TF_Status* status) {
   s3_request req;
+  s3_response ignored;
+  int rc;
   memset(&req, 0, sizeof req);
-  req.method = "HEAD";
+  memset(&ignored, 0, sizeof ignored);
+  req.method = method;
   req.bucket = bucket;
   req.key = key;
-  return s3_execute(fs, cfg, &req, resp, status);
+  rc = s3_execute(fs, cfg, &req, resp != NULL ? resp : &ignored, status);
+  s3_response_free(&ignored);
+  return rc;
+}
+
+static int head(s3_fs* fs, const s3_config* cfg, const char* bucket,
+                const char* key, s3_response* resp, TF_Status* status) {
+  return simple_request(fs, cfg, "HEAD", bucket, key, resp, status);
 }
 
 int s3_probe(s3_fs* fs, const s3_config* cfg, const s3_path* p, int64_t* size,
@@ -565,38 +579,6 @@ done:
 
 /* ---- namespace changes ---------------------------------------------------------------- */
 
-static int put_empty(s3_fs* fs, const s3_config* cfg, const char* bucket,
-                     const char* key, TF_Status* status) {
-  s3_request req;
-  s3_response resp;
-  int rc;
-  memset(&req, 0, sizeof req);
-  memset(&resp, 0, sizeof resp);
-  req.method = "PUT";
-  req.bucket = bucket;
-  req.key = key;
-  req.body = "";
-  rc = s3_execute(fs, cfg, &req, &resp, status);
-  s3_response_free(&resp);
-  return rc;
-}
-
-static int simple_request(s3_fs* fs, const s3_config* cfg, const char* method,
-                          const char* bucket, const char* key,
-                          TF_Status* status) {
-  s3_request req;
-  s3_response resp;
-  int rc;
-  memset(&req, 0, sizeof req);
-  memset(&resp, 0, sizeof resp);
-  req.method = method;
-  req.bucket = bucket;
-  req.key = key;
-  rc = s3_execute(fs, cfg, &req, &resp, status);
-  s3_response_free(&resp);
-  return rc;
-}
-
 static void fs_create_dir(const TF_Filesystem* filesystem, const char* path,
                           TF_Status* status) {
   s3_fs* fs = s3_fs_of(filesystem);
@@ -608,7 +590,7 @@ static void fs_create_dir(const TF_Filesystem* filesystem, const char* path,
   if (kind != S3_MISSING) {
     set_status(status, TF_ALREADY_EXISTS, "create_dir s3://%s/%s: already exists", &p);
   } else if (*p.key == '\0') {
-    simple_request(fs, cfg, "PUT", p.bucket, NULL, status); /* CreateBucket */
+    simple_request(fs, cfg, "PUT", p.bucket, NULL, NULL, status); /* CreateBucket */
   } else {
     /* The parent must be a directory (or the bucket). */
     char* slash = strrchr(p.key, '/');
@@ -626,7 +608,7 @@ static void fs_create_dir(const TF_Filesystem* filesystem, const char* path,
     } else if (parent_kind == S3_DIR) {
       marker = key_with_slash(p.key);
       if (marker == NULL) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-      else put_empty(fs, cfg, p.bucket, marker, status);
+      else simple_request(fs, cfg, "PUT", p.bucket, marker, NULL, status);
       free(marker);
     }
   }
@@ -654,7 +636,7 @@ static void fs_recursively_create_dir(const TF_Filesystem* filesystem,
     s3_path bucket = {p.bucket, ""};
     kind = s3_probe(fs, cfg, &bucket, &size, &mtime, status);
     if (kind < 0) goto done;
-    if (kind == S3_MISSING && simple_request(fs, cfg, "PUT", p.bucket, NULL, status) != 0 &&
+    if (kind == S3_MISSING && simple_request(fs, cfg, "PUT", p.bucket, NULL, NULL, status) != 0 &&
         TF_GetCode(status) != TF_ALREADY_EXISTS)
       goto done;
   }
@@ -691,7 +673,7 @@ static void fs_recursively_create_dir(const TF_Filesystem* filesystem,
       {
         char keep = key[i + 1];
         key[i + 1] = '\0';
-        rc = put_empty(fs, cfg, p.bucket, key, status);
+        rc = simple_request(fs, cfg, "PUT", p.bucket, key, NULL, status);
         key[i + 1] = keep;
       }
       key[i] = saved;
@@ -716,7 +698,7 @@ static void fs_delete_file(const TF_Filesystem* filesystem, const char* path,
   if (kind == S3_MISSING) s3_set_missing(fs, cfg, &p, "delete_file", status);
   else if (kind == S3_DIR)
     set_status(status, TF_FAILED_PRECONDITION, "delete_file s3://%s/%s: a directory", &p);
-  else simple_request(fs, cfg, "DELETE", p.bucket, p.key, status);
+  else simple_request(fs, cfg, "DELETE", p.bucket, p.key, NULL, status);
   s3_path_free(&p);
 done_cfg:
   s3_config_release(cfg);
@@ -735,7 +717,7 @@ static void fs_delete_dir(const TF_Filesystem* filesystem, const char* path,
     if (*p.bucket == '\0')
       TF_SetStatus(status, TF_FAILED_PRECONDITION, "delete_dir s3://: the root stays");
     else
-      simple_request(fs, cfg, "DELETE", p.bucket, NULL, status); /* DeleteBucket */
+      simple_request(fs, cfg, "DELETE", p.bucket, NULL, NULL, status); /* DeleteBucket */
     goto done;
   }
   prefix = key_with_slash(p.key);
@@ -755,7 +737,7 @@ static void fs_delete_dir(const TF_Filesystem* filesystem, const char* path,
              strcmp(l.keys.items[0], prefix) != 0) {
     set_status(status, TF_FAILED_PRECONDITION, "delete_dir s3://%s/%s: not empty", &p);
   } else {
-    simple_request(fs, cfg, "DELETE", p.bucket, prefix, status);
+    simple_request(fs, cfg, "DELETE", p.bucket, prefix, NULL, status);
   }
 done:
   free(prefix);
@@ -773,8 +755,7 @@ typedef struct delete_job {
   char** keys;
   int count;
   int failed_keys;
-  TF_Status* first_error;
-  pthread_mutex_t lock;
+  s3_first_error error;
 } delete_job;
 
 static void xml_escape_into(s3_buf* b, const char* s) {
@@ -827,13 +808,10 @@ static void delete_batch(void* arg, int batch) {
       TF_SetStatus(status, TF_UNKNOWN, msg);
     }
   }
-  pthread_mutex_lock(&job->lock);
   if (errors != 0) {
-    job->failed_keys += errors > 0 ? errors : last - first;
-    if (TF_GetCode(job->first_error) == TF_OK)
-      TF_SetStatus(job->first_error, TF_GetCode(status), TF_Message(status));
+    __atomic_add_fetch(&job->failed_keys, errors > 0 ? errors : last - first, __ATOMIC_RELAXED);
+    s3_first_error_record(&job->error, status);
   }
-  pthread_mutex_unlock(&job->lock);
   s3_response_free(&resp);
   s3_buf_free(&body);
   TF_DeleteStatus(status);
@@ -860,7 +838,7 @@ static void fs_delete_recursively(const TF_Filesystem* filesystem,
     goto done;
   }
   if (kind == S3_FILE) {
-    if (simple_request(fs, cfg, "DELETE", p.bucket, p.key, status) != 0) *undeleted_files = 1;
+    if (simple_request(fs, cfg, "DELETE", p.bucket, p.key, NULL, status) != 0) *undeleted_files = 1;
     goto done;
   }
   if (*p.bucket == '\0') {
@@ -882,20 +860,17 @@ static void fs_delete_recursively(const TF_Filesystem* filesystem,
     job.keys = l.keys.items;
     job.count = l.keys.count;
     job.failed_keys = 0;
-    job.first_error = TF_NewStatus();
-    pthread_mutex_init(&job.lock, NULL);
+    s3_first_error_init(&job.error);
     s3_parallel((job.count + 999) / 1000, (int)cfg->concurrency, delete_batch, &job);
-    pthread_mutex_destroy(&job.lock);
+    s3_first_error_take(&job.error, status);
+    s3_first_error_destroy(&job.error);
     *undeleted_files = (uint64_t)job.failed_keys;
     if (job.failed_keys > 0) {
       *undeleted_dirs = 1;
-      TF_SetStatus(status, TF_GetCode(job.first_error), TF_Message(job.first_error));
-      TF_DeleteStatus(job.first_error);
       goto done;
     }
-    TF_DeleteStatus(job.first_error);
   }
-  if (*p.key == '\0' && simple_request(fs, cfg, "DELETE", p.bucket, NULL, status) != 0) {
+  if (*p.key == '\0' && simple_request(fs, cfg, "DELETE", p.bucket, NULL, NULL, status) != 0) {
     *undeleted_dirs = 1;
     goto done;
   }
@@ -1019,17 +994,24 @@ void s3_abort_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
   TF_DeleteStatus(ignored);
 }
 
+/* "bucket/key", as x-amz-copy-source names an object. */
+static char* copy_source(const s3_path* src, TF_Status* status) {
+  size_t n = strlen(src->bucket) + strlen(src->key) + 2;
+  char* source = malloc(n);
+  if (source == NULL) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+  else snprintf(source, n, "%s/%s", src->bucket, src->key);
+  return source;
+}
+
 typedef struct copy_job {
   s3_fs* fs;
   const s3_config* cfg;
   const s3_path* dst;
   const char* upload_id;
   const char* source;
-  int64_t size;
+  int64_t length;
   char** etags;
-  int failed;
-  TF_Status* error;
-  pthread_mutex_t lock;
+  s3_first_error error;
 } copy_job;
 
 static void copy_part(void* arg, int i) {
@@ -1038,35 +1020,49 @@ static void copy_part(void* arg, int i) {
   int64_t last = first + job->cfg->part_size - 1;
   char range[64], etag[96];
   TF_Status* status = TF_NewStatus();
-  if (last >= job->size) last = job->size - 1;
+  if (last >= job->length) last = job->length - 1;
   snprintf(range, sizeof range, "bytes=%lld-%lld", (long long)first, (long long)last);
-  if (!__atomic_load_n(&job->failed, __ATOMIC_RELAXED) &&
+  if (!s3_first_error_failed(&job->error) &&
       s3_upload_part(job->fs, job->cfg, job->dst, job->upload_id, i + 1, NULL, 0,
-                     job->source, range, etag, sizeof etag, status) == 0) {
-    job->etags[i] = strdup(etag);
-  }
-  if (job->etags[i] == NULL) {
-    pthread_mutex_lock(&job->lock);
-    if (!job->failed && TF_GetCode(status) != TF_OK)
-      TF_SetStatus(job->error, TF_GetCode(status), TF_Message(status));
-    job->failed = 1;
-    pthread_mutex_unlock(&job->lock);
-  }
+                     job->source, range, etag, sizeof etag, status) == 0 &&
+      (job->etags[i] = strdup(etag)) == NULL)
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+  s3_first_error_record(&job->error, status);
   TF_DeleteStatus(status);
+}
+
+int s3_copy_parts(s3_fs* fs, const s3_config* cfg, const s3_path* src, int64_t length,
+                  const s3_path* dst, const char* upload_id, char** etags,
+                  TF_Status* status) {
+  copy_job job;
+  int rc;
+  job.fs = fs;
+  job.cfg = cfg;
+  job.dst = dst;
+  job.upload_id = upload_id;
+  job.length = length;
+  job.etags = etags;
+  job.source = copy_source(src, status);
+  if (job.source == NULL) return -1;
+  s3_first_error_init(&job.error);
+  s3_parallel((int)((length + cfg->part_size - 1) / cfg->part_size), (int)cfg->concurrency,
+              copy_part, &job);
+  rc = s3_first_error_take(&job.error, status);
+  s3_first_error_destroy(&job.error);
+  free((char*)job.source);
+  return rc;
 }
 
 int s3_copy_object(s3_fs* fs, const s3_config* cfg, const s3_path* src,
                    int64_t size, const s3_path* dst, TF_Status* status) {
-  char* source = malloc(strlen(src->bucket) + strlen(src->key) + 2);
-  int rc = -1;
-  if (source == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-    return -1;
-  }
-  sprintf(source, "%s/%s", src->bucket, src->key);
+  int parts = (int)((size + cfg->part_size - 1) / cfg->part_size), i, rc = -1;
+  char** etags;
+  char* upload_id;
   if (size <= cfg->part_size) {
     s3_request req;
     s3_response resp;
+    char* source = copy_source(src, status);
+    if (source == NULL) return -1;
     memset(&req, 0, sizeof req);
     memset(&resp, 0, sizeof resp);
     req.method = "PUT";
@@ -1076,39 +1072,23 @@ int s3_copy_object(s3_fs* fs, const s3_config* cfg, const s3_path* src,
     req.copy_source = source;
     rc = s3_execute(fs, cfg, &req, &resp, status);
     s3_response_free(&resp);
-  } else {
-    copy_job job;
-    int parts = (int)((size + cfg->part_size - 1) / cfg->part_size), i;
-    memset(&job, 0, sizeof job);
-    job.upload_id = s3_create_multipart(fs, cfg, dst, status);
-    if (job.upload_id != NULL) {
-      job.fs = fs;
-      job.cfg = cfg;
-      job.dst = dst;
-      job.source = source;
-      job.size = size;
-      job.etags = calloc((size_t)parts, sizeof *job.etags);
-      job.error = TF_NewStatus();
-      pthread_mutex_init(&job.lock, NULL);
-      if (job.etags == NULL) {
-        job.failed = 1;
-        TF_SetStatus(job.error, TF_RESOURCE_EXHAUSTED, "out of memory");
-      } else {
-        s3_parallel(parts, (int)cfg->concurrency, copy_part, &job);
-      }
-      if (!job.failed)
-        rc = s3_complete_multipart(fs, cfg, dst, job.upload_id, job.etags, parts, status);
-      else
-        TF_SetStatus(status, TF_GetCode(job.error), TF_Message(job.error));
-      if (rc != 0) s3_abort_multipart(fs, cfg, dst, job.upload_id);
-      for (i = 0; job.etags != NULL && i < parts; ++i) free(job.etags[i]);
-      free(job.etags);
-      free((char*)job.upload_id);
-      TF_DeleteStatus(job.error);
-      pthread_mutex_destroy(&job.lock);
-    }
+    free(source);
+    return rc;
   }
-  free(source);
+  etags = calloc((size_t)parts, sizeof *etags);
+  if (etags == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  upload_id = s3_create_multipart(fs, cfg, dst, status);
+  if (upload_id != NULL) {
+    if (s3_copy_parts(fs, cfg, src, size, dst, upload_id, etags, status) == 0)
+      rc = s3_complete_multipart(fs, cfg, dst, upload_id, etags, parts, status);
+    if (rc != 0) s3_abort_multipart(fs, cfg, dst, upload_id);
+    free(upload_id);
+  }
+  for (i = 0; i < parts; ++i) free(etags[i]);
+  free(etags);
   return rc;
 }
 
@@ -1164,7 +1144,7 @@ static void copy_or_rename(const TF_Filesystem* filesystem, const char* src_path
     goto done;
   }
   if (s3_copy_object(fs, cfg, &src, size, &dst, status) != 0) goto done;
-  if (remove_source) simple_request(fs, cfg, "DELETE", src.bucket, src.key, status);
+  if (remove_source) simple_request(fs, cfg, "DELETE", src.bucket, src.key, NULL, status);
   else TF_SetStatus(status, TF_OK, "");
 done:
   s3_path_free(&src);

@@ -126,6 +126,41 @@ void s3_parallel(int n, int concurrency, void (*fn)(void* ctx, int i),
   for (t = 0; t < started; ++t) pthread_join(threads[t], NULL);
 }
 
+void s3_first_error_init(s3_first_error* e) {
+  pthread_mutex_init(&e->lock, NULL);
+  e->status = TF_NewStatus();
+}
+
+void s3_first_error_destroy(s3_first_error* e) {
+  pthread_mutex_destroy(&e->lock);
+  TF_DeleteStatus(e->status);
+}
+
+void s3_first_error_record(s3_first_error* e, const TF_Status* failure) {
+  if (TF_GetCode(failure) == TF_OK) return;
+  pthread_mutex_lock(&e->lock);
+  if (TF_GetCode(e->status) == TF_OK)
+    TF_SetStatus(e->status, TF_GetCode(failure), TF_Message(failure));
+  pthread_mutex_unlock(&e->lock);
+}
+
+int s3_first_error_failed(s3_first_error* e) {
+  int failed;
+  pthread_mutex_lock(&e->lock);
+  failed = TF_GetCode(e->status) != TF_OK;
+  pthread_mutex_unlock(&e->lock);
+  return failed;
+}
+
+int s3_first_error_take(s3_first_error* e, TF_Status* status) {
+  TF_Code code;
+  pthread_mutex_lock(&e->lock);
+  code = TF_GetCode(e->status);
+  TF_SetStatus(status, code, TF_Message(e->status));
+  pthread_mutex_unlock(&e->lock);
+  return code == TF_OK ? 0 : -1;
+}
+
 /* ---- the handle pool -------------------------------------------------------- */
 
 static CURL* take_handle(s3_fs* fs) {
@@ -187,7 +222,7 @@ static size_t on_upload(char* buffer, size_t size, size_t n, void* arg) {
   transfer* t = arg;
   size_t left = t->req->body_len - t->sent;
   size_t len = size * n < left ? size * n : left;
-  memcpy(buffer, t->req->body + t->sent, len);
+  if (len > 0) memcpy(buffer, t->req->body + t->sent, len);
   t->sent += len;
   return len;
 }
@@ -296,7 +331,7 @@ static int sign(const s3_config* cfg, const s3_request* req,
   struct tm tm;
   time_t now = time(NULL);
   int ok = -1;
-  const char* signed_names;
+  char signed_names[128];
 
   gmtime_r(&now, &tm);
   strftime(amz_date, sizeof amz_date, "%Y%m%dT%H%M%SZ", &tm);
@@ -374,15 +409,11 @@ static int sign(const s3_config* cfg, const s3_request* req,
           s3_buf_append(&canon, "\n", 1) != 0)
         goto done;
     }
-    if (copy_enc != NULL && req->copy_range != NULL)
-      signed_names = "host;x-amz-content-sha256;x-amz-copy-source;x-amz-copy-source-range;x-amz-date";
-    else if (copy_enc != NULL)
-      signed_names = "host;x-amz-content-sha256;x-amz-copy-source;x-amz-date";
-    else
-      signed_names = "host;x-amz-content-sha256;x-amz-date";
-    snprintf(line, sizeof line, "\n%s%s\n%s", signed_names,
-             *cfg->session_token != '\0' ? ";x-amz-security-token" : "",
-             payload_hash);
+    snprintf(signed_names, sizeof signed_names, "host;x-amz-content-sha256%s%s;x-amz-date%s",
+             copy_enc != NULL ? ";x-amz-copy-source" : "",
+             copy_enc != NULL && req->copy_range != NULL ? ";x-amz-copy-source-range" : "",
+             *cfg->session_token != '\0' ? ";x-amz-security-token" : "");
+    snprintf(line, sizeof line, "\n%s\n%s", signed_names, payload_hash);
     if (s3_buf_append(&canon, line, strlen(line)) != 0) goto done;
   }
   sha256_hex(canon.data, canon.len, request_hash);
@@ -406,10 +437,8 @@ static int sign(const s3_config* cfg, const s3_request* req,
     char line[1024];
     snprintf(line, sizeof line,
              "AWS4-HMAC-SHA256 Credential=%s/%s/%s/s3/aws4_request, "
-             "SignedHeaders=%s%s, Signature=%s",
-             cfg->access_key, date, cfg->region, signed_names,
-             *cfg->session_token != '\0' ? ";x-amz-security-token" : "",
-             sig_hex);
+             "SignedHeaders=%s, Signature=%s",
+             cfg->access_key, date, cfg->region, signed_names, sig_hex);
     if (s3_buf_append(&auth, line, strlen(line)) != 0) goto done;
   }
 

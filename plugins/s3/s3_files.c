@@ -119,9 +119,7 @@ typedef struct range_job {
   int64_t offset; /* object offset of out[0] */
   int64_t length;
   int64_t chunk;
-  int failed;
-  TF_Status* error;
-  pthread_mutex_t lock;
+  s3_first_error error;
 } range_job;
 
 /* One ranged GET of [offset, offset + n) into out. */
@@ -160,13 +158,9 @@ static void range_chunk(void* arg, int i) {
   int64_t start = (int64_t)i * job->chunk;
   int64_t n = job->length - start < job->chunk ? job->length - start : job->chunk;
   TF_Status* status = TF_NewStatus();
-  if (!__atomic_load_n(&job->failed, __ATOMIC_RELAXED) &&
-      get_range(job->r, job->offset + start, n, job->out + start, status) != 0) {
-    pthread_mutex_lock(&job->lock);
-    if (!job->failed) TF_SetStatus(job->error, TF_GetCode(status), TF_Message(status));
-    job->failed = 1;
-    pthread_mutex_unlock(&job->lock);
-  }
+  if (!s3_first_error_failed(&job->error) &&
+      get_range(job->r, job->offset + start, n, job->out + start, status) != 0)
+    s3_first_error_record(&job->error, status);
   TF_DeleteStatus(status);
 }
 
@@ -175,23 +169,19 @@ static int read_span(s3_reader* r, int64_t offset, int64_t n, char* out,
                      TF_Status* status) {
   const int64_t chunk = r->cfg->part_size;
   range_job job;
-  int chunks = (int)((n + chunk - 1) / chunk);
+  int chunks = (int)((n + chunk - 1) / chunk), rc;
   if (chunks < 2 || r->cfg->concurrency < 2)
     return get_range(r, offset, n, out, status);
-  memset(&job, 0, sizeof job);
   job.r = r;
   job.out = out;
   job.offset = offset;
   job.length = n;
   job.chunk = chunk;
-  job.error = TF_NewStatus();
-  pthread_mutex_init(&job.lock, NULL);
+  s3_first_error_init(&job.error);
   s3_parallel(chunks, (int)r->cfg->concurrency, range_chunk, &job);
-  pthread_mutex_destroy(&job.lock);
-  if (job.failed) TF_SetStatus(status, TF_GetCode(job.error), TF_Message(job.error));
-  else TF_SetStatus(status, TF_OK, "");
-  TF_DeleteStatus(job.error);
-  return job.failed ? -1 : 0;
+  rc = s3_first_error_take(&job.error, status);
+  s3_first_error_destroy(&job.error);
+  return rc;
 }
 
 static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset,
@@ -319,24 +309,8 @@ struct s3_writer {
   char* spare[MAX_PARTS_IN_FLIGHT];
   int spare_count;
   int closed;
-  pthread_mutex_t lock; /* guards error */
-  TF_Status* error;     /* the first failure, sticky */
+  s3_first_error error; /* of the parts uploading in the background */
 };
-
-static int writer_failed(s3_writer* w) {
-  int failed;
-  pthread_mutex_lock(&w->lock);
-  failed = TF_GetCode(w->error) != TF_OK;
-  pthread_mutex_unlock(&w->lock);
-  return failed;
-}
-
-static void writer_fail(s3_writer* w, const TF_Status* status) {
-  pthread_mutex_lock(&w->lock);
-  if (TF_GetCode(w->error) == TF_OK)
-    TF_SetStatus(w->error, TF_GetCode(status), TF_Message(status));
-  pthread_mutex_unlock(&w->lock);
-}
 
 static void* part_thread(void* arg) {
   part_upload* u = arg;
@@ -348,10 +322,10 @@ static void* part_thread(void* arg) {
     w->etags[u->number - 1] = strdup(etag);
     if (w->etags[u->number - 1] == NULL) {
       TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-      writer_fail(w, status);
+      s3_first_error_record(&w->error, status);
     }
   } else {
-    writer_fail(w, status);
+    s3_first_error_record(&w->error, status);
   }
   TF_DeleteStatus(status);
   return NULL;
@@ -377,21 +351,21 @@ static int ensure_upload(s3_writer* w, TF_Status* status) {
 }
 
 static int reserve_part(s3_writer* w, TF_Status* status) {
+  int cap = w->etags_cap ? w->etags_cap * 2 : 64;
+  char** e;
   if (w->parts < w->etags_cap) return 0;
-  {
-    int cap = w->etags_cap ? w->etags_cap * 2 : 64;
-    char** e = realloc(w->etags, (size_t)cap * sizeof *e);
-    if (e == NULL || cap > 10000) {
-      if (e != NULL) w->etags = e;
-      TF_SetStatus(status, cap > 10000 ? TF_RESOURCE_EXHAUSTED : TF_RESOURCE_EXHAUSTED,
-                   cap > 10000 ? "s3: more than 10000 parts; raise part_size"
-                               : "out of memory");
-      return -1;
-    }
-    memset(e + w->etags_cap, 0, (size_t)(cap - w->etags_cap) * sizeof *e);
-    w->etags = e;
-    w->etags_cap = cap;
+  if (cap > 10000) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "s3: more than 10000 parts; raise part_size");
+    return -1;
   }
+  e = realloc(w->etags, (size_t)cap * sizeof *e);
+  if (e == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  memset(e + w->etags_cap, 0, (size_t)(cap - w->etags_cap) * sizeof *e);
+  w->etags = e;
+  w->etags_cap = cap;
   return 0;
 }
 
@@ -402,12 +376,7 @@ static int ship_part(s3_writer* w, TF_Status* status) {
   while (w->inflight_count >= MAX_PARTS_IN_FLIGHT ||
          (w->inflight_count > 0 && w->inflight_count >= w->cfg->concurrency))
     join_oldest(w);
-  if (writer_failed(w)) {
-    pthread_mutex_lock(&w->lock);
-    TF_SetStatus(status, TF_GetCode(w->error), TF_Message(w->error));
-    pthread_mutex_unlock(&w->lock);
-    return -1;
-  }
+  if (s3_first_error_take(&w->error, status) != 0) return -1;
   u = malloc(sizeof *u);
   if (u == NULL) {
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
@@ -426,13 +395,7 @@ static int ship_part(s3_writer* w, TF_Status* status) {
     if (w->buf == NULL) w->buf = u->data;
     else free(u->data);
     free(u);
-    if (writer_failed(w)) {
-      pthread_mutex_lock(&w->lock);
-      TF_SetStatus(status, TF_GetCode(w->error), TF_Message(w->error));
-      pthread_mutex_unlock(&w->lock);
-      return -1;
-    }
-    return 0;
+    return s3_first_error_take(&w->error, status);
   }
   w->inflight[w->inflight_count++] = u;
   return 0;
@@ -469,14 +432,7 @@ static int64_t writer_tell(const TF_WritableFile* file, TF_Status* status) {
 
 /* An object appears only whole, at close: flush and sync keep buffering. */
 static void writer_flush(const TF_WritableFile* file, TF_Status* status) {
-  s3_writer* w = file->plugin_file;
-  if (writer_failed(w)) {
-    pthread_mutex_lock(&w->lock);
-    TF_SetStatus(status, TF_GetCode(w->error), TF_Message(w->error));
-    pthread_mutex_unlock(&w->lock);
-    return;
-  }
-  TF_SetStatus(status, TF_OK, "");
+  s3_first_error_take(&((s3_writer*)file->plugin_file)->error, status);
 }
 
 static void writer_close(const TF_WritableFile* file, TF_Status* status) {
@@ -502,21 +458,15 @@ static void writer_close(const TF_WritableFile* file, TF_Status* status) {
     return;
   }
   join_all(w);
-  if (writer_failed(w)) {
-    pthread_mutex_lock(&w->lock);
-    TF_SetStatus(status, TF_GetCode(w->error), TF_Message(w->error));
-    pthread_mutex_unlock(&w->lock);
-  } else {
+  if (s3_first_error_take(&w->error, status) == 0)
     s3_complete_multipart(w->fs, w->cfg, &w->path, w->upload_id, w->etags, w->parts,
                           status);
-  }
   if (TF_GetCode(status) != TF_OK) s3_abort_multipart(w->fs, w->cfg, &w->path, w->upload_id);
   free(w->upload_id);
   w->upload_id = NULL;
 }
 
-static void writer_cleanup(TF_WritableFile* file) {
-  s3_writer* w = file->plugin_file;
+static void writer_free(s3_writer* w) {
   int i;
   if (w == NULL) return;
   join_all(w);
@@ -529,9 +479,12 @@ static void writer_cleanup(TF_WritableFile* file) {
   while (w->spare_count > 0) free(w->spare[--w->spare_count]);
   s3_path_free(&w->path);
   s3_config_release(w->cfg);
-  TF_DeleteStatus(w->error);
-  pthread_mutex_destroy(&w->lock);
+  s3_first_error_destroy(&w->error);
   free(w);
+}
+
+static void writer_cleanup(TF_WritableFile* file) {
+  writer_free(file->plugin_file);
   file->plugin_file = NULL;
 }
 
@@ -544,8 +497,7 @@ static s3_writer* writer_new(const TF_Filesystem* filesystem, const char* path,
   }
   w->fs = s3_fs_of(filesystem);
   w->cfg = s3_config_acquire(w->fs);
-  w->error = TF_NewStatus();
-  pthread_mutex_init(&w->lock, NULL);
+  s3_first_error_init(&w->error);
   if (s3_path_parse(path, &w->path, status) == 0) {
     if (*w->path.key == '\0') {
       char msg[400];
@@ -557,10 +509,7 @@ static s3_writer* writer_new(const TF_Filesystem* filesystem, const char* path,
       TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
     }
   }
-  {
-    TF_WritableFile f = {w};
-    writer_cleanup(&f);
-  }
+  writer_free(w);
   return NULL;
 }
 
@@ -571,31 +520,6 @@ void s3_new_writable_file(const TF_Filesystem* filesystem, const char* path,
   s3_writer* w = writer_new(filesystem, path, "create", status);
   file->plugin_file = w;
   if (w != NULL) TF_SetStatus(status, TF_OK, "");
-}
-
-typedef struct prefix_copy {
-  s3_writer* w;
-  const char* source;
-  int failed;
-} prefix_copy;
-
-static void copy_prefix_part(void* arg, int i) {
-  prefix_copy* job = arg;
-  s3_writer* w = job->w;
-  int64_t first = (int64_t)i * w->cfg->part_size;
-  char range[64], etag[96];
-  TF_Status* status = TF_NewStatus();
-  snprintf(range, sizeof range, "bytes=%lld-%lld", (long long)first,
-           (long long)(first + w->cfg->part_size - 1));
-  if (s3_upload_part(w->fs, w->cfg, &w->path, w->upload_id, i + 1, NULL, 0, job->source,
-                     range, etag, sizeof etag, status) == 0 &&
-      (w->etags[i] = strdup(etag)) != NULL) {
-    TF_DeleteStatus(status);
-    return;
-  }
-  if (TF_GetCode(status) == TF_OK) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-  writer_fail(w, status);
-  TF_DeleteStatus(status);
 }
 
 void s3_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
@@ -611,10 +535,9 @@ void s3_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
       /* A new file; unless the parent is a file, which the open reported. */
       file->plugin_file = w;
       TF_SetStatus(status, TF_OK, "");
-      return;
+    } else {
+      writer_free(w);
     }
-    TF_WritableFile f = {w};
-    writer_cleanup(&f);
     return;
   }
   /* Whole parts of the old object are copied server-side; the tail (less
@@ -623,31 +546,13 @@ void s3_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
   whole = r->size / w->cfg->part_size;
   tail = r->size - whole * w->cfg->part_size;
   if (whole > 0) {
-    prefix_copy job;
-    char* source = malloc(strlen(r->path.bucket) + strlen(r->path.key) + 2);
-    job.w = w;
-    job.source = source;
-    job.failed = 0;
-    if (source == NULL || ensure_upload(w, status) != 0) {
-      if (source == NULL) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-      free(source);
-      goto fail;
-    }
-    sprintf(source, "%s/%s", r->path.bucket, r->path.key);
     w->parts = (int)whole;
     while (w->etags_cap < w->parts)
-      if (reserve_part(w, status) != 0) {
-        free(source);
-        goto fail;
-      }
-    s3_parallel((int)whole, (int)w->cfg->concurrency, copy_prefix_part, &job);
-    free(source);
-    if (writer_failed(w)) {
-      pthread_mutex_lock(&w->lock);
-      TF_SetStatus(status, TF_GetCode(w->error), TF_Message(w->error));
-      pthread_mutex_unlock(&w->lock);
+      if (reserve_part(w, status) != 0) goto fail;
+    if (ensure_upload(w, status) != 0 ||
+        s3_copy_parts(w->fs, w->cfg, &r->path, whole * w->cfg->part_size, &w->path,
+                      w->upload_id, w->etags, status) != 0)
       goto fail;
-    }
   }
   if (tail > 0) {
     TF_RandomAccessFile f = {r};
@@ -663,10 +568,7 @@ void s3_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
   return;
 fail:
   reader_free(r);
-  {
-    TF_WritableFile f = {w};
-    writer_cleanup(&f);
-  }
+  writer_free(w);
 }
 
 const TF_WritableFileOps s3_writable_file_ops = {writer_cleanup, writer_append, writer_tell,

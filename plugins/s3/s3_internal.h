@@ -124,6 +124,21 @@ int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
 void s3_parallel(int n, int concurrency, void (*fn)(void* ctx, int i),
                  void* ctx);
 
+/* The first failure among requests running in parallel (later ones are
+ * dropped); thread-safe, and sticky once set. */
+typedef struct s3_first_error {
+  pthread_mutex_t lock;
+  TF_Status* status; /* TF_OK until a failure */
+} s3_first_error;
+
+void s3_first_error_init(s3_first_error* e);
+void s3_first_error_destroy(s3_first_error* e);
+/* Keeps failure unless one is kept already; an OK status is ignored. */
+void s3_first_error_record(s3_first_error* e, const TF_Status* failure);
+int s3_first_error_failed(s3_first_error* e);
+/* Copies the failure (or OK) into status; -1 when there was one. */
+int s3_first_error_take(s3_first_error* e, TF_Status* status);
+
 /* URI-encodes s (RFC 3986 unreserved kept; "/" kept when keep_slash). */
 char* s3_uri_encode(const char* s, size_t len, int keep_slash);
 void s3_md5_base64(const char* data, size_t len, char out[32]);
@@ -171,6 +186,13 @@ int s3_probe(s3_fs* fs, const s3_config* cfg, const s3_path* p,
 /* Sets NOT_FOUND for p, or FAILED_PRECONDITION when p's parent is a file. */
 void s3_set_missing(s3_fs* fs, const s3_config* cfg, const s3_path* p,
                     const char* what, TF_Status* status);
+
+/* Copies bytes [0, length) of src into the parts of upload_id from number
+ * 1 on, part_size each (the last one shorter), in parallel, server-side;
+ * etags[i] receives part i + 1's ETag. */
+int s3_copy_parts(s3_fs* fs, const s3_config* cfg, const s3_path* src,
+                  int64_t length, const s3_path* dst, const char* upload_id,
+                  char** etags, TF_Status* status);
 
 /* Server-side copy, multipart above the part size; parts in parallel. */
 int s3_copy_object(s3_fs* fs, const s3_config* cfg, const s3_path* src,
