@@ -806,6 +806,9 @@ static void delete_batch(void* arg, int batch) {
       char msg[400];
       snprintf(msg, sizeof msg, "delete s3://%s/%s: %s", job->bucket, key, code);
       TF_SetStatus(status, TF_UNKNOWN, msg);
+    } else if (errors < 0) {
+      /* Unreadable answer: count the batch as not deleted, and say so. */
+      TF_SetStatus(status, TF_INTERNAL, "s3: could not parse a DeleteObjects answer");
     }
   }
   if (errors != 0) {
