@@ -14,9 +14,20 @@ from typing import Any, NoReturn
 import cffi
 
 from . import _libs
-from .errors import STATUS_ERRORS, Code, StatusError, UnknownError
+from .errors import STATUS_ERRORS, Code, DataLossError, StatusError, UnknownError
 
-__all__ = ["check", "error_from", "ffi", "new_status", "raise_status", "reset", "runtime", "thread_status"]
+__all__ = [
+    "check",
+    "UNBOUNDED",
+    "check_count",
+    "error_from",
+    "ffi",
+    "new_status",
+    "raise_status",
+    "reset",
+    "runtime",
+    "thread_status",
+]
 
 _BEGIN = "/* ASYNCFS-CDEF-BEGIN */"
 _END = "/* ASYNCFS-CDEF-END */"
@@ -94,3 +105,16 @@ def raise_status(code: Code, message: str, op: str, path: str | None = None) -> 
     """Raise the exception for a status the core itself produces (a missing
     op, a generic fallback's failure), through the same table as plugins'."""
     raise STATUS_ERRORS[code](message, op=op, path=path)
+
+
+def check_count(count: int, limit: int, *, plugin: str, op: str, path: str | None, what: str = "bytes") -> int:
+    """Return count if ``0 <= count <= limit``; otherwise the plugin answered
+    OK with nonsense (a negative size, a read longer than asked), which is a
+    :class:`DataLossError` naming the plugin and the operation."""
+    if 0 <= count <= limit:
+        return count
+    bound = f"at most {limit}" if limit != UNBOUNDED else "a count >= 0"
+    raise DataLossError(f"the {plugin} plugin's {op} answered {count} {what}, expected {bound}", op=op, path=path)
+
+
+UNBOUNDED = (1 << 63) - 1

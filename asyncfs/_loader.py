@@ -1,8 +1,10 @@
 """Opening a plugin library, validating what its TF_InitPlugin reports, and
 turning each scheme into ready-to-use, core-owned operation tables.
 
-Validation follows TensorFlow's, in order: both allocators; per scheme a
-non-NULL scheme, each supplied table's ABI (an API difference warns and
+Validation follows TensorFlow's, in order: both allocators; an ops array
+(non-NULL, readable) with 1 to :data:`MAX_SCHEMES` entries; per scheme a
+readable scheme that a URI can carry (RFC 3986, or "" for bare paths), each
+supplied table readable, its ABI (an API difference warns and
 loads), the filesystem table with init and cleanup, cleanup in each file
 table, data and length in the memory-region table, no constructor without its
 table; then the plugin metadata's core ABI range. Tables are copied as
@@ -10,18 +12,21 @@ min(plugin size, core size) into zeroed core memory, so plugins built against
 older or newer headers load and entries they lack read as NULL ("not
 offered"). Every refusal raises before any filesystem is initialised; a
 failing init cleans up the schemes initialised before it.
+
+A plugin's answer is read as untrusted: every pointer is probed with the
+kernel before it is dereferenced (an unmapped one is a typed refusal, not a
+crash), and what a refused plugin allocated is not freed, since a garbage
+pointer must not reach free(); refused plugins leak those few bytes.
 """
 
 from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _ffi
+from . import _ffi, _uri
 from ._ffi import CData, ffi
 from .errors import (
     ABIMismatchError,
@@ -36,7 +41,19 @@ from .errors import (
     PluginOpenError,
 )
 
-__all__ = ["LoadedPlugin", "PluginMetadata", "SchemeTables", "core_abi_version", "init_filesystems", "open_plugin"]
+__all__ = [
+    "MAX_SCHEMES",
+    "LoadedPlugin",
+    "PluginMetadata",
+    "SchemeTables",
+    "core_abi_version",
+    "init_filesystems",
+    "open_plugin",
+]
+
+# More schemes than this in one plugin is a corrupt count, not a plugin.
+MAX_SCHEMES = 64
+_MAX_SCHEME_LENGTH = 64
 
 # Libraries are never unloaded: their code backs every table we copied.
 _libraries: list[Any] = []
@@ -133,7 +150,9 @@ class LoadedPlugin:
 
 
 def _string(ptr: CData) -> str | None:
-    return None if ptr == ffi.NULL else ffi.string(ptr).decode("utf-8", "replace")
+    """A metadata string, or None when NULL or unreadable."""
+    length = int(_ffi.runtime().ASYNCFS_SafeStrnlen(ptr, 4096)) if ptr != ffi.NULL else -1
+    return None if length < 0 else ffi.unpack(ptr, length).decode("utf-8", "replace")
 
 
 def _read_metadata(lib: Any, library: str) -> PluginMetadata:
@@ -142,11 +161,18 @@ def _read_metadata(lib: Any, library: str) -> PluginMetadata:
     except AttributeError:
         getter = None
     raw = getter() if getter is not None else ffi.NULL
+    if raw != ffi.NULL and not _ffi.runtime().ASYNCFS_Readable(raw, ffi.sizeof("size_t")):
+        raise PluginOpenError(
+            "ASYNCFS_GetPluginMetadata returned memory that cannot be read", item="metadata", library=library
+        )
     if raw == ffi.NULL:
         name = os.path.basename(library)
         return PluginMetadata(name, None, None, None, None, None, library, False)
     core = ffi.new("ASYNCFS_PluginMetadata*")
-    ffi.memmove(core, raw, min(int(raw.struct_size), ffi.sizeof("ASYNCFS_PluginMetadata")))
+    size = min(int(raw.struct_size), ffi.sizeof("ASYNCFS_PluginMetadata"))
+    if not _ffi.runtime().ASYNCFS_Readable(raw, size):
+        raise PluginOpenError("the plugin metadata cannot be read", item="metadata", library=library)
+    ffi.memmove(core, raw, size)
     has_range = int(raw.struct_size) >= ffi.offsetof("ASYNCFS_PluginMetadata", "max_core_abi") + ffi.sizeof("int")
     return PluginMetadata(
         name=_string(core.name) or os.path.basename(library),
@@ -162,24 +188,39 @@ def _read_metadata(lib: Any, library: str) -> PluginMetadata:
     )
 
 
-def _copy_table(ops: CData, table: _Table) -> CData | None:
+def _copy_table(ops: CData, table: _Table, where: dict[str, Any]) -> CData | None:
     plugin_table = getattr(ops, table.attr)
     if plugin_table == ffi.NULL:
         return None
     core_table = ffi.new(f"{table.ctype}*")
     size = min(int(getattr(ops, f"{table.attr}_size")), ffi.sizeof(table.ctype))
+    if not _ffi.runtime().ASYNCFS_Readable(plugin_table, size):
+        raise MissingTableError(f"{table.attr} points to memory that cannot be read", item=table.attr, **where)
     ffi.memmove(core_table, plugin_table, size)
     return core_table
 
 
-def _validate_scheme(ops: CData, where: dict[str, Any]) -> SchemeTables:
-    rt = _ffi.runtime()
+def _read_scheme(ops: CData, where: dict[str, Any]) -> str:
     if ops.scheme == ffi.NULL:
         raise InvalidSchemeError("scheme is NULL", item="scheme", **where)
-    scheme = ffi.string(ops.scheme).decode("utf-8", "replace")
+    length = int(_ffi.runtime().ASYNCFS_SafeStrnlen(ops.scheme, _MAX_SCHEME_LENGTH + 1))
+    if length < 0:
+        raise InvalidSchemeError("scheme points to memory that cannot be read", item="scheme", **where)
+    scheme: str = ffi.unpack(ops.scheme, length).decode("utf-8", "replace")
+    if length > _MAX_SCHEME_LENGTH or not _uri.is_scheme(scheme):
+        raise InvalidSchemeError(
+            f"scheme {scheme[:_MAX_SCHEME_LENGTH]!r} is not a URI scheme (RFC 3986: a letter, then letters, "
+            "digits, '+', '-' or '.'), so no URI could reach it",
+            item="scheme",
+            **where,
+        )
+    return scheme
+
+
+def _validate_scheme(ops: CData, where: dict[str, Any]) -> SchemeTables:
+    rt = _ffi.runtime()
+    scheme = _read_scheme(ops, where)
     where = {**where, "scheme": scheme}
-    if "/" in scheme or ":" in scheme:
-        raise InvalidSchemeError(f"scheme {scheme!r} is not a URI scheme", item="scheme", **where)
 
     api_versions: dict[str, int] = {}
     copies: dict[str, CData | None] = {}
@@ -204,7 +245,7 @@ def _validate_scheme(ops: CData, where: dict[str, Any]) -> SchemeTables:
                 PluginAPIMismatchWarning,
                 stacklevel=4,
             )
-        copies[table.attr] = _copy_table(ops, table)
+        copies[table.attr] = _copy_table(ops, table, where)
 
     if copies["filesystem_ops"] is None:
         raise MissingTableError("no filesystem ops table", item="filesystem_ops", **where)
@@ -229,21 +270,34 @@ def _validate_scheme(ops: CData, where: dict[str, Any]) -> SchemeTables:
     )
 
 
-@contextmanager
-def _plugin_allocations(info: CData) -> Iterator[None]:
-    """Frees, once validation is over, what TF_InitPlugin allocated for the
-    core to read: each scheme string, each table and the ops array."""
-    try:
-        yield
-    finally:
-        free = info.plugin_memory_free
-        if free != ffi.NULL and info.ops != ffi.NULL:
-            for i in range(int(info.num_schemes)):
-                ops = info.ops[i]
-                for ptr in (ops.scheme, *(getattr(ops, t.attr) for t in _TABLES)):
-                    if ptr != ffi.NULL:
-                        free(ptr)
-            free(info.ops)
+def _free_plugin_allocations(info: CData) -> None:
+    """Free what TF_InitPlugin allocated for the core to read (each scheme
+    string, each table and the ops array), once all of it validated."""
+    free = info.plugin_memory_free
+    for i in range(int(info.num_schemes)):
+        ops = info.ops[i]
+        for ptr in (ops.scheme, *(getattr(ops, t.attr) for t in _TABLES)):
+            if ptr != ffi.NULL:
+                free(ptr)
+    free(info.ops)
+
+
+def _validate_info(info: CData, where: dict[str, Any]) -> list[SchemeTables]:
+    for allocator in ("plugin_memory_allocate", "plugin_memory_free"):
+        if getattr(info, allocator) == ffi.NULL:
+            raise MissingAllocatorError(f"{allocator} is not set", item=allocator, **where)
+    count = int(info.num_schemes)
+    if count == 0:
+        raise InvalidSchemeError("registers no scheme (num_schemes is 0)", item="num_schemes", **where)
+    if count > MAX_SCHEMES:
+        raise InvalidSchemeError(
+            f"num_schemes is {count}, more than the {MAX_SCHEMES} a plugin may register", item="num_schemes", **where
+        )
+    if info.ops == ffi.NULL:
+        raise MissingTableError("ops is NULL", item="ops", **where)
+    if not _ffi.runtime().ASYNCFS_Readable(info.ops, count * ffi.sizeof("TF_FilesystemPluginOps")):
+        raise MissingTableError(f"ops cannot be read as {count} scheme entries", item="ops", **where)
+    return [_validate_scheme(info.ops[i], where) for i in range(count)]
 
 
 def _check_core_abi(metadata: PluginMetadata, where: dict[str, Any]) -> None:
@@ -281,12 +335,9 @@ def open_plugin(library: str) -> LoadedPlugin:
 
     info = ffi.new("TF_FilesystemPluginInfo*")
     init_plugin(info)
-    with _plugin_allocations(info):
-        for allocator in ("plugin_memory_allocate", "plugin_memory_free"):
-            if getattr(info, allocator) == ffi.NULL:
-                raise MissingAllocatorError(f"{allocator} is not set", item=allocator, **where)
-        schemes = [_validate_scheme(info.ops[i], where) for i in range(int(info.num_schemes))]
-        return LoadedPlugin(metadata=metadata, memory_free=info.plugin_memory_free, schemes=schemes)
+    schemes = _validate_info(info, where)  # a refusal frees nothing (see above)
+    _free_plugin_allocations(info)
+    return LoadedPlugin(metadata=metadata, memory_free=info.plugin_memory_free, schemes=schemes)
 
 
 def init_filesystems(plugin: LoadedPlugin) -> None:

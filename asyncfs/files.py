@@ -79,9 +79,10 @@ class _Handle:
 class RandomAccessFile(_Handle):
     """A file opened for reads at any offset (``pread`` semantics)."""
 
-    def __init__(self, ops: CData, handle: CData, uri: str) -> None:
+    def __init__(self, ops: CData, handle: CData, uri: str, plugin: str = "") -> None:
         super().__init__(ops.cleanup, handle, uri)
         self._read = ops.read
+        self._plugin = plugin
 
     def _read_to(self, offset: int, target: CData, strict: bool) -> int:
         self._check_open("read")
@@ -90,13 +91,14 @@ class RandomAccessFile(_Handle):
         if self._read == ffi.NULL:
             _ffi.raise_status(Code.UNIMPLEMENTED, "the plugin does not offer read", "read", self.uri)
         status = _ffi.thread_status()
-        count = int(self._read(self._handle, offset, len(target), target, status))
+        asked = len(target)
+        count = int(self._read(self._handle, offset, asked, target, status))
         code = status.code
         if code == Code.OUT_OF_RANGE and not strict:
-            return max(count, 0)
+            return _ffi.check_count(max(count, 0), asked, plugin=self._plugin, op="read", path=self.uri)
         if code != Code.OK:
             raise _ffi.error_from(status, "read", self.uri)
-        return count
+        return _ffi.check_count(count, asked, plugin=self._plugin, op="read", path=self.uri)
 
     def read_into(self, offset: int, buffer: Buffer, *, strict: bool = False) -> int:
         """Read up to len(buffer) bytes at offset straight into buffer (no

@@ -5,6 +5,7 @@ refused plugin leaves the registry as it was."""
 from __future__ import annotations
 
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -174,3 +175,79 @@ def test_plugins_use_only_the_runtime(build) -> None:  # type: ignore[no-untyped
     undefined = {line.split()[-1].split("@")[0] for line in out.stdout.splitlines() if line.strip()}
     tf = {name for name in undefined if name.startswith("TF_")}
     assert tf == {"TF_SetStatus"}
+
+
+# ---- hostile plugins: refused with a typed error, never a crash -----------------
+
+
+def load_in_child(library: str) -> subprocess.CompletedProcess[str]:
+    """Load library into a fresh interpreter's registry; a crash there shows
+    as a signal in the return code instead of ending the test run."""
+    code = (
+        "import sys, asyncfs\n"
+        "try:\n"
+        "    asyncfs.Registry(builtins=False).load_plugin(sys.argv[1])\n"
+        "except asyncfs.PluginError as e:\n"
+        "    print(type(e).__name__, e.item, e, sep='|')\n"
+        "else:\n"
+        "    print('loaded')\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, library], check=False, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize(
+    "defines, error, item",
+    [
+        (("BREAK_NUM_SCHEMES=0",), "InvalidSchemeError", "num_schemes"),
+        (("BREAK_NUM_SCHEMES=-1",), "InvalidSchemeError", "num_schemes"),
+        (("BREAK_NUM_SCHEMES=3",), "", ""),  # past the array: refused, whatever lies beyond it
+        (("BREAK_NULL_OPS",), "MissingTableError", "ops"),
+        (("BREAK_UNREADABLE_SCHEME",), "InvalidSchemeError", "scheme"),
+        (('SCHEME="bad fs"',), "InvalidSchemeError", "scheme"),
+        (('SCHEME="2fs"',), "InvalidSchemeError", "scheme"),
+        (('SCHEME="a/b"',), "InvalidSchemeError", "scheme"),
+    ],
+)
+def test_a_hostile_plugin_is_refused_without_a_crash(build, defines: tuple[str, ...], error: str, item: str) -> None:  # type: ignore[no-untyped-def]
+    done = load_in_child(build(*defines))
+    assert done.returncode == 0, f"the loader crashed (status {done.returncode}): {done.stderr[-2000:]}"
+    kind, refused_item, message = done.stdout.strip().split("|", 2)
+    assert kind.endswith("Error") and kind != "loaded", done.stdout
+    if error:
+        assert (kind, refused_item) == (error, item), message
+
+
+def test_a_hostile_plugin_leaves_the_registry_as_it_was(registry: asyncfs.Registry, build) -> None:  # type: ignore[no-untyped-def]
+    for defines in (("BREAK_NUM_SCHEMES=0",), ("BREAK_NULL_OPS",), ('SCHEME="bad fs"',)):
+        with pytest.raises((InvalidSchemeError, MissingTableError)):
+            registry.load_plugin(build(*defines))
+        assert registry.schemes() == [] and registry.plugins() == []
+
+
+def test_rfc3986_schemes_load_and_are_reachable(build) -> None:  # type: ignore[no-untyped-def]
+    """'bad-fs' is a URI scheme (RFC 3986 allows + - .): it loads, and
+    bad-fs:///x reaches it, not the local disk as a relative path."""
+    registry = asyncfs.Registry()
+    registry.load_plugin(build('SCHEME="my-fs+v1.0"'))
+    fs = registry.for_uri("my-fs+v1.0:///here")
+    assert fs.scheme == "my-fs+v1.0"
+    fs.path_exists("my-fs+v1.0:///here")
+    with pytest.raises(asyncfs.UnknownSchemeError):
+        registry.for_uri("other-fs:///here")
+
+
+@pytest.mark.parametrize("count", [-5, 1 << 20])
+def test_a_plugin_answering_ok_with_nonsense_is_data_loss(registry: asyncfs.Registry, build, count: int) -> None:  # type: ignore[no-untyped-def]
+    registry.load_plugin(build(f"LIAR={count}"))
+    fs = registry.get("testfs")
+    with pytest.raises(asyncfs.DataLossError, match=r"testfs.c|libliar|plugin's read") as info:
+        fs.read_file("testfs:///any")
+    assert info.value.path == "testfs:///any"
+    with fs.new_random_access_file("testfs:///any") as file, pytest.raises(asyncfs.DataLossError, match="read"):
+        file.read(0, 10)
+    with pytest.raises(asyncfs.DataLossError, match="get_file_size answered -42"):
+        fs.get_file_size("testfs:///any")
+    with pytest.raises(asyncfs.DataLossError, match="stat answered -7"):
+        fs.stat("testfs:///any")

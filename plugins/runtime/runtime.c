@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -386,4 +387,82 @@ RUNTIME_EXPORT char* ASYNCFS_PackStrings(char** items, int count,
   if (items != NULL) plugin_free(items);
   *total = packed != NULL ? size : 0;
   return packed;
+}
+
+/* ---- reading an untrusted plugin's answers (asyncfs/runtime_core.h) ------ */
+
+RUNTIME_EXPORT int ASYNCFS_Readable(const void* p, size_t n) {
+  char sink[4096];
+  uintptr_t at = (uintptr_t)p;
+  if (p == NULL) return n == 0;
+  while (n > 0) {
+    size_t chunk = n < sizeof sink ? n : sizeof sink;
+    struct iovec local = {sink, chunk};
+    struct iovec remote = {(void*)at, chunk};
+    ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    if (got < 0) return errno == EFAULT ? 0 : 1; /* ENOSYS, EPERM: can't tell */
+    if (got == 0) return 0;
+    at += (size_t)got;
+    n -= (size_t)got;
+  }
+  return 1;
+}
+
+RUNTIME_EXPORT int64_t ASYNCFS_SafeStrnlen(const char* s, size_t max) {
+  size_t done = 0;
+  if (s == NULL) return -1;
+  while (done < max) {
+    /* never ask past the end of the page: the next one may be unmapped */
+    size_t to_page_end = 4096 - ((uintptr_t)(s + done) & 4095u);
+    size_t chunk = max - done < to_page_end ? max - done : to_page_end;
+    const char* nul;
+    if (!ASYNCFS_Readable(s + done, chunk)) return -1;
+    nul = memchr(s + done, '\0', chunk);
+    if (nul != NULL) return (int64_t)(nul - s);
+    done += chunk;
+  }
+  return (int64_t)max;
+}
+
+/* ---- TFRecord framing (asyncfs/runtime_core.h) --------------------------- */
+
+static uint32_t crc32c_table[8][256];
+static pthread_once_t crc32c_once = PTHREAD_ONCE_INIT;
+
+static void crc32c_init(void) {
+  uint32_t i, j, k;
+  for (i = 0; i < 256; ++i) {
+    uint32_t crc = i;
+    for (j = 0; j < 8; ++j) crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1u)));
+    crc32c_table[0][i] = crc;
+  }
+  for (i = 0; i < 256; ++i)
+    for (k = 1; k < 8; ++k)
+      crc32c_table[k][i] = (crc32c_table[k - 1][i] >> 8) ^
+                           crc32c_table[0][crc32c_table[k - 1][i] & 0xFFu];
+}
+
+/* CRC-32C of exactly 8 bytes (the length field), slicing by 8. */
+static uint32_t crc32c_8(const unsigned char* p) {
+  uint32_t lo = ~(uint32_t)(p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24);
+  uint32_t hi = (uint32_t)(p[4] | p[5] << 8 | p[6] << 16 | (uint32_t)p[7] << 24);
+  uint32_t crc = crc32c_table[7][lo & 0xFFu] ^ crc32c_table[6][(lo >> 8) & 0xFFu] ^
+                 crc32c_table[5][(lo >> 16) & 0xFFu] ^ crc32c_table[4][lo >> 24] ^
+                 crc32c_table[3][hi & 0xFFu] ^ crc32c_table[2][(hi >> 8) & 0xFFu] ^
+                 crc32c_table[1][(hi >> 16) & 0xFFu] ^ crc32c_table[0][hi >> 24];
+  return ~crc;
+}
+
+RUNTIME_EXPORT int64_t ASYNCFS_FindRecordHeader(const char* buf, size_t n) {
+  const unsigned char* p = (const unsigned char*)buf;
+  size_t i;
+  pthread_once(&crc32c_once, crc32c_init);
+  for (i = 0; i + 12 <= n; ++i) {
+    uint32_t crc = crc32c_8(p + i);
+    uint32_t masked = ((crc >> 15) | (crc << 17)) + 0xA282EAD8u;
+    uint32_t stored = (uint32_t)(p[i + 8] | p[i + 9] << 8 | p[i + 10] << 16 |
+                                 (uint32_t)p[i + 11] << 24);
+    if (masked == stored) return (int64_t)i;
+  }
+  return -1;
 }

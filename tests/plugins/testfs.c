@@ -43,6 +43,36 @@ static int fs_abort(const TF_Filesystem* filesystem, TF_TransactionToken* token,
 #endif
 
 static void reader_cleanup(TF_RandomAccessFile* file) { (void)file; }
+
+/* LIAR: a plugin that answers OK with nonsense, for the core to catch. */
+#ifdef LIAR
+static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset,
+                           size_t n, char* buffer, TF_Status* status) {
+  (void)file;
+  (void)offset;
+  memset(buffer, 'x', n);
+  TF_SetStatus(status, TF_OK, "");
+  return LIAR; /* a negative count, or more than was asked */
+}
+
+static int64_t fs_get_file_size(const TF_Filesystem* filesystem,
+                                const char* path, TF_Status* status) {
+  (void)filesystem;
+  (void)path;
+  TF_SetStatus(status, TF_OK, "");
+  return -42;
+}
+
+static void fs_stat(const TF_Filesystem* filesystem, const char* path,
+                    TF_FileStatistics* stats, TF_Status* status) {
+  (void)filesystem;
+  (void)path;
+  stats->length = -7;
+  stats->mtime_nsec = 0;
+  stats->is_directory = false;
+  TF_SetStatus(status, TF_OK, "");
+}
+#endif
 static void region_cleanup(TF_ReadOnlyMemoryRegion* region) { (void)region; }
 static const void* region_data(const TF_ReadOnlyMemoryRegion* region) {
   (void)region;
@@ -59,7 +89,11 @@ static void fs_new_random_access_file(const TF_Filesystem* filesystem,
   (void)filesystem;
   (void)path;
   (void)file;
+#ifdef LIAR
+  TF_SetStatus(status, TF_OK, "");
+#else
   TF_SetStatus(status, TF_UNIMPLEMENTED, "test plugin");
+#endif
 }
 
 static char* copy_string(const char* s) {
@@ -80,10 +114,18 @@ ASYNCFS_PLUGIN_EXPORT void TF_InitPlugin(TF_FilesystemPluginInfo* info) {
   info->plugin_memory_allocate = allocate;
 #endif
   info->plugin_memory_free = release;
+#if defined(BREAK_NUM_SCHEMES)
+  info->num_schemes = (size_t)BREAK_NUM_SCHEMES; /* 0, past the array, or -1 */
+#else
   info->num_schemes = 1;
+#endif
+#ifndef BREAK_NULL_OPS
   info->ops = ops;
+#endif
   TF_SetFilesystemVersionMetadata(ops);
-#ifndef BREAK_NULL_SCHEME
+#if defined(BREAK_UNREADABLE_SCHEME)
+  ops->scheme = (char*)16; /* a pointer into the unmapped first page */
+#elif !defined(BREAK_NULL_SCHEME)
   ops->scheme = copy_string(SCHEME);
 #endif
 #ifdef BREAK_WRONG_ABI
@@ -115,6 +157,11 @@ ASYNCFS_PLUGIN_EXPORT void TF_InitPlugin(TF_FilesystemPluginInfo* info) {
   free(reader);
 #endif
   fs->new_random_access_file = fs_new_random_access_file;
+#ifdef LIAR
+  reader->read = reader_read;
+  fs->get_file_size = fs_get_file_size;
+  fs->stat = fs_stat;
+#endif
 
   region->cleanup = region_cleanup;
 #ifndef BREAK_REGION_WITHOUT_DATA

@@ -72,6 +72,23 @@ char* ASYNCFS_PackStrings(char** items, int count, void (*plugin_free)(void*),
                           size_t* total);
 void ASYNCFS_Free(void* ptr);
 
+/* ---- reading what an untrusted plugin handed over, without crashing ---- */
+
+/* Whether n bytes at p can be read (the kernel is asked, so an unmapped
+ * address is an answer, not a crash). 1 when the platform cannot tell. */
+int ASYNCFS_Readable(const void* p, size_t n);
+/* The length of the NUL-terminated string at s, if it is readable and
+ * shorter than max; max when no NUL comes within max bytes; -1 when s
+ * cannot be read. */
+int64_t ASYNCFS_SafeStrnlen(const char* s, size_t max);
+
+/* ---- TFRecord framing ---------------------------------------------------- */
+
+/* The offset of the first i in [0, n - 12] at which buf[i..i+12) is a valid
+ * TFRecord header (masked CRC-32C of the 8 length bytes equals the 4 bytes
+ * after them), or -1 when there is none. */
+int64_t ASYNCFS_FindRecordHeader(const char* buf, size_t n);
+
 /* ASYNCFS-CDEF-END */
 
 #ifdef __cplusplus
