@@ -1,20 +1,79 @@
-"""URI parsing and path cleaning, with TensorFlow's semantics.
+"""URI parsing, validation and path cleaning, with TensorFlow's semantics.
 
-A URI is ``scheme://host/path``; the scheme is ``[a-zA-Z][a-zA-Z0-9.]*``.
-Anything else (a bare path) has the empty scheme, which the posix plugin
-serves. These are the generic versions the core falls back to when a plugin
-does not offer ``translate_name``.
+A URI is ``scheme://authority/path``; the scheme follows RFC 3986
+(``[a-zA-Z][a-zA-Z0-9+.-]*``). Anything without ``://`` (a bare path) has the
+empty scheme, which the posix plugin serves. The path helpers are the generic
+versions the core falls back to when a plugin does not offer
+``translate_name``.
+
+:func:`check_uri` is the one place where a URI is validated before a plugin
+sees it (docs/uris.md has the rules): the sync adapter calls it for every
+path it hands to C, and ``Env`` when it resolves a URI to a filesystem.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from typing import NamedTuple
 
-__all__ = ["URI", "clean_path", "join", "parse_uri", "scheme_of", "translate_name"]
+from .errors import InvalidArgumentError
 
-_SCHEME = re.compile(r"([a-zA-Z][a-zA-Z0-9.]*)://")
+__all__ = [
+    "NAME_MAX",
+    "URI",
+    "check_uri",
+    "clean_path",
+    "hashed_name",
+    "is_scheme",
+    "join",
+    "parse_uri",
+    "scheme_of",
+    "short_sibling",
+    "translate_name",
+]
+
+_SCHEME = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*)://")
+_SCHEME_NAME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.\-]*\Z")
+# The authorities a file:// URI may have (RFC 8089): none, or this host.
+_LOCAL_AUTHORITIES = ("", "localhost")
+# The longest name of one directory entry on the filesystems asyncfs serves
+# (Linux, macOS, S3 key segments are longer but never need more).
+NAME_MAX = 255
+
+
+def is_scheme(name: str) -> bool:
+    """Whether name is a scheme a URI can carry (RFC 3986), or "" (bare paths)."""
+    return name == "" or _SCHEME_NAME.match(name) is not None
+
+
+def check_uri(uri: str, argument: str = "path") -> str:
+    """Return uri if a plugin may be handed it, else raise
+    :class:`InvalidArgumentError` naming what is wrong.
+
+    Refused: a NUL byte (C would cut the path there and reach another file);
+    text before ``://`` that is not a scheme (``bad fs:///x`` is not a bare
+    path); a ``file://`` URI with an authority other than ``localhost``
+    (``file://data/x`` names host "data", not the folder ``data``).
+    """
+    if not isinstance(uri, str):
+        raise TypeError(f"{argument} must be a str URI or path, not {type(uri).__name__}")
+    if "\0" in uri:
+        raise InvalidArgumentError(
+            f"the {argument} contains a NUL byte at index {uri.index(chr(0))}; no file name can hold one",
+            path=repr(uri),
+        )
+    scheme = scheme_of(uri, argument)
+    if scheme == "file":
+        authority = uri[7:].partition("/")[0]
+        if authority.lower() not in _LOCAL_AUTHORITIES:
+            raise InvalidArgumentError(
+                f"file:// URIs take no host (only 'localhost'), but {uri!r} names host {authority!r}; "
+                f"write file:///{authority}/... for an absolute path or a bare path for a relative one",
+                path=uri,
+            )
+    return uri
 
 
 class URI(NamedTuple):
@@ -28,6 +87,8 @@ class URI(NamedTuple):
 
 
 def parse_uri(uri: str) -> URI:
+    """Split uri into scheme, authority and path (no validation: see
+    :func:`check_uri`)."""
     match = _SCHEME.match(uri)
     if match is None:
         return URI("", "", uri)
@@ -38,9 +99,21 @@ def parse_uri(uri: str) -> URI:
     return URI(match.group(1), rest[:slash], rest[slash:])
 
 
-def scheme_of(uri: str) -> str:
+def scheme_of(uri: str, argument: str = "path") -> str:
+    """The scheme of uri, "" for a bare path. Text before the first ``://``
+    that is not a scheme is refused: a path holding ``://`` before any
+    ``/`` is a mistyped URI, not a file name."""
     match = _SCHEME.match(uri)
-    return match.group(1) if match else ""
+    if match is not None:
+        return match.group(1)
+    head, sep, _ = uri.partition("://")
+    if sep and "/" not in head:
+        raise InvalidArgumentError(
+            f"{head!r} is not a URI scheme (letters, digits, '+', '-', '.', starting with a letter); "
+            f"the {argument} {uri!r} names no filesystem",
+            path=uri,
+        )
+    return ""
 
 
 def clean_path(path: str) -> str:
@@ -79,6 +152,21 @@ def join(base: str, name: str) -> str:
     return base + name if base.endswith("/") else f"{base}/{name}"
 
 
+def short_sibling(uri: str, prefix: str, suffix: str) -> str:
+    """``<parent>/<prefix><name><suffix>`` beside uri, with the name replaced
+    by a short hash of itself when the whole would pass :data:`NAME_MAX`
+    bytes, so that any name the filesystem accepts has its siblings too."""
+    parent, slash, name = uri.rpartition("/")
+    if len(prefix.encode()) + len(name.encode("utf-8", "surrogateescape")) + len(suffix.encode()) > NAME_MAX:
+        name = hashed_name(name)
+    return f"{parent}{slash}{prefix}{name}{suffix}"
+
+
+def hashed_name(name: str) -> str:
+    """The short stand-in :func:`short_sibling` uses for a long name."""
+    return "~" + hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:24]
+
+
 def staging_name(uri: str) -> str:
     """A temporary sibling of uri for writes that land by rename."""
-    return f"{uri}.~asyncfs-tmp.{os.getpid()}.{os.urandom(6).hex()}"
+    return short_sibling(uri, "", f".~asyncfs-tmp.{os.getpid()}.{os.urandom(6).hex()}")

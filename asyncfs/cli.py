@@ -80,7 +80,7 @@ async def _plugins(env: Env) -> int:
     for info in env.plugins():
         meta = info.metadata
         for scheme in info.schemes:
-            fs = env.filesystem(f"{scheme}://").sync
+            fs = env.registry.get(scheme)
             api = "/".join(str(v) for v in fs.api_versions.values())
             offers = f"{len(fs.offered_ops())}/{len(FILESYSTEM_OPS)}"
             txn = "native" if fs.offers_transactions() else "generic"

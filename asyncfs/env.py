@@ -127,8 +127,10 @@ class Env:
         return self.registry.plugins()
 
     def filesystem(self, uri: str) -> AsyncModularFileSystem:
-        """The filesystem serving uri (a URI, a bare path, or ``scheme://``)."""
-        scheme = _uri.scheme_of(uri)
+        """The filesystem serving uri (a URI, a bare path, or ``scheme://``);
+        a URI no plugin may be handed raises :class:`InvalidArgumentError`
+        here (see :func:`asyncfs._uri.check_uri`)."""
+        scheme = _uri.scheme_of(_uri.check_uri(uri))
         fs = self._filesystems.get(scheme)
         if fs is None:
             sync = self.registry.get(scheme)

@@ -152,7 +152,8 @@ class ModularFileSystem:
         return fn
 
     def _path(self, uri: str) -> bytes:
-        """The plugin's name for uri, in one call into C."""
+        """The plugin's name for uri (validated first), in one call into C."""
+        _uri.check_uri(uri)
         out = _scratch.buffer
         n = _ffi.runtime().ASYNCFS_TranslateName(self._fs_ops, self._fs, self._free, encode(uri), out, _SCRATCH)
         if n >= 0:
@@ -181,6 +182,7 @@ class ModularFileSystem:
     def translate_name(self, uri: str) -> str:
         """The plugin's own name for uri (TensorFlow's generic cleaning when
         the plugin does not translate)."""
+        _uri.check_uri(uri)
         fn = self._ops.get("translate_name")
         if fn is None:
             return _uri.translate_name(uri)
@@ -192,7 +194,7 @@ class ModularFileSystem:
     def new_random_access_file(self, uri: str) -> RandomAccessFile:
         handle = ffi.new("TF_RandomAccessFile*")
         self._path_call("new_random_access_file", uri, handle)
-        return RandomAccessFile(self._tables.random_access_file_ops, handle, uri)
+        return RandomAccessFile(self._tables.random_access_file_ops, handle, uri, self.metadata.name)
 
     def new_writable_file(self, uri: str) -> WritableFile:
         """Create or truncate uri for writing."""
@@ -303,6 +305,8 @@ class ModularFileSystem:
         return [code == Code.OK for code in codes]
 
     def _paths_exist_codes(self, uris: Sequence[str]) -> tuple[list[int], CData]:
+        for uri in uris:
+            _uri.check_uri(uri)  # a NUL would also split the packed buffer below
         rt = _ffi.runtime()
         n = len(uris)
         statuses = rt.ASYNCFS_NewStatusArray(n)
@@ -322,7 +326,10 @@ class ModularFileSystem:
     def stat(self, uri: str) -> FileStatistics:
         stats = ffi.new("TF_FileStatistics*")
         self._path_call("stat", uri, stats)
-        return FileStatistics(int(stats.length), int(stats.mtime_nsec), bool(stats.is_directory))
+        length = _ffi.check_count(
+            int(stats.length), _ffi.UNBOUNDED, plugin=self.metadata.name, op="stat", path=uri, what="as length"
+        )
+        return FileStatistics(length, int(stats.mtime_nsec), bool(stats.is_directory))
 
     def is_directory(self, uri: str) -> bool:
         """True for a directory; raises FailedPreconditionError for a file
@@ -343,7 +350,8 @@ class ModularFileSystem:
     def get_file_size(self, uri: str) -> int:
         if "get_file_size" not in self._ops:
             return _fallbacks.get_file_size(self, uri)
-        return int(self._path_call("get_file_size", uri))
+        size = int(self._path_call("get_file_size", uri))
+        return _ffi.check_count(size, _ffi.UNBOUNDED, plugin=self.metadata.name, op="get_file_size", path=uri)
 
     def get_children(self, uri: str) -> list[str]:
         """The names (not paths) of the entries of a directory, any order."""
@@ -355,6 +363,7 @@ class ModularFileSystem:
         """The paths matching a glob pattern (``*``, ``?``, ``[...]`` within
         one path component), sorted, shaped like the pattern (a URI when it
         is one)."""
+        _uri.check_uri(pattern, "pattern")
         if "get_matching_paths" not in self._ops:
             return _fallbacks.get_matching_paths(self, pattern)
         # TensorFlow hands plugins the pattern untranslated and expects URIs
@@ -453,10 +462,12 @@ class ModularFileSystem:
         store answers in one request). A bigger one is read straight into
         the bytes returned (``bytes(n)`` with n > 0 is always a new, unshared
         object, so filling it before anyone can see it is safe)."""
+        _uri.check_uri(uri)
         rt = _ffi.runtime()
         file_ops = self._tables.random_access_file_ops
         if file_ops is None:
-            self._op("new_random_access_file", uri)
+            self._op("new_random_access_file", uri)  # raises: nothing can be opened
+        assert file_ops is not None
         scratch = _scratch
         handle, head = scratch.handle, scratch.head  # never escape: closed before returning
         status = _ffi.thread_status()
@@ -466,14 +477,23 @@ class ModularFileSystem:
             )
         )
         _ffi.check(status, "read_file", uri)
-        if count < _HEAD:
+        plugin = self.metadata.name
+        if count < _HEAD:  # the file is closed: whole, or the plugin's nonsense
+            count = _ffi.check_count(count, _HEAD, plugin=plugin, op="read", path=uri)
             return ffi.unpack(head, count)  # type: ignore[no-any-return]
-        size = max(int(scratch.size[0]), _HEAD)  # a file shrinking meanwhile reads short
-        data = bytes(size)
+        try:  # the file is open
+            _ffi.check_count(count, _HEAD, plugin=plugin, op="read", path=uri)
+            reported = int(scratch.size[0])
+            size = max(_ffi.check_count(reported, _ffi.UNBOUNDED, plugin=plugin, op="file size", path=uri), _HEAD)
+        except BaseException:
+            file_ops.cleanup(handle)
+            raise
+        data = bytes(size)  # a file shrinking meanwhile reads short
         target = ffi.from_buffer(data)
         ffi.memmove(target, head, _HEAD)
         count = int(rt.ASYNCFS_ReadAndClose(file_ops, handle, _HEAD, size - _HEAD, target + _HEAD, status))
         _ffi.check(status, "read_file", uri)
+        count = _ffi.check_count(count, size - _HEAD, plugin=plugin, op="read", path=uri)
         return data if count == size - _HEAD else data[: _HEAD + count]
 
     def read_small_first(

@@ -114,7 +114,7 @@ class Registry:
 
     def for_uri(self, uri: str) -> ModularFileSystem:
         """The filesystem serving uri (bare paths go to the "" scheme)."""
-        return self.get(_uri.scheme_of(uri))
+        return self.get(_uri.scheme_of(_uri.check_uri(uri)))
 
 
 _default: Registry | None = None

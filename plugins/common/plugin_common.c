@@ -60,13 +60,13 @@ char* plugin_clean_path(const char* path) {
   return out;
 }
 
-/* scheme is [a-zA-Z][a-zA-Z0-9.]* followed by "://", as TensorFlow's
- * ParseURI has it; anything else is all path. */
+/* scheme is [a-zA-Z][a-zA-Z0-9+.-]* (RFC 3986) followed by "://", as the
+ * core's asyncfs/_uri.py has it; anything else is all path. */
 static const char* after_scheme(const char* uri) {
   const char* p = uri;
   if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))) return NULL;
   while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-         (*p >= '0' && *p <= '9') || *p == '.')
+         (*p >= '0' && *p <= '9') || *p == '.' || *p == '+' || *p == '-')
     ++p;
   return strncmp(p, "://", 3) == 0 ? p + 3 : NULL;
 }
