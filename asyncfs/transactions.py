@@ -25,6 +25,7 @@ to ``timeout`` seconds, then raises :class:`TransactionConflictError`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -43,7 +44,10 @@ from ._fallbacks import write_by_rename
 from .errors import (
     AbortedError,
     AlreadyExistsError,
+    InvalidArgumentError,
     NotFoundError,
+    PermissionDeniedError,
+    StatusError,
     TransactionConflictError,
     TransactionStateError,
 )
@@ -61,9 +65,25 @@ __all__ = ["Transaction"]
 
 
 def _sibling(root: str, suffix: str) -> str:
-    """``<parent>/.<name>.<suffix>`` beside root."""
-    parent, _, name = root.rpartition("/")
-    return f"{parent}/.{name}.{suffix}"
+    """``<parent>/.<name>.<suffix>`` beside root (the name hashed when the
+    whole would be longer than a directory entry may be)."""
+    return _uri.short_sibling(root, ".", f".{suffix}")
+
+
+def _check_root(fs: ModularFileSystem, root: str, translated: str) -> None:
+    """Refuse a root that has no parent in its filesystem: a filesystem's
+    top (``/``, ``file://``, ``mem:///``) or an object store's bucket. The
+    staging, journal and locks live beside the root, and a top has no
+    beside; committing it would replace everything."""
+    segments = [part for part in translated.split("/") if part not in ("", ".")]
+    if not segments or (fs.metadata.network and len(segments) == 1):
+        what = "a bucket" if segments else "the top of its filesystem"
+        raise InvalidArgumentError(
+            f"a transaction root must be a folder inside a filesystem, not {what}; "
+            f"use a folder below it (e.g. {root.rstrip('/')}/ckpt)",
+            op="transaction",
+            path=root,
+        )
 
 
 class Transaction:
@@ -74,7 +94,8 @@ class Transaction:
     Reads see the transaction's own writes."""
 
     def __init__(self, afs: AsyncModularFileSystem, root: str, *, timeout: float, native: bool | None) -> None:
-        self.root = root.rstrip("/")
+        parsed = _uri.parse_uri(root)  # "file:///" is file:// with path "", not "file:"
+        self.root = parsed.prefix() + parsed.path.rstrip("/")
         self.timeout = timeout
         self._afs = afs
         self._fs = afs.sync
@@ -100,7 +121,11 @@ class Transaction:
         what a crashed one left on this root, and prepare staging."""
         if self.state != "new":
             raise TransactionStateError(f"transaction on {self.root} is {self.state}, it cannot begin again")
-        key = f"{self._fs.scheme}://{await self._afs.translate_name(self.root)}"
+        translated = await self._afs.translate_name(self.root)
+        _check_root(self._fs, self.root, translated)
+        # one key per plugin, whichever scheme spelled the root ("" and "file"
+        # are both the posix plugin)
+        key = f"{self._fs.metadata.library}:{translated}"
         delay = 0.005
         with anyio.move_on_after(self.timeout) as waited:
             while True:
@@ -427,7 +452,9 @@ class _GenericStaging(_Staging):
         super().__init__(fs, root)
         self.lock = _sibling(root, "asyncfs-lock.d")
         self.journal = _sibling(root, "asyncfs-journal")
-        self.staging = _sibling(root, f"asyncfs-txn.{uuid.uuid4().hex}")
+        self.id = uuid.uuid4().hex
+        self.staging = _sibling(root, f"asyncfs-txn.{self.id}")
+        self.markers: list[str] = []  # intent markers beside enclosing folders
         self.deleted: set[str] = set()
         self.decided = False  # the journal is written: the outcome is commit
 
@@ -435,13 +462,83 @@ class _GenericStaging(_Staging):
 
     def begin(self) -> None:
         self.fs.recursively_create_dir(self.root.rpartition("/")[0])
-        self._lock()
         try:
+            self._announce()
+            self._lock()
+        except BaseException:
+            self._withdraw()
+            raise
+        try:
+            self._check_nested()
             recover_generic(self.fs, self.root)
             self.fs.create_dir(self.staging)
         except BaseException:
             self._unlock()
             raise
+
+    # -- nested roots across processes. A transaction announces itself beside
+    # every enclosing folder (an intent marker), then checks that folder's
+    # lock; one on an enclosing folder takes its lock, then checks for
+    # markers. Each writes before it reads, so of two overlapping
+    # transactions at least one sees the other and backs off (ABORTED, and
+    # begin() retries): never both run.
+
+    def _enclosing(self) -> list[str]:
+        """The folders enclosing the root, outermost first, below the
+        filesystem's top (and below a bucket or host)."""
+        parsed = _uri.parse_uri(self.root)
+        parts = [part for part in parsed.path.split("/") if part]
+        lead = "/" if parsed.path.startswith("/") else ""
+        return [parsed.prefix() + lead + "/".join(parts[:i]) for i in range(1, len(parts))]
+
+    def _announce(self) -> None:
+        record = _owner_record(os.getpid()).encode()
+        for folder in self._enclosing():
+            intents = _sibling(folder, "asyncfs-intent.d")
+            marker = f"{intents}/{self.id}"
+            try:
+                for _ in range(8):  # another transaction may remove the empty folder meanwhile
+                    self.fs.recursively_create_dir(intents)
+                    try:
+                        self.fs.write_file(marker, record)
+                        break
+                    except NotFoundError:
+                        continue
+            except PermissionDeniedError:
+                continue  # nobody can lock that folder either: its parent is not writable
+            self.markers.append(marker)
+            lock = _sibling(folder, "asyncfs-lock.d")
+            if self.fs.exists(lock) and not _stale_lock(self.fs, lock):
+                raise TransactionConflictError(
+                    f"an enclosing folder, {folder}, is in another transaction", op="transaction", path=self.root
+                )
+
+    def _check_nested(self) -> None:
+        intents = _sibling(self.root, "asyncfs-intent.d")
+        try:
+            names = self.fs.get_children(intents)
+        except NotFoundError:
+            return
+        for name in names:
+            marker = f"{intents}/{name}"
+            try:
+                owner = self.fs.read_file(marker).decode()
+            except NotFoundError:
+                continue  # withdrawn meanwhile
+            if _owner_gone(owner):
+                self.fs.delete_file(marker)
+                continue
+            raise TransactionConflictError(
+                "a transaction on a folder inside the root is in progress", op="transaction", path=self.root
+            )
+
+    def _withdraw(self) -> None:
+        markers, self.markers = self.markers, []
+        for marker in reversed(markers):
+            with contextlib.suppress(NotFoundError):
+                self.fs.delete_file(marker)
+            with contextlib.suppress(StatusError):  # not empty: another transaction's marker is in it
+                self.fs.delete_dir(marker.rpartition("/")[0])
 
     def commit(self) -> None:
         dirs, files = [], []
@@ -489,8 +586,11 @@ class _GenericStaging(_Staging):
         write_by_rename(self.fs, f"{self.lock}/owner", _owner_record(os.getpid()).encode())
 
     def _unlock(self) -> None:
-        if self.fs.exists(self.lock):
-            self.fs.delete_recursively(self.lock)
+        try:
+            if self.fs.exists(self.lock):
+                self.fs.delete_recursively(self.lock)
+        finally:
+            self._withdraw()
 
     # -- the overlay
 
@@ -643,9 +743,16 @@ def _stale_lock(fs: ModularFileSystem, lock: str) -> bool:
         except NotFoundError:
             return True
         return age > _OWNERLESS_GRACE_NS
+    return _owner_gone(record)
+
+
+def _owner_gone(record: str) -> bool:
+    """Whether the process an owner record names (pid, start time, host) is
+    gone: its pid free, or naming a process started at another time. Another
+    host's process is taken as alive: only that host can tell."""
     pid_text, _, rest = record.partition(" ")
     if rest.rpartition(" ")[2] != socket.gethostname():
-        return False  # another host's process: only it can tell
+        return False
     try:
         pid = int(pid_text)
     except ValueError:
@@ -691,10 +798,12 @@ def recover_generic(fs: ModularFileSystem, root: str) -> None:
             apply_journal(fs, root, plan)
         else:
             fs.delete_file(journal)
-    parent, _, name = root.rpartition("/")
+    parent = root.rpartition("/")[0]
     if not fs.isdir(parent):
         return
-    debris = (f".{name}.asyncfs-txn.", f".{name}.asyncfs-journal.~asyncfs-tmp.")
+    staging = _sibling(root, "asyncfs-txn." + "0" * 32).rpartition("/")[2][:-32]
+    journal_name = journal.rpartition("/")[2]
+    debris = (staging, f"{journal_name}.~asyncfs-tmp.", f"{_uri.hashed_name(journal_name)}.~asyncfs-tmp.")
     for entry in fs.get_children(parent):
         if entry.startswith(debris):
             fs.delete_recursively(_uri.join(parent, entry))

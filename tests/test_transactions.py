@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -60,7 +61,7 @@ async def tree(env: asyncfs.Env, root: str) -> dict[str, bytes]:
 
 async def debris(env: asyncfs.Env, root: str) -> list[str]:
     parent, _, name = root.rpartition("/")
-    allowed = {name, f".{name}.asyncfs-lock"}  # the native posix lock file stays
+    allowed = {name}  # no lock file stays beside the root
     return [entry for entry in await env.listdir(parent) if entry not in allowed]
 
 
@@ -339,3 +340,76 @@ def test_the_abi_transaction_ops_directly(scheme: str, tmp_path: Path) -> None:
     fs.delete_file(f"{fs.to_uri(fs.decode_transaction_token(token), root)}/x.txt")
     fs.abort_transaction(token)
     assert fs.read_file(f"{root}/x.txt") == b"x"
+
+
+# ---- nested roots across processes ------------------------------------------------------
+
+HOLDER = Path(__file__).parent / "txn_holder.py"
+
+
+class Holder:
+    """A transaction held open by another process (tests/txn_holder.py)."""
+
+    def __init__(self, root: str, native: bool, name: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(HOLDER), root, "native" if native else "generic", name],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        self.state = self.process.stdout.readline().strip()
+
+    def finish(self, order: str = "commit") -> None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        with self.process:
+            if self.state == "held":
+                self.process.stdin.write(order + "\n")
+                self.process.stdin.flush()
+                assert self.process.stdout.readline().strip() == "done"
+            self.process.stdin.close()
+            assert self.process.wait(timeout=60) == 0
+
+
+def run_holder(root: str, native: bool, name: str) -> str:
+    holder = Holder(root, native, name)
+    holder.finish()
+    return holder.state
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "generic"])
+def test_nested_roots_in_two_processes_exclude_each_other(tmp_path: Path, native: bool) -> None:
+    root = f"file://{tmp_path}/root"
+    (tmp_path / "root" / "sub").mkdir(parents=True)
+    # the enclosing root is held: a nested one waits, then conflicts
+    outer = Holder(root, native, "a.txt")
+    assert outer.state == "held"
+    assert run_holder(f"{root}/sub", native, "s.txt") == "conflict"
+    outer.finish()
+    # the nested root is held: the enclosing one conflicts, and the nested
+    # commit is never reverted by a later commit of the enclosing root
+    inner = Holder(f"{root}/sub", native, "s.txt")
+    assert inner.state == "held"
+    assert run_holder(root, native, "b.txt") == "conflict"
+    inner.finish()
+    assert run_holder(root, native, "b.txt") == "held"
+    assert (tmp_path / "root" / "sub" / "s.txt").read_bytes() == f"written by {root}/sub".encode()
+    assert sorted(p.name for p in (tmp_path / "root").iterdir()) == ["a.txt", "b.txt", "sub"]
+    # siblings do not conflict
+    left, right = Holder(f"{root}/x", native, "l.txt"), Holder(f"{root}/y", native, "r.txt")
+    assert (left.state, right.state) == ("held", "held")
+    left.finish()
+    right.finish()
+    # no lock, marker or staging file is left inside any root's tree, or beside it
+    leftovers = [str(p) for p in tmp_path.rglob("*") if "asyncfs" in p.name]
+    assert leftovers == []
+
+
+async def test_a_bare_path_root_and_a_nested_file_uri_root_conflict(env: asyncfs.Env, tmp_path: Path) -> None:
+    outer = await env.transaction(f"{tmp_path}/root", native=False).begin()
+    try:
+        with pytest.raises(asyncfs.TransactionConflictError):
+            await env.transaction(f"file://{tmp_path}/root/sub", native=False, timeout=0.2).begin()
+    finally:
+        await outer.abort()
+    assert [p.name for p in tmp_path.iterdir()] == ["root"] or list(tmp_path.iterdir()) == []

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <stdio.h>
@@ -232,7 +233,9 @@ static void fs_new_random_access_file(const TF_Filesystem* filesystem,
 static void open_writer(const char* path, int flags, TF_WritableFile* file,
                         TF_Status* status) {
   posix_writer* w;
-  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0666);
+  int fd;
+  if (posix_check_staged_path(path, status) != 0) return;
+  fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0666);
   if (fd < 0) {
     TF_SetStatusFromIOError(status, errno, path);
     return;
@@ -299,6 +302,7 @@ static void fs_new_read_only_memory_region_from_file(
 static void fs_create_dir(const TF_Filesystem* filesystem, const char* path,
                           TF_Status* status) {
   (void)filesystem;
+  if (posix_check_staged_path(path, status) != 0) return;
   if (mkdir(path, 0777) != 0) {
     TF_SetStatusFromIOError(status, errno, path);
     return;
@@ -350,12 +354,14 @@ int posix_make_dirs(const char* path, TF_Status* status) {
 static void fs_recursively_create_dir(const TF_Filesystem* filesystem,
                                       const char* path, TF_Status* status) {
   (void)filesystem;
+  if (posix_check_staged_path(path, status) != 0) return;
   posix_make_dirs(path, status);
 }
 
 static void fs_delete_file(const TF_Filesystem* filesystem, const char* path,
                            TF_Status* status) {
   (void)filesystem;
+  if (posix_check_staged_path(path, status) != 0) return;
   if (unlink(path) != 0) {
     TF_SetStatusFromIOError(status, errno, path);
     return;
@@ -366,6 +372,7 @@ static void fs_delete_file(const TF_Filesystem* filesystem, const char* path,
 static void fs_delete_dir(const TF_Filesystem* filesystem, const char* path,
                           TF_Status* status) {
   (void)filesystem;
+  if (posix_check_staged_path(path, status) != 0) return;
   if (rmdir(path) != 0) {
     TF_SetStatusFromIOError(status, errno, path);
     return;
@@ -421,6 +428,7 @@ static void fs_delete_recursively(const TF_Filesystem* filesystem,
   (void)filesystem;
   *undeleted_files = 0;
   *undeleted_dirs = 0;
+  if (posix_check_staged_path(path, status) != 0) return;
   if (lstat(path, &st) != 0) {
     *undeleted_dirs = 1;
     TF_SetStatusFromIOError(status, errno, path);
@@ -470,6 +478,8 @@ static int check_file_pair(const char* src, const char* dst,
 static void fs_rename_file(const TF_Filesystem* filesystem, const char* src,
                            const char* dst, TF_Status* status) {
   (void)filesystem;
+  if (posix_check_staged_path(src, status) != 0) return;
+  if (posix_check_staged_path(dst, status) != 0) return;
   if (check_file_pair(src, dst, status) != 0) return;
   if (rename(src, dst) != 0) {
     TF_SetStatusFromIOError(status, errno, dst);
@@ -526,6 +536,16 @@ static int copy_fd(int in, int out, off_t size) {
   }
 }
 
+/* 64-bit FNV-1a of a name, for short temporary names. */
+static uint64_t posix_name_hash(const char* s) {
+  uint64_t h = 14695981039346656037ull;
+  for (; *s != '\0'; ++s) {
+    h ^= (unsigned char)*s;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
 static void fs_copy_file(const TF_Filesystem* filesystem, const char* src,
                          const char* dst, TF_Status* status) {
   static unsigned long counter;
@@ -533,13 +553,24 @@ static void fs_copy_file(const TF_Filesystem* filesystem, const char* src,
   struct stat st;
   int in, out = -1, attempt;
   (void)filesystem;
+  if (posix_check_staged_path(dst, status) != 0) return;
   if (check_file_pair(src, dst, status) != 0) return;
   in = open_regular(src, &st, status);
   if (in < 0) return;
   for (attempt = 0; attempt < 100 && out < 0; ++attempt) {
     unsigned long n = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
-    if (snprintf(tmp, sizeof tmp, "%s.~asyncfs-copy.%ld.%lu", dst,
-                 (long)getpid(), n) >= (int)sizeof tmp) {
+    const char* slash = strrchr(dst, '/');
+    size_t dir_len = slash != NULL ? (size_t)(slash - dst) + 1 : 0;
+    int written;
+    if (strlen(dst + dir_len) + 40 > NAME_MAX) /* keep the sibling's name legal */
+      written = snprintf(tmp, sizeof tmp, "%.*s.~asyncfs-copy.%016llx.%ld.%lu",
+                         (int)dir_len, dst,
+                         (unsigned long long)posix_name_hash(dst + dir_len),
+                         (long)getpid(), n);
+    else
+      written = snprintf(tmp, sizeof tmp, "%s.~asyncfs-copy.%ld.%lu", dst,
+                         (long)getpid(), n);
+    if (written >= (int)sizeof tmp) {
       errno = ENAMETOOLONG;
       break;
     }

@@ -24,6 +24,9 @@ int posix_get_or_start_transaction_for_path(const TF_Filesystem* filesystem,
                                             const char* path,
                                             TF_TransactionToken** token,
                                             TF_Status* status);
+/* INVALID_ARGUMENT (and -1) when path lies in a transaction's staging tree
+ * and reaches it through a symlink; 0 otherwise. */
+int posix_check_staged_path(const char* path, TF_Status* status);
 char* posix_decode_transaction_token(const TF_Filesystem* filesystem,
                                      const TF_TransactionToken* token);
 

@@ -2,10 +2,9 @@
  * Transactions of the posix plugin: a directory (the root) is replaced as a
  * whole, atomically.
  *
- * Starting one takes an exclusive flock on a lock file beside the root
- * (".<name>.asyncfs-lock", which stays), removes what a crashed transaction
- * on the same root left behind, and makes a staging directory beside the
- * root (".<name>.asyncfs-txn.<pid>.<n>") holding the root's current tree as
+ * Starting one takes the root's locks (below), removes what a crashed
+ * transaction on the same root left behind, and makes a staging directory
+ * beside the root (".<name>.asyncfs-txn.<pid>.<n>") holding the root's current tree as
  * hard links. decode_transaction_token gives the staging path: the core
  * stages every change there through ordinary ops, never writing into a
  * linked file in place (it writes a new file and renames it over the old),
@@ -18,11 +17,26 @@
  * root deletes. Where the filesystem lacks RENAME_EXCHANGE the commit is two
  * renames (root to "<staging>.old", staging to root); a crash between them
  * leaves no root, and recovery then finishes the commit.
+ *
+ * Locks keep overlapping roots apart across processes, nested ones too: a
+ * transaction on /a/b/c holds a shared flock for each ancestor (/a, /a/b)
+ * and an exclusive one for the root itself, each on a file named by a hash
+ * of the canonical path in one host-wide folder ($ASYNCFS_LOCK_DIR, else
+ * /tmp/asyncfs-locks). A transaction on /a (exclusive on /a) and one on
+ * /a/b/c (shared on /a) therefore exclude each other, siblings do not, and
+ * no lock file ever sits inside a tree that a transaction commits. Every
+ * lock is tried without waiting; a refusal is ABORTED and the core retries.
+ *
+ * Staged writes never follow a symlink out of the root: a mutating op on a
+ * path inside a staging tree is refused (INVALID_ARGUMENT) when a component
+ * between the staging directory and the path's last name is a symlink
+ * (posix_check_staged_path).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -40,7 +54,8 @@
 typedef struct posix_txn {
   char* root;    /* NULL until rooted (start_transaction, add_to_transaction) */
   char* staging;
-  int lock_fd;
+  int* lock_fds; /* the ancestors' shared locks, then the root's exclusive one */
+  int num_locks;
   TF_TransactionToken* token;
   struct posix_txn* next;
 } posix_txn;
@@ -150,16 +165,38 @@ static int mirror_tree(const char* src, const char* dst) {
   return rc;
 }
 
+/* 64-bit FNV-1a: lock file names only need to tell paths apart. */
+static uint64_t path_hash(const char* s, size_t n) {
+  uint64_t h = 14695981039346656037ull;
+  size_t i;
+  for (i = 0; i < n; ++i) {
+    h ^= (unsigned char)s[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+/* The stem of the staging names of a root called name: the name itself, or
+ * "~" and its hash when the staging name would pass NAME_MAX. */
+static void staging_stem(const char* name, char* stem, size_t cap) {
+  if (strlen(name) + 48 > NAME_MAX)
+    snprintf(stem, cap, "~%016llx",
+             (unsigned long long)path_hash(name, strlen(name)));
+  else
+    snprintf(stem, cap, "%s", name);
+}
+
 /* Removes what crashed transactions on name (in parent) left behind, and
  * finishes a commit interrupted between its two renames. Call with the
  * root's lock held. */
 static void recover(const char* parent, const char* name, const char* root) {
-  char prefix[1024], path[4096];
+  char prefix[1024], stem[NAME_MAX + 1], path[4096];
   size_t plen;
   DIR* dir;
   struct dirent* entry;
   struct stat st;
-  snprintf(prefix, sizeof prefix, ".%s.asyncfs-txn.", name);
+  staging_stem(name, stem, sizeof stem);
+  snprintf(prefix, sizeof prefix, ".%s.asyncfs-txn.", stem);
   plen = strlen(prefix);
   dir = opendir(parent);
   if (dir == NULL) return;
@@ -202,6 +239,130 @@ static int exchange(const char* a, const char* b) {
 #endif
 }
 
+/* ---- cross-process locks ------------------------------------------------------ */
+
+static const char* lock_folder(void) {
+  const char* dir = getenv("ASYNCFS_LOCK_DIR");
+  return dir != NULL && dir[0] != '\0' ? dir : "/tmp/asyncfs-locks";
+}
+
+/* Opens the lock file of path[0..n) and flocks it (shared or exclusive)
+ * without waiting. Returns the fd, -1 with errno set (EWOULDBLOCK: held). */
+static int lock_path(const char* path, size_t n, int exclusive) {
+  char file[4096];
+  const char* dir = lock_folder();
+  int fd;
+  if (mkdir(dir, 01777) == 0) chmod(dir, 01777); /* shared by every user */
+  snprintf(file, sizeof file, "%s/%016llx.lock", dir,
+           (unsigned long long)path_hash(path, n));
+  fd = open(file, O_RDONLY | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return -1;
+  if (flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+static void unlock_all(posix_txn* txn) {
+  int i;
+  for (i = 0; i < txn->num_locks; ++i) close(txn->lock_fds[i]);
+  free(txn->lock_fds);
+  txn->lock_fds = NULL;
+  txn->num_locks = 0;
+}
+
+/* Takes the locks of canonical (an absolute path without symlinks): shared
+ * on each ancestor below "/", exclusive on canonical itself. */
+static int lock_root(posix_txn* txn, const char* canonical, const char* root,
+                     TF_Status* status) {
+  size_t n = strlen(canonical), i;
+  char msg[4200];
+  txn->lock_fds = malloc((n + 1) * sizeof(int));
+  if (txn->lock_fds == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  for (i = 1; i <= n; ++i) {
+    int fd;
+    if (i < n && canonical[i] != '/') continue;
+    fd = lock_path(canonical, i, i == n);
+    if (fd < 0) {
+      int e = errno;
+      unlock_all(txn);
+      if (e == EWOULDBLOCK) {
+        snprintf(msg, sizeof msg,
+                 "%s overlaps the root of a transaction in progress%s", root,
+                 i == n ? "" : " (an enclosing folder's)");
+        TF_SetStatus(status, TF_ABORTED, msg);
+      } else {
+        TF_SetStatusFromIOError(status, e, lock_folder());
+      }
+      return -1;
+    }
+    txn->lock_fds[txn->num_locks++] = fd;
+  }
+  return 0;
+}
+
+/* realpath of root's parent, then root's name: the path the locks are
+ * named after, whichever way the root was spelled. */
+static char* canonical_root(const char* parent, const char* name) {
+  char* real = realpath(parent, NULL);
+  char* out;
+  if (real == NULL) return NULL;
+  out = malloc(strlen(real) + strlen(name) + 2);
+  if (out != NULL)
+    sprintf(out, "%s%s%s", real, strcmp(real, "/") == 0 ? "" : "/", name);
+  free(real);
+  return out;
+}
+
+/* ---- staged writes stay inside the root ------------------------------------------ */
+
+int posix_check_staged_path(const char* path, TF_Status* status) {
+  posix_txn* txn;
+  char* copy = NULL;
+  size_t base = 0;
+  int rc = 0;
+  pthread_mutex_lock(&txn_mutex);
+  for (txn = active; txn != NULL; txn = txn->next) {
+    if (txn->staging != NULL && plugin_path_within(path, txn->staging)) {
+      base = strlen(txn->staging);
+      copy = strdup(path);
+      break;
+    }
+  }
+  pthread_mutex_unlock(&txn_mutex);
+  if (base == 0) return 0;
+  if (copy == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  {
+    /* every component after the staging directory but the last */
+    char* slash = copy + base;
+    while (rc == 0 && (slash = strchr(slash + 1, '/')) != NULL) {
+      struct stat st;
+      *slash = '\0';
+      if (lstat(copy, &st) == 0 && S_ISLNK(st.st_mode)) {
+        char msg[4300];
+        snprintf(msg, sizeof msg,
+                 "%s is a symlink inside a transaction root: a staged change "
+                 "through it would reach outside the root",
+                 copy + base + 1);
+        TF_SetStatus(status, TF_INVALID_ARGUMENT, msg);
+        rc = -1;
+      }
+      *slash = '/';
+    }
+  }
+  free(copy);
+  return rc;
+}
+
 /* ---- the transaction table ---------------------------------------------------- */
 
 static void unlink_txn(posix_txn* txn) {
@@ -215,7 +376,7 @@ static void unlink_txn(posix_txn* txn) {
 }
 
 static void free_txn(posix_txn* txn) {
-  if (txn->lock_fd >= 0) close(txn->lock_fd); /* releases the flock */
+  unlock_all(txn); /* releases the flocks */
   free(txn->root);
   free(txn->staging);
   plugin_memory_free(txn->token);
@@ -229,7 +390,6 @@ static posix_txn* txn_of(const TF_TransactionToken* token) {
 static posix_txn* new_txn(const TF_Filesystem* filesystem) {
   posix_txn* txn = calloc(1, sizeof *txn);
   if (txn == NULL) return NULL;
-  txn->lock_fd = -1;
   txn->token = plugin_memory_allocate(sizeof(TF_TransactionToken));
   if (txn->token == NULL) {
     free(txn);
@@ -243,7 +403,7 @@ static posix_txn* new_txn(const TF_Filesystem* filesystem) {
 /* Roots txn at root: checks for conflicts, locks, recovers, stages. The
  * table mutex is held by the caller. */
 static int begin(posix_txn* txn, const char* root, TF_Status* status) {
-  char parent[4096], lock[4096], msg[4200];
+  char parent[4096], msg[4200];
   const char* name;
   posix_txn* other;
   struct stat st;
@@ -262,28 +422,16 @@ static int begin(posix_txn* txn, const char* root, TF_Status* status) {
   }
   split_path(root, parent, sizeof parent, &name);
   if (posix_make_dirs(parent, status) != 0) return -1;
-  if ((size_t)snprintf(lock, sizeof lock, "%s/.%s.asyncfs-lock", parent,
-                       name) >= sizeof lock) {
-    TF_SetStatusFromIOError(status, ENAMETOOLONG, root);
-    return -1;
-  }
-  txn->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-  if (txn->lock_fd < 0) {
-    TF_SetStatusFromIOError(status, errno, lock);
-    return -1;
-  }
-  if (flock(txn->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    int e = errno;
-    close(txn->lock_fd);
-    txn->lock_fd = -1;
-    if (e == EWOULDBLOCK) {
-      snprintf(msg, sizeof msg,
-               "%s is in a transaction of another process", root);
-      TF_SetStatus(status, TF_ABORTED, msg);
-    } else {
-      TF_SetStatusFromIOError(status, e, lock);
+  {
+    char* canonical = canonical_root(parent, name);
+    int rc;
+    if (canonical == NULL) {
+      TF_SetStatusFromIOError(status, errno, parent);
+      return -1;
     }
-    return -1;
+    rc = lock_root(txn, canonical, root, status);
+    free(canonical);
+    if (rc != 0) return -1;
   }
   recover(parent, name, root);
   if (lstat(root, &st) == 0 && !S_ISDIR(st.st_mode)) {
@@ -297,8 +445,12 @@ static int begin(posix_txn* txn, const char* root, TF_Status* status) {
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
     return -1;
   }
-  sprintf(txn->staging, "%s/.%s.asyncfs-txn.%ld.%lu", parent, name,
-          (long)getpid(), ++txn_counter);
+  {
+    char stem[NAME_MAX + 1];
+    staging_stem(name, stem, sizeof stem);
+    sprintf(txn->staging, "%s/.%s.asyncfs-txn.%ld.%lu", parent, stem,
+            (long)getpid(), ++txn_counter);
+  }
   if (mkdir(txn->staging, 0777) != 0 ||
       (lstat(root, &st) == 0 && mirror_tree(root, txn->staging) != 0)) {
     TF_SetStatusFromIOError(status, errno, txn->staging);
