@@ -111,7 +111,8 @@ class _Zstd(_Frames):
     def __init__(self, uri: str) -> None:
         zstandard = _module("zstandard", "zstandard")
         super().__init__(lambda: zstandard.ZstdDecompressor().decompressobj(), zstandard.ZstdError, "zstd", uri)
-        self._compress = zstandard.ZstdCompressor().compressobj()
+        # a content checksum per frame: a flipped bit reads back as an error
+        self._compress = zstandard.ZstdCompressor(write_checksum=True).compressobj()
 
     def compress(self, data: bytes | bytearray | memoryview) -> bytes:
         return bytes(self._compress.compress(bytes(data)))
@@ -124,7 +125,8 @@ class _Snappy:
     def __init__(self, uri: str) -> None:
         snappy = _module("snappy", "python-snappy")
         self._uri = uri
-        self._error = snappy.UncompressError
+        # a bad frame checksum comes up from cramjam as a bare OSError
+        self._error = (snappy.UncompressError, OSError)
         self._compress = snappy.StreamCompressor()
         self._decompress = snappy.StreamDecompressor()
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import google_crc32c
 
+from . import _ffi
 from .errors import DataLossError
 from .streams import AsyncBinaryReader, AsyncBinaryWriter
 
@@ -147,7 +148,8 @@ class TFRecordReader:
         self.skipped += 1
 
     async def _resync(self, offset: int) -> None:
-        """Move to the first offset from which a valid record header reads."""
+        """Move to the first offset from which a valid record header reads:
+        one pass over the bytes, each window scanned in C."""
         stream = self.stream
         await stream.seek(offset)
         window = b""
@@ -155,16 +157,21 @@ class TFRecordReader:
         while True:
             chunk = await stream.read(1 << 16)
             window += chunk
-            for i in range(len(window) - 11):
-                if masked_crc32c(window[i : i + 8]) == _FOOTER.unpack_from(window, i + 8)[0]:
-                    await stream.seek(position + i)
-                    return
+            found = _find_header(window)
+            if found >= 0:
+                await stream.seek(position + found)
+                return
             if not chunk:
                 await stream.seek(position + len(window))
                 return
-            keep = min(len(window), 11)
+            keep = min(len(window), 11)  # a header may straddle two windows
             position += len(window) - keep
             window = window[-keep:]
+
+
+def _find_header(window: bytes) -> int:
+    """The offset of the first valid record header in window, or -1."""
+    return int(_ffi.runtime().ASYNCFS_FindRecordHeader(window, len(window)))
 
 
 async def writer(env: Env, uri: str, *, compression: str | None = "infer", atomic: bool = True) -> TFRecordWriter:
