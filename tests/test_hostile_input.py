@@ -1,0 +1,291 @@
+"""Hostile and careless input never reaches a target the caller did not
+name: NUL bytes, file:// authorities, malformed schemes, filesystem roots as
+transaction roots, symlinks out of a transaction root, names at NAME_MAX,
+corrupt compressed data and TFRecord garbage. Each finding of the hardening
+issue has its regression test here, on every built-in plugin it applies to."""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+import asyncfs
+from asyncfs import InvalidArgumentError, _ffi, _uri
+from asyncfs.tfrecord import masked_crc32c
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def env() -> AsyncIterator[asyncfs.Env]:
+    async with asyncfs.Env() as environment:
+        yield environment
+
+
+@pytest.fixture(params=["file", "mem"])
+def base(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "file":
+        yield f"file://{tmp_path}"
+        return
+    root = f"mem:///hostile-{os.getpid()}-{random.getrandbits(32)}"
+    mem = asyncfs.get_filesystem("mem://")
+    mem.recursively_create_dir(root)
+    yield root
+    mem.delete_recursively(root)
+
+
+# ---- 1. NUL bytes ----------------------------------------------------------------
+
+
+async def test_a_nul_byte_never_reaches_the_file_before_it(env: asyncfs.Env, base: str) -> None:
+    target = f"{base}/report.txt"
+    await env.write_file(target, b"precious")
+    for op in (
+        env.write_file(f"{target}\0.png", b"overwritten"),
+        env.append(f"{target}\0.log", b"appended"),
+        env.rm(f"{target}\0.bak"),
+        env.rmtree(f"{target}\0.d"),
+        env.read_file(f"{target}\0/anything"),
+        env.exists(f"{target}\0"),
+        env.stat(f"{target}\0"),
+        env.glob(f"{base}/*\0"),
+        env.copy(target, f"{target}\0.copy"),
+        env.rename(target, f"{target}\0.moved"),
+        env.files_exist([target, f"{target}\0x"]),
+    ):
+        with pytest.raises(InvalidArgumentError, match="NUL byte"):
+            await op
+    assert await env.read_file(target) == b"precious"
+    assert await env.listdir(base) == ["report.txt"]
+
+
+def test_the_sync_adapter_refuses_nul_bytes(base: str) -> None:
+    fs = asyncfs.get_filesystem(base)
+    target = f"{base}/report.txt"
+    fs.write_file(target, b"precious")
+    for call in (
+        lambda: fs.delete_file(f"{target}\0.bak"),
+        lambda: fs.read_file(f"{target}\0"),
+        lambda: fs.new_writable_file(f"{target}\0.png"),
+        lambda: fs.files_exist([f"{target}\0"]),
+        lambda: fs.translate_name(f"{target}\0"),
+        lambda: fs.get_matching_paths(f"{base}/\0*"),
+    ):
+        with pytest.raises(InvalidArgumentError, match="NUL byte"):
+            call()
+    assert fs.read_file(target) == b"precious"
+
+
+# ---- 2. file://NAME is host NAME, not a path ---------------------------------------
+
+
+@pytest.mark.parametrize("uri", ["file://zzz_nonexistent", "file://ds", "file://data/x", "file://127.0.0.1/tmp"])
+async def test_a_file_uri_with_a_host_is_refused(env: asyncfs.Env, uri: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="take no host"):
+        await env.exists(uri)
+    with pytest.raises(InvalidArgumentError, match="take no host"):
+        asyncfs.get_filesystem("file://").path_exists(uri)
+
+
+async def test_file_localhost_is_the_local_disk(env: asyncfs.Env, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_bytes(b"local")
+    assert await env.read_file(f"file://localhost{tmp_path}/a.txt") == b"local"
+    assert await env.read_file(f"file://LOCALHOST{tmp_path}/a.txt") == b"local"
+
+
+@pytest.mark.parametrize(
+    "command", [["exists", "file://zzz_nonexistent"], ["ls", "file://ds"], ["rm", "-r", "file://data"]]
+)
+def test_the_cli_refuses_file_uris_with_a_host(command: list[str], tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncfs", *command],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "take no host" in done.stderr
+    assert done.stdout.strip() != "yes"
+
+
+@pytest.mark.parametrize("uri", ["bad fs:///x", "2fs://x", "a b://c", "ünï://x"])
+async def test_text_before_colon_slash_slash_must_be_a_scheme(
+    env: asyncfs.Env, uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidArgumentError, match="not a URI scheme"):
+        await env.write_file(uri, b"x")
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_an_unregistered_rfc3986_scheme_is_unknown_not_local(
+    env: asyncfs.Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(asyncfs.UnknownSchemeError):
+        await env.write_file("bad-fs:///x", b"x")
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---- 3. filesystem roots are not transaction roots ------------------------------------
+
+
+@pytest.mark.parametrize("root", ["file:///", "file://", "/", "mem:///", "mem://", "file://localhost/"])
+@pytest.mark.parametrize("native", [True, False])
+async def test_a_filesystem_root_is_refused_as_a_transaction_root(
+    env: asyncfs.Env, root: str, native: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidArgumentError, match="transaction root"):
+        async with env.transaction(root, native=native) as txn:
+            await txn.write_file("x", b"x")
+    assert list(tmp_path.iterdir()) == []  # no ./file: folder
+
+
+# ---- 4. symlinks out of a transaction root ------------------------------------------------
+
+
+async def test_a_staged_write_never_follows_a_symlink_out_of_the_root(env: asyncfs.Env, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "link").symlink_to(outside)
+    (root / "inner").mkdir()
+    (root / "inner-link").symlink_to(root / "inner")
+    with pytest.raises(RuntimeError, match="rollback"):
+        async with env.transaction(f"file://{root}") as txn:
+            assert txn.native
+            for op in (
+                txn.write_file("link/x", b"escaped"),
+                txn.append("link/y", b"escaped"),
+                txn.makedirs("link/sub"),
+                txn.write_file("inner-link/x", b"through a link"),
+            ):
+                with pytest.raises(InvalidArgumentError, match="symlink"):
+                    await op
+            await txn.write_file("fine.txt", b"ok")
+            raise RuntimeError("rollback")
+    assert list(outside.iterdir()) == []
+    assert list((root / "inner").iterdir()) == []
+    assert sorted(p.name for p in root.iterdir()) == ["inner", "inner-link", "link"]
+    # the link itself may be replaced or removed, which changes nothing outside
+    async with env.transaction(f"file://{root}") as txn:
+        await txn.rm("link")
+        await txn.write_file("link", b"a file now")
+    assert (root / "link").read_bytes() == b"a file now"
+    assert outside.is_dir() and list(outside.iterdir()) == []
+
+
+# ---- 7. names up to NAME_MAX are written atomically ----------------------------------------
+
+
+@pytest.mark.parametrize("length", [200, 226, 240, 255])
+async def test_names_up_to_name_max_are_written_atomically(env: asyncfs.Env, base: str, length: int) -> None:
+    name = "n" * (length - 4) + ".bin"
+    target = f"{base}/{name}"
+    await env.write_file(target, b"first")
+    await env.write_file(target, b"second")
+    async with env.open(target, "wb") as out:
+        await out.write(b"streamed")
+    assert await env.read_file(target) == b"streamed"
+    await env.copy(target, f"{base}/{'c' * (length - 4)}.bin")
+    copies = f"mem:///copies-{os.getpid()}-{length}"
+    await env.makedirs(copies)
+    await env.copy(target, f"{copies}/{name}")
+    assert await env.listdir(copies) == [name]
+    await env.rmtree(copies)
+    await env.makedirs(f"{base}/tx")
+    async with env.transaction(f"{base}/tx") as txn:
+        await txn.write_file(name, b"in a transaction")
+    assert await env.read_file(f"{base}/tx/{name}") == b"in a transaction"
+    assert sorted(await env.listdir(base)) == sorted([name, f"{'c' * (length - 4)}.bin", "tx"])
+
+
+@pytest.mark.parametrize("native", [True, False])
+async def test_a_transaction_root_with_a_long_name(env: asyncfs.Env, tmp_path: Path, native: bool) -> None:
+    root = f"file://{tmp_path}/{'r' * 250}"
+    async with env.transaction(root, native=native) as txn:
+        await txn.write_file("a", b"a")
+    assert await env.read_file(f"{root}/a") == b"a"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r" * 250]
+
+
+def test_short_sibling_stays_within_name_max() -> None:
+    for length in range(1, 256):
+        name = "é" * (length // 2) + "x" * (length % 2)
+        for uri in (_uri.staging_name(f"/d/{name}"), _uri.short_sibling(f"/d/{name}", ".", ".asyncfs-journal")):
+            assert len(uri.rpartition("/")[2].encode()) <= _uri.NAME_MAX
+
+
+# ---- compression integrity ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".zst", ".sz", ".gz"])
+async def test_a_flipped_bit_in_compressed_data_is_data_loss(env: asyncfs.Env, tmp_path: Path, suffix: str) -> None:
+    pytest.importorskip("zstandard" if suffix == ".zst" else "snappy" if suffix == ".sz" else "zlib")
+    uri = f"file://{tmp_path}/data{suffix}"
+    payload = random.Random(1).randbytes(4096) * 4
+    async with env.open(uri, "wb") as out:
+        await out.write(payload)
+    raw = (tmp_path / f"data{suffix}").read_bytes()
+    rng = random.Random(7)
+    for _ in range(40):
+        damaged = bytearray(raw)
+        damaged[rng.randrange(16, len(raw) - 8)] ^= 1 << rng.randrange(8)
+        (tmp_path / f"data{suffix}").write_bytes(damaged)
+        try:
+            async with env.open(uri, "rb") as stream:
+                data = await stream.read()
+        except asyncfs.DataLossError:
+            continue
+        assert data == payload, "a flipped bit read back as other data with no error"
+
+
+# ---- TFRecord: skipping garbage is one pass ----------------------------------------------
+
+
+def _record(data: bytes) -> bytes:
+    header = struct.pack("<Q", len(data))
+    return header + struct.pack("<I", masked_crc32c(header)) + data + struct.pack("<I", masked_crc32c(data))
+
+
+def test_the_header_scan_agrees_with_the_definition() -> None:
+    rng = random.Random(3)
+    for _ in range(200):
+        garbage = bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 200)))
+        window = garbage + _record(b"x" * rng.randrange(5)) if rng.random() < 0.7 else garbage
+        expected = next(
+            (
+                i
+                for i in range(len(window) - 11)
+                if masked_crc32c(window[i : i + 8]) == struct.unpack_from("<I", window, i + 8)[0]
+            ),
+            -1,
+        )
+        assert _ffi.runtime().ASYNCFS_FindRecordHeader(window, len(window)) == expected
+
+
+async def test_skip_corrupt_finds_the_record_after_megabytes_of_garbage(env: asyncfs.Env) -> None:
+    garbage = random.Random(5).randbytes(2 << 20)
+    uri = f"mem:///tfrecord-garbage-{os.getpid()}.tfrecord"
+    await env.write_file(uri, _record(b"first") + garbage + _record(b"after the garbage"))
+    reader = asyncfs.tfrecord.TFRecordReader(await env.open(uri, "rb"), skip_corrupt=True)
+    records = [record async for record in reader]
+    assert records[0] == b"first" and records[-1] == b"after the garbage"
+    assert reader.skipped >= 1
+    await env.rm(uri)
