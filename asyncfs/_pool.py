@@ -2,12 +2,20 @@
 
 Operations submitted during one event-loop iteration are collected and, at
 the end of it, handed to a worker as one batch; the worker runs them in one
-thread hop and hands back all its results with one wake-up of the loop.
-Operations that prove slow (time spent in C with the GIL released) call more
-workers onto their batch (see :class:`_Batch`); short ones, bound by the GIL,
-run fastest on one thread. No operation ever waits on another, so the pool
-cannot deadlock. The number of operations in flight per loop is capped;
-submitters beyond the cap wait.
+thread hop and hands results back in small groups, one wake-up of the loop
+per group and at most :data:`DELIVERY_INTERVAL` of others' work ahead of any
+result. Operations that prove slow (time spent in C with the GIL released)
+call more workers onto their batch (see :class:`_Batch`); short ones, bound
+by the GIL, run fastest on one thread. The number of operations in flight
+per loop is capped; submitters beyond the cap wait.
+
+No operation waits on another: a monitor thread notices a worker stuck in
+one call for :data:`STUCK_AFTER` (a hung network peer, a FIFO, a dead NFS
+server), hands what it finished to the loop, puts its batch back in the
+queue for others to drain, and starts a spare thread so that ``workers``
+threads stay free (up to ``max_threads`` in all; spares leave when idle).
+Shutdown waits a bounded time for such calls and then abandons them on
+their daemon threads, with a warning naming each.
 
 The pool is not the loop's default executor: it never competes with DNS
 resolution or ``to_thread`` users for threads.
@@ -20,13 +28,15 @@ import os
 import queue
 import threading
 import time
+import warnings
 import weakref
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ._backends import Backend, Waiter, backend_for, current_loop
+from .errors import AbandonedOperationWarning, UnavailableError
 
 __all__ = ["Pending", "PoolStats", "Sink", "WorkerPool", "default_workers"]
 
@@ -98,7 +108,7 @@ class Sink:
 
 
 class _Work:
-    __slots__ = ("args", "discard", "error", "fn", "group", "result", "sink", "tag", "waiter")
+    __slots__ = ("args", "discard", "error", "fn", "group", "orphaned", "result", "sink", "tag", "waiter")
 
     # a fan-out's calls (run_many, submit_to) are meant to run in parallel:
     # their batch calls in helpers from the start, not after a slow first call
@@ -123,6 +133,14 @@ class _Work:
         self.error: BaseException | None = None
         self.sink: Sink | None = None
         self.tag: Any = None
+        self.orphaned = False  # given up at shutdown: its caller was told
+
+    def describe(self) -> str:
+        """The call in user terms: the function and the URI it was given."""
+        fn = getattr(self.fn, "func", self.fn)  # functools.partial
+        name = getattr(fn, "__qualname__", repr(fn))
+        uri = next((arg for arg in self.args if isinstance(arg, str)), None)
+        return f"{name}({uri!r})" if uri is not None else f"{name}()"
 
     def run(self) -> None:
         if (self.waiter.abandoned or (self.sink is not None and self.sink.closed)) and self.discard is None:
@@ -134,9 +152,16 @@ class _Work:
         # An idle worker must not keep its last call's arguments (a buffer
         # written, say) alive: with many workers that adds up.
         self.args = ()
-        if self.waiter.abandoned and self.discard is not None and self.error is None:
-            self.discard(self.result)  # e.g. close a handle opened for a cancelled caller
-            self.discard = None
+        if self.waiter.abandoned:
+            self.release()
+
+    def release(self) -> None:
+        """Nobody will receive the result: release what it holds (close a
+        handle opened for a caller that left)."""
+        if self.discard is not None and self.error is None:
+            discard, self.discard = self.discard, None
+            with contextlib.suppress(Exception):
+                discard(self.result)
 
 
 class _Batch:
@@ -164,6 +189,10 @@ class _Batch:
             self.next += 1
             return self.items[self.next - 1]
 
+    def left(self) -> int:
+        with self.lock:
+            return len(self.items) - self.next
+
     def helpers_wanted(self, workers: int) -> int:
         """How many more workers to call in, counting them as called."""
         with self.lock:
@@ -177,6 +206,36 @@ class _Batch:
 # An operation that takes longer than this ran in C with the GIL released,
 # so more threads on its batch make it go faster.
 SLOW_OPERATION = 250e-6
+# A worker hands finished work to the loop at least this often, so that no
+# result waits behind more than this much of others' work.
+DELIVERY_INTERVAL = 1e-3
+# A call running longer than this is treated as stuck: its batch-mates move
+# to other threads and a spare thread starts.
+STUCK_AFTER = 0.05
+_MONITOR_PERIOD = 0.01
+_SPARE_IDLE = 2.0  # seconds a spare thread waits for work before it leaves
+
+
+class _WorkerState:
+    """What one worker thread is doing, for the monitor to see: the call it
+    is inside (since when, in which batch) and what it finished but has not
+    handed to the loop yet."""
+
+    __slots__ = ("batch", "busy_since", "done", "lock", "stuck", "thread", "work")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.busy_since = 0.0
+        self.work: _Work | None = None
+        self.batch: _Batch | None = None
+        self.done: list[_Work] = []
+        self.stuck = False
+        self.thread: threading.Thread | None = None
+
+    def take_done(self) -> list[_Work]:
+        with self.lock:
+            done, self.done = self.done, []
+        return done
 
 
 class _Batcher:
@@ -193,6 +252,9 @@ class _Batcher:
         self.operations = 0
         self.wakeups = 0
         self.blocked: deque[Waiter] = deque()
+        self.outbox: list[_Work] = []  # finished work on its way to the loop
+        self.outbox_lock = threading.Lock()
+        self.outbox_scheduled = False
 
     def take_slot(self) -> bool:
         """Count one more operation in flight, if there is room."""
@@ -223,7 +285,27 @@ class _Batcher:
         self.pool.put(_Batch(batch, self.deliver_threadsafe))
 
     def deliver_threadsafe(self, chunk: list[_Work]) -> None:
-        self.backend.call_soon_threadsafe(lambda: self.deliver(chunk))
+        """Hand finished work to the loop (from a worker). Workers add to one
+        outbox, and the loop is woken only when it has not been woken for
+        the outbox already: however many workers deliver while the loop is
+        busy, it wakes once for all of them."""
+        with self.outbox_lock:
+            self.outbox += chunk
+            if self.outbox_scheduled:
+                return
+            self.outbox_scheduled = True
+        try:
+            self.backend.call_soon_threadsafe(self.deliver_outbox)
+        except RuntimeError:  # the loop is closed: nobody will receive these
+            with self.outbox_lock:
+                orphans, self.outbox = self.outbox, []
+            for work in orphans:
+                work.release()
+
+    def deliver_outbox(self) -> None:
+        with self.outbox_lock:
+            chunk, self.outbox, self.outbox_scheduled = self.outbox, [], False
+        self.deliver(chunk)
 
     def deliver(self, chunk: list[_Work]) -> None:
         resolve = self.backend.resolve
@@ -242,12 +324,23 @@ class _Batcher:
             received = not work.waiter.abandoned and resolve(work.waiter, work.result, work.error)
             if not received and work.discard is not None and work.error is None:
                 # opened for a caller that was cancelled meanwhile: release it
-                self.pool.put(_Batch([_Work(work.discard, (work.result,), Waiter(None), None)], _ignore))
+                self.pool.release_later(work)
         self.release_slots(len(chunk))
 
 
 def _ignore(chunk: list[_Work]) -> None:
     del chunk
+
+
+# Every pool of the process, so that a forked child can give each a fresh
+# start (os.register_at_fork below): an Env made before a fork works in the
+# child, on threads of its own.
+_pools: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
+
+
+def _reset_pools_in_child() -> None:
+    for pool in list(_pools):
+        pool._after_fork_in_child()
 
 
 class Pending(Generic[T]):
@@ -268,59 +361,189 @@ class Pending(Generic[T]):
 class WorkerPool:
     """Threads that run chunks of plugin calls for any number of loops."""
 
-    def __init__(self, workers: int | None = None, *, max_in_flight: int = 4096, worker_nice: int = 10) -> None:
+    def __init__(
+        self,
+        workers: int | None = None,
+        *,
+        max_in_flight: int = 4096,
+        worker_nice: int = 0,
+        max_threads: int | None = None,
+    ) -> None:
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
         self.workers = workers or default_workers()
+        self.max_threads = max(self.workers, max_threads if max_threads is not None else max(64, 4 * self.workers))
         self.max_in_flight = max_in_flight
         self.worker_nice = worker_nice
         self._queue: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
+        self._states: list[_WorkerState] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._active = threading.Event()  # wakes the monitor
+        self._draining = 0  # batches workers are running now
+        self._monitor: threading.Thread | None = None
         self._batchers: weakref.WeakKeyDictionary[object, _Batcher] = weakref.WeakKeyDictionary()
+        _pools.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child has none of the parent's threads, and the parent's
+        locks may have been held when it forked: start over, empty. The
+        child's loops are new, so no batcher carries over; work the parent
+        had in flight is the parent's."""
+        self._queue = queue.SimpleQueue()
+        self._states = []
+        self._lock = threading.Lock()
+        self._active = threading.Event()
+        self._draining = 0
+        self._monitor = None
+        self._batchers = weakref.WeakKeyDictionary()
+
+    @property
+    def threads(self) -> int:
+        """Worker threads now, spares for stuck calls included."""
+        with self._lock:
+            return len(self._states)
 
     def put(self, batch: _Batch) -> None:
-        if not self._threads:
+        if self._monitor is None:
             self._start()
         self._queue.put(batch)
+        self._active.set()
+
+    def release_later(self, work: _Work) -> None:
+        """Release what work holds on a worker (on a thread of its own once
+        the pool is shut down): never on the loop, never leaked."""
+        if self._closed:
+            threading.Thread(target=work.release, name="asyncfs-release", daemon=True).start()
+        else:
+            self.put(_Batch([_Work(work.release, (), Waiter(None), None)], _ignore))
 
     def _start(self) -> None:
         with self._lock:
             if self._closed:
                 raise RuntimeError("the worker pool is shut down")
-            while len(self._threads) < self.workers:
-                thread = threading.Thread(target=self._work, name=f"asyncfs-worker-{len(self._threads)}", daemon=True)
-                thread.start()
-                self._threads.append(thread)
+            if self._monitor is not None:
+                return
+            while len(self._states) < self.workers:
+                self._spawn(spare=False)
+            self._monitor = threading.Thread(target=self._watch, name="asyncfs-monitor", daemon=True)
+            self._monitor.start()
 
-    def _work(self) -> None:
+    def _spawn(self, *, spare: bool) -> None:
+        """Start a worker thread (with self._lock held)."""
+        state = _WorkerState()
+        name = f"asyncfs-{'spare' if spare else 'worker'}-{len(self._states)}"
+        state.thread = threading.Thread(target=self._work, args=(state, spare), name=name, daemon=True)
+        self._states.append(state)
+        state.thread.start()
+
+    def _work(self, state: _WorkerState, spare: bool) -> None:
         if self.worker_nice and hasattr(os, "setpriority"):
             # Linux nice values are per thread: the event loop keeps its
             # priority and gets a core first when both want one.
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.worker_nice)
         clock = time.perf_counter
-        while True:
-            batch = self._queue.get()
-            if batch is None:
-                return
-            done: list[_Work] = []
-            if batch.eager:
+        try:
+            while True:
+                try:
+                    batch = self._queue.get(timeout=_SPARE_IDLE) if spare else self._queue.get()
+                except queue.Empty:
+                    return  # a spare no longer needed
+                if batch is None:
+                    return
+                self._drain(state, batch, clock)
+                del batch  # nothing of this batch outlives it in an idle worker
+        finally:
+            with self._lock:
+                self._states.remove(state)
+
+    def _drain(self, state: _WorkerState, batch: _Batch, clock: Callable[[], float]) -> None:
+        with self._lock:
+            self._draining += 1
+        self._active.set()  # after the count: the monitor cannot miss this batch
+        try:
+            self._run_batch(state, batch, clock)
+        finally:
+            with self._lock:
+                self._draining -= 1
+
+    def _run_batch(self, state: _WorkerState, batch: _Batch, clock: Callable[[], float]) -> None:
+        if batch.eager:
+            for _ in range(batch.helpers_wanted(self.workers)):
+                self._queue.put(batch)
+        delivered = clock()
+        while (work := batch.take()) is not None:
+            start = clock()
+            with state.lock:
+                state.work, state.batch, state.busy_since = work, batch, start
+            work.run()
+            end = clock()
+            with state.lock:
+                state.work, state.busy_since = None, 0.0
+                if work.orphaned:  # given up at shutdown: its caller was told already
+                    work.release()
+                else:
+                    state.done.append(work)
+                if state.stuck:  # it came back: the monitor started a spare for it
+                    state.stuck = False
+            if end - start > SLOW_OPERATION:
                 for _ in range(batch.helpers_wanted(self.workers)):
                     self._queue.put(batch)
-            while (work := batch.take()) is not None:
-                start = clock()
-                work.run()
-                done.append(work)
-                if clock() - start > SLOW_OPERATION:
-                    for _ in range(batch.helpers_wanted(self.workers)):
-                        self._queue.put(batch)
-            if done:
-                batch.deliver(done)
-            del batch, done  # nothing of this batch outlives it in an idle worker
+            if end - delivered >= DELIVERY_INTERVAL:
+                self._hand_over(state, batch)
+                delivered = end
+        self._hand_over(state, batch)
+        with state.lock:
+            state.batch = None
+
+    @staticmethod
+    def _hand_over(state: _WorkerState, batch: _Batch) -> None:
+        done = state.take_done()
+        if done:
+            batch.deliver(done)
+
+    def _watch(self) -> None:
+        """The monitor: while work is in flight, every few milliseconds,
+        find workers stuck in one call and keep the rest of the pool going."""
+        clock = time.perf_counter
+        while not self._closed:
+            self._active.wait()
+            time.sleep(_MONITOR_PERIOD)
+            now = clock()
+            with self._lock:
+                states = list(self._states)
+            stuck = 0
+            for state in states:
+                with state.lock:
+                    since, batch = state.busy_since, state.batch
+                    if since == 0.0 or now - since < STUCK_AFTER:
+                        continue
+                    stuck += 1
+                    newly = not state.stuck
+                    state.stuck = True
+                # what it finished before the call that hangs goes out now
+                if batch is not None:
+                    self._hand_over(state, batch)
+                    if newly and batch.left():
+                        self._queue.put(batch)  # its batch-mates go to other threads
+            with self._lock:  # keep `workers` threads free, within max_threads
+                while (
+                    not self._closed
+                    and len(self._states) - stuck < self.workers
+                    and len(self._states) < self.max_threads
+                ):
+                    self._spawn(spare=True)
+            if self._idle():
+                self._active.clear()
+                if not self._idle():  # work came meanwhile: look again
+                    self._active.set()
+
+    def _idle(self) -> bool:
+        with self._lock:
+            return self._draining == 0 and self._queue.empty()
 
     def batcher(self) -> _Batcher:
         """This event loop's batcher (made on the loop's first operation)."""
@@ -431,15 +654,70 @@ class WorkerPool:
             peak_in_flight=max((b.peak_in_flight for b in batchers), default=0),
         )
 
-    def shutdown(self, *, wait: bool = True) -> None:
-        """Stop the threads after the work already queued."""
+    def shutdown(self, *, wait: bool = True, timeout: float | None = None) -> list[str]:
+        """Stop the threads after the work already queued. With wait, wait
+        for them, at most timeout seconds (None: as long as it takes). Calls
+        still running then are abandoned on their daemon threads: their
+        callers get :class:`UnavailableError`, an
+        :class:`AbandonedOperationWarning` names each, and their
+        descriptions are returned."""
         with self._lock:
             if self._closed:
-                return
+                return []
             self._closed = True
-            threads = list(self._threads)
-        for _ in threads:
+            states = list(self._states)
+        self._active.set()  # the monitor sees _closed and leaves
+        for _ in states:
             self._queue.put(None)
-        if wait:
-            for thread in threads:
-                thread.join()
+        if not wait:
+            return []
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for state in states:
+            if state.thread is not None:
+                state.thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return self._abandon(state for state in states if state.thread is not None and state.thread.is_alive())
+
+    def _abandon(self, states: Iterable[_WorkerState]) -> list[str]:
+        abandoned: list[str] = []
+        for state in states:
+            with state.lock:
+                work, batch = state.work, state.batch
+                if work is None or batch is None:
+                    continue
+                work.orphaned = True
+            self._hand_over(state, batch)  # what it finished before it hung
+            abandoned.append(work.describe())
+            _fail(batch, [work], "this call was blocked in its plugin; it may still complete")
+        # batches no free thread took: all threads hung
+        while True:
+            try:
+                batch = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if batch is not None:
+                _fail(batch, list(iter(batch.take, None)), "no worker thread was free to run this call")
+        if abandoned:
+            warnings.warn(
+                AbandonedOperationWarning(
+                    f"{len(abandoned)} plugin call(s) were still blocked at shutdown and are left running on "
+                    f"daemon threads: {', '.join(abandoned)}"
+                ),
+                stacklevel=3,
+            )
+        return abandoned
+
+
+def _fail(batch: _Batch, works: list[_Work], why: str) -> None:
+    """Tell the callers of works that the pool gave them up at shutdown."""
+    failed = []
+    for work in works:
+        orphan = _Work(work.fn, (), work.waiter, None, work.group)
+        orphan.sink, orphan.tag = work.sink, work.tag
+        orphan.error = UnavailableError(f"abandoned: the Env closed; {why}", op=work.describe())
+        failed.append(orphan)
+    if failed:
+        batch.deliver(failed)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_pools_in_child)

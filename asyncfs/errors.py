@@ -17,6 +17,7 @@ from enum import IntEnum
 
 __all__ = [
     "ABIMismatchError",
+    "AbandonedOperationWarning",
     "AbortedError",
     "AlreadyExistsError",
     "AsyncFSError",
@@ -306,6 +307,12 @@ class TransactionStateError(AsyncFSError, RuntimeError):
 
 class UnknownSchemeError(AsyncFSError, LookupError):
     """No plugin is registered for a URI's scheme."""
+
+
+class AbandonedOperationWarning(RuntimeWarning):
+    """An Env shut down while plugin calls were still blocked (a hung
+    network peer, a FIFO); they are left running on daemon threads, and the
+    warning names each call and its URI."""
 
 
 class PluginAPIMismatchWarning(UserWarning):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from dataclasses import dataclass
 
 from . import _libs, _uri
@@ -47,6 +48,7 @@ class Registry:
         self._plugins: list[PluginInfo] = []
         self._unavailable: dict[str, str] = {}
         self._lock = threading.Lock()
+        _registries.add(self)
         if builtins:
             for name in BUILTIN_PLUGINS:
                 self.load_plugin(_libs.library_path(name))
@@ -119,6 +121,21 @@ class Registry:
 
 _default: Registry | None = None
 _default_lock = threading.Lock()
+_registries: weakref.WeakSet[Registry] = weakref.WeakSet()
+
+
+def _fresh_locks_in_child() -> None:
+    """After a fork, locks that another thread of the parent held would
+    never be released in the child: give the child new ones. Plugins keep
+    their state; they are told nothing (docs/plugin-abi.md)."""
+    global _default_lock
+    _default_lock = threading.Lock()
+    for registry in list(_registries):
+        registry._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_locks_in_child)
 
 
 def default_registry() -> Registry:
