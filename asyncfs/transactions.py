@@ -105,6 +105,7 @@ class Transaction:
         )
         self.state = "new"
         self._key = ""
+        self._staged = False  # the staging's begin() completed
 
     @property
     def native(self) -> bool:
@@ -116,9 +117,18 @@ class Transaction:
 
     # ---- lifetime ------------------------------------------------------------------
 
+    @property
+    def committed(self) -> bool:
+        """Whether the commit completed. A commit is shielded: a caller
+        cancelled during it waits for it to finish and then sees the
+        cancellation, so after ``CancelledError`` this tells what happened."""
+        return self.state == "committed"
+
     async def begin(self) -> Transaction:
         """Start: wait (up to the timeout) for conflicting transactions, recover
-        what a crashed one left on this root, and prepare staging."""
+        what a crashed one left on this root, and prepare staging. Cancelled
+        (or timed out) while staging is prepared, it undoes what was prepared:
+        no lock or staging outlives a begin() that did not return."""
         if self.state != "new":
             raise TransactionStateError(f"transaction on {self.root} is {self.state}, it cannot begin again")
         translated = await self._afs.translate_name(self.root)
@@ -126,43 +136,58 @@ class Transaction:
         # one key per plugin, whichever scheme spelled the root ("" and "file"
         # are both the posix plugin)
         key = f"{self._fs.metadata.library}:{translated}"
+        deadline = anyio.current_time() + self.timeout
         delay = 0.005
-        with anyio.move_on_after(self.timeout) as waited:
-            while True:
+        while True:
+            try:
+                _claim_root(key)  # each Transaction owns its root in this process
                 try:
-                    _claim_root(key)  # each Transaction owns its root in this process
-                    try:
-                        await self._mutate(self._stage.begin)
-                    except BaseException:
-                        _release_root(key)
-                        raise
-                    break
-                except AbortedError:  # a conflicting transaction holds the root
-                    await anyio.sleep(delay)
-                    delay = min(delay * 2, 0.2)
+                    await self._mutate(self._begin_staging)
+                except BaseException:
+                    if self._staged:  # staging was prepared before the caller left: undo it
+                        with anyio.CancelScope(shield=True):
+                            await self._mutate(self._stage.abort)
+                    _release_root(key)
+                    raise
+                break
+            except AbortedError:  # a conflicting transaction holds the root
+                remaining = deadline - anyio.current_time()
+                if remaining <= 0:
+                    raise TransactionConflictError(
+                        f"another transaction kept an overlapping root busy for {self.timeout:g} s",
+                        op="transaction",
+                        path=self.root,
+                    ) from None
+                await anyio.sleep(min(delay, remaining))
+                delay = min(delay * 2, 0.2)
         self._key = key
-        if waited.cancelled_caught:
-            raise TransactionConflictError(
-                f"another transaction kept an overlapping root busy for {self.timeout:g} s",
-                op="transaction",
-                path=self.root,
-            )
         self.state = "active"
         return self
 
+    def _begin_staging(self) -> None:
+        self._stage.begin()
+        self._staged = True
+
+    def _commit_staging(self) -> None:
+        self._stage.commit()
+        self.state = "committed"
+
     async def commit(self) -> None:
-        """Make every staged change visible at once."""
+        """Make every staged change visible at once. If the caller is
+        cancelled meanwhile, the commit still finishes (or fails and rolls
+        back) before the cancellation is raised: :attr:`committed` tells."""
         self._check_active()
         self.state = "committing"
         try:
-            await self._mutate(self._stage.commit)
+            await self._mutate(self._commit_staging)
         except BaseException:
-            self.state = "failed"
-            await self._mutate(self._stage.abort)
+            if self.state != "committed":  # the commit itself failed: roll back
+                self.state = "failed"
+                with anyio.CancelScope(shield=True):
+                    await self._mutate(self._stage.abort)
             raise
         finally:
             _release_root(self._key)
-        self.state = "committed"
 
     async def abort(self) -> None:
         """Discard every staged change; the root stays as it was."""
@@ -691,6 +716,17 @@ class _GenericStaging(_Staging):
 # locks (native) or the lock directory (generic) keep transactions apart.
 _active_roots: set[str] = set()
 _active_lock = threading.Lock()
+
+
+def _forget_roots_in_child() -> None:
+    """A forked child holds none of its parent's transactions."""
+    global _active_lock
+    _active_lock = threading.Lock()
+    _active_roots.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_roots_in_child)
 
 
 def _overlap(a: str, b: str) -> bool:
