@@ -107,9 +107,19 @@ class _BufferedReader(_Stream, Generic[T]):
     _pos: int
     _buf_start: int  # stream offset of _buf[0]
 
+    _empty: T
+
+    async def _more(self) -> T | None:
+        """The next decoded chunk of the stream; None at its end."""
+        raise NotImplementedError
+
     async def _fill(self) -> bool:
         """Add to the buffer; False at the end of the stream."""
-        raise NotImplementedError
+        data = await self._more()
+        if data is None:
+            return False
+        self._append(data)
+        return True
 
     def _splittable(self, chunk: T) -> bool:
         """Whether chunk.splitlines() breaks only at newlines."""
@@ -121,41 +131,67 @@ class _BufferedReader(_Stream, Generic[T]):
         self._buf = rest + data if rest else data
         self._pos = 0
 
+    def _take_buffer(self) -> T:
+        """All that is buffered, consumed."""
+        rest = self._buf[self._pos :]
+        self._buf_start += len(self._buf)
+        self._buf, self._pos = self._empty, 0
+        return rest
+
     async def read(self, n: int = -1) -> T:
         """Up to n bytes or characters (all the rest when n < 0); empty at
-        the end."""
+        the end. Chunks are collected and joined once: linear in the size."""
         self._check_open()
-        while (n < 0 or len(self._buf) - self._pos < n) and await self._fill():
-            pass
-        end = len(self._buf) if n < 0 else self._pos + n
-        data = self._buf[self._pos : end]
-        self._pos += len(data)
+        if 0 <= n <= len(self._buf) - self._pos:  # the common case: buffered
+            data = self._buf[self._pos : self._pos + n]
+            self._pos += n
+            return data
+        start = self._buf_start + self._pos
+        parts = [self._take_buffer()]
+        have = len(parts[0])
+        while n < 0 or have < n:
+            chunk = await self._more()
+            if chunk is None:
+                break
+            parts.append(chunk)
+            have += len(chunk)
+        rest = self._empty
+        if 0 <= n < have:  # the last chunk went past n: keep its tail
+            cut = len(parts[-1]) - (have - n)
+            parts[-1], rest = parts[-1][:cut], parts[-1][cut:]
+        data = parts[0] if len(parts) == 1 else await self._join(parts)
+        self._buf_start, self._buf, self._pos = start + len(data), rest, 0
         return data
 
+    async def _join(self, parts: list[T]) -> T:
+        return self._empty.join(parts)
+
     async def readline(self, limit: int = -1) -> T:
+        """The next line with its newline (at most limit long when limit >=
+        0); empty at the end. A line longer than the buffer is collected in
+        parts and joined once."""
         self._check_open()
         newline = self._newline
-        start = self._pos
-        search = start
+        parts: list[T] = []
+        got = 0
         while True:
-            end = self._buf.find(newline, search)
+            buf, pos = self._buf, self._pos
+            end = buf.find(newline, pos)
+            stop = len(buf) if end < 0 else end + 1
+            if 0 <= limit <= got + stop - pos:
+                stop = pos + limit - got
+                end = stop  # the limit ends the line
+            parts.append(buf[pos:stop])
+            got += stop - pos
+            self._pos = stop
             if end >= 0:
-                end += 1
                 break
-            search = len(self._buf)
-            if 0 <= limit <= search - start:
-                end = start + limit
+            chunk = await self._more()
+            if chunk is None:
                 break
-            mark = search - start
-            if not await self._fill():
-                end = len(self._buf)
-                break
-            start, search = self._pos, self._pos + mark
-        if 0 <= limit < end - start:
-            end = start + limit
-        line = self._buf[start:end]
-        self._pos = end
-        return line
+            self._buf_start += len(self._buf)
+            self._buf, self._pos = chunk, 0
+        return parts[0] if len(parts) == 1 else self._empty.join(parts)
 
     async def readlines(self) -> list[T]:
         return [line async for line in self]
@@ -219,6 +255,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         self._codec = codec
         self._decompressor = _compression.decompressor(codec, uri) if codec else None
         self._newline = b"\n"
+        self._empty = b""
         self._ahead: deque[tuple[int, Pending[bytes] | None]] = deque()
         self._raw_offset = 0  # next raw byte to fetch
         self._raw_eof = False
@@ -261,8 +298,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
                 with contextlib.suppress(Exception):  # its error no longer matters
                     await pending.result()  # but the worker must be done with the handle
 
-    async def _fill(self) -> bool:
-        """Add decoded bytes to the buffer; False at the end of the stream."""
+    async def _more(self) -> bytes | None:
         while not self._eof:
             raw = await self._raw_block()
             if self._decompressor is None:
@@ -273,13 +309,39 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
                     self._decompressor.finish()
             if self._raw_eof and not data:
                 self._eof = True
-                return False
+                return None
             if data:
-                self._append(data)
-                return True
-        return False
+                return data
+        return None
 
     # ---- reading ----------------------------------------------------------------------
+
+    async def read(self, n: int = -1) -> bytes:
+        """Up to n bytes (all the rest when n < 0); empty at the end. All
+        the rest of an uncompressed file is one plugin call on a worker,
+        straight into the bytes returned: no copy, and nothing on the loop."""
+        if n >= 0 or self._decompressor is not None or self._eof:
+            return await super().read(n)
+        self._check_open()
+        start = self.tell()
+        await self._drop_ahead()
+        wanted = max(self._size - start, 0)
+        data = await self._pool.run(self._file.read, start, wanted, mutating=False) if wanted else b""
+        self._raw_offset = self._buf_start = start + len(data)
+        self._buf, self._pos = b"", 0
+        self._raw_eof = len(data) < wanted
+        if self._raw_eof:
+            self._eof = True
+            return data
+        more = await super().read(-1)  # the file grew since it was opened
+        return data + more if more else data
+
+    async def _join(self, parts: list[bytes]) -> bytes:
+        if sum(map(len, parts)) < 1 << 20:
+            return b"".join(parts)
+        # bytes.join releases the GIL for large joins: on a worker, the
+        # loop runs meanwhile
+        return await self._pool.run(b"".join, parts, mutating=False)
 
     async def readinto(self, buffer: Buffer) -> int:
         view = memoryview(buffer).cast("B")
@@ -470,6 +532,7 @@ class AsyncTextReader(_BufferedReader[str]):
         decoder = codecs.getincrementaldecoder(encoding)(errors or "strict")
         self._decoder = io.IncrementalNewlineDecoder(decoder, translate=True)
         self._newline = "\n"
+        self._empty = ""
         self._buf = ""
         self._pos = 0
         self._buf_start = 0
@@ -479,15 +542,14 @@ class AsyncTextReader(_BufferedReader[str]):
     def closed(self) -> bool:  # type: ignore[override]
         return self.binary.closed
 
-    async def _fill(self) -> bool:
+    async def _more(self) -> str | None:
         while not self._eof:
             raw = await self.binary.read(self.binary._block)
             self._eof = not raw
             text = self._decoder.decode(raw, final=self._eof)
             if text:
-                self._append(text)
-                return True
-        return False
+                return text
+        return None
 
     def _splittable(self, chunk: str) -> bool:
         return _only_newlines(chunk)
