@@ -17,18 +17,11 @@ The map of the public API:
 
 from __future__ import annotations
 
-from . import tfrecord
-from ._libs import get_include
-from ._loader import PluginMetadata, core_abi_version
-from ._marshal import Option
-from .async_filesystem import (
-    AsyncModularFileSystem,
-    AsyncRandomAccessFile,
-    AsyncReadOnlyMemoryRegion,
-    AsyncWritableFile,
-)
-from .env import Env
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
+    AbandonedOperationWarning,
     ABIMismatchError,
     AbortedError,
     AlreadyExistsError,
@@ -64,13 +57,75 @@ from .errors import (
     UnknownError,
     UnknownSchemeError,
 )
-from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
-from .filesystem import FileStatistics, ModularFileSystem
-from .prefetch import Budget
-from .registry import PluginInfo, Registry, default_registry, get_filesystem, load_plugin
-from .streams import AsyncBinaryReader, AsyncBinaryWriter, AsyncTextReader, AsyncTextWriter
-from .tfrecord import TFRecordCorruptionError
-from .transactions import Transaction
+
+if TYPE_CHECKING:  # what the lazy attributes below resolve to
+    from . import tfrecord
+    from ._libs import get_include
+    from ._loader import PluginMetadata, core_abi_version
+    from ._marshal import Option
+    from .async_filesystem import (
+        AsyncModularFileSystem,
+        AsyncRandomAccessFile,
+        AsyncReadOnlyMemoryRegion,
+        AsyncWritableFile,
+    )
+    from .env import Env
+    from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
+    from .filesystem import FileStatistics, ModularFileSystem
+    from .prefetch import Budget
+    from .registry import PluginInfo, Registry, default_registry, get_filesystem, load_plugin
+    from .streams import AsyncBinaryReader, AsyncBinaryWriter, AsyncTextReader, AsyncTextWriter
+    from .tfrecord import TFRecordCorruptionError
+    from .transactions import Transaction
+
+# Everything but the exceptions is imported on first use: ``import asyncfs``
+# stays cheap (the C header is parsed, and the runtime loaded, only when a
+# filesystem is first needed).
+_LAZY = {
+    "tfrecord": (".tfrecord", None),
+    "get_include": ("._libs", "get_include"),
+    "PluginMetadata": ("._loader", "PluginMetadata"),
+    "core_abi_version": ("._loader", "core_abi_version"),
+    "Option": ("._marshal", "Option"),
+    "AsyncModularFileSystem": (".async_filesystem", "AsyncModularFileSystem"),
+    "AsyncRandomAccessFile": (".async_filesystem", "AsyncRandomAccessFile"),
+    "AsyncReadOnlyMemoryRegion": (".async_filesystem", "AsyncReadOnlyMemoryRegion"),
+    "AsyncWritableFile": (".async_filesystem", "AsyncWritableFile"),
+    "Env": (".env", "Env"),
+    "RandomAccessFile": (".files", "RandomAccessFile"),
+    "ReadOnlyMemoryRegion": (".files", "ReadOnlyMemoryRegion"),
+    "WritableFile": (".files", "WritableFile"),
+    "FileStatistics": (".filesystem", "FileStatistics"),
+    "ModularFileSystem": (".filesystem", "ModularFileSystem"),
+    "Budget": (".prefetch", "Budget"),
+    "PluginInfo": (".registry", "PluginInfo"),
+    "Registry": (".registry", "Registry"),
+    "default_registry": (".registry", "default_registry"),
+    "get_filesystem": (".registry", "get_filesystem"),
+    "load_plugin": (".registry", "load_plugin"),
+    "AsyncBinaryReader": (".streams", "AsyncBinaryReader"),
+    "AsyncBinaryWriter": (".streams", "AsyncBinaryWriter"),
+    "AsyncTextReader": (".streams", "AsyncTextReader"),
+    "AsyncTextWriter": (".streams", "AsyncTextWriter"),
+    "TFRecordCorruptionError": (".tfrecord", "TFRecordCorruptionError"),
+    "Transaction": (".transactions", "Transaction"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module_name, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'asyncfs' has no attribute {name!r}") from None
+    module = importlib.import_module(module_name, __name__)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 
@@ -108,6 +163,7 @@ __all__ = [
     "WritableFile",
     # errors
     "AsyncFSError",
+    "AbandonedOperationWarning",
     "Code",
     "StatusError",
     "AbortedError",

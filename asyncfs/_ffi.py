@@ -1,8 +1,9 @@
 """Where C meets Python: the cffi declarations, the status runtime, and the
 one function that turns a C status into a Python exception.
 
-The declarations are read from the installed C header (the region between its
-CDEF markers), so the header stays the single source of the ABI.
+The declarations come from the marked regions of the C headers, pre-parsed
+into ``_cdef.py`` (``python -m asyncfs._cdef_build``), so the headers stay
+the single source of the ABI and no process pays for parsing them.
 """
 
 from __future__ import annotations
@@ -11,14 +12,13 @@ import threading
 from functools import cache
 from typing import Any, NoReturn
 
-import cffi
-
 from . import _libs
+from ._cdef import ffi
 from .errors import STATUS_ERRORS, Code, DataLossError, StatusError, UnknownError
 
 __all__ = [
-    "check",
     "UNBOUNDED",
+    "check",
     "check_count",
     "error_from",
     "ffi",
@@ -28,21 +28,6 @@ __all__ = [
     "runtime",
     "thread_status",
 ]
-
-_BEGIN = "/* ASYNCFS-CDEF-BEGIN */"
-_END = "/* ASYNCFS-CDEF-END */"
-
-
-def _declarations() -> str:
-    parts = []
-    for header in ("filesystem_interface.h", "runtime_core.h"):
-        text = (_libs.header_path().parent / header).read_text(encoding="utf-8")
-        parts.append(text[text.index(_BEGIN) + len(_BEGIN) : text.index(_END)])
-    return "\n".join(parts)
-
-
-ffi = cffi.FFI()
-ffi.cdef(_declarations())
 
 CData = Any  # cffi objects carry no static types
 

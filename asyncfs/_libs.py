@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from importlib import metadata, resources
+from importlib import resources
 from pathlib import Path
 
 __all__ = ["get_include", "header_path", "lib_dir", "library_path", "unavailable_reason"]
@@ -38,6 +38,8 @@ def lib_dir() -> Path:
     packaged = Path(str(resources.files("asyncfs") / "_lib"))
     if packaged.is_dir():
         return packaged
+    from importlib import metadata  # noqa: PLC0415 (slow to import; needed only here)
+
     try:
         installed = Path(str(metadata.distribution("asyncfs").locate_file("asyncfs/_lib")))
     except metadata.PackageNotFoundError:

@@ -158,7 +158,7 @@ def _string(ptr: CData) -> str | None:
 def _read_metadata(lib: Any, library: str) -> PluginMetadata:
     try:
         getter = lib.ASYNCFS_GetPluginMetadata
-    except AttributeError:
+    except (AttributeError, ffi.error):  # a missing symbol (cffi's error differs by mode)
         getter = None
     raw = getter() if getter is not None else ffi.NULL
     if raw != ffi.NULL and not _ffi.runtime().ASYNCFS_Readable(raw, ffi.sizeof("size_t")):
@@ -325,7 +325,7 @@ def open_plugin(library: str) -> LoadedPlugin:
     _libraries.append(lib)
     try:
         init_plugin = lib.TF_InitPlugin
-    except AttributeError:
+    except (AttributeError, ffi.error):
         raise MissingEntryPointError("does not export TF_InitPlugin", item="TF_InitPlugin", **where) from None
 
     metadata = _read_metadata(lib, library)

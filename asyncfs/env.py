@@ -11,6 +11,7 @@ whole operation set::
 from __future__ import annotations
 
 import os
+import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -28,21 +29,22 @@ from .async_filesystem import (
 )
 from .errors import UnimplementedError
 from .filesystem import FileStatistics
-from .prefetch import Prefetch, PrefetchRecords, prefetch, prefetch_records
 from .registry import PluginInfo, Registry, default_registry
-from .streams import (
-    AsyncBinaryReader,
-    AsyncBinaryWriter,
-    AsyncTextReader,
-    AsyncTextWriter,
-    Stream,
-    StreamOpener,
-    open_stream,
-)
-from .transactions import Transaction
 
+# streams, prefetch and transactions are imported when first used
 if TYPE_CHECKING:
     from typing_extensions import Buffer
+
+    from .prefetch import Prefetch, PrefetchRecords
+    from .streams import (
+        AsyncBinaryReader,
+        AsyncBinaryWriter,
+        AsyncTextReader,
+        AsyncTextWriter,
+        Stream,
+        StreamOpener,
+    )
+    from .transactions import Transaction
 else:
     Buffer = object
 
@@ -61,7 +63,10 @@ class Env:
     higher keeps the loop more responsive while workers copy large buffers,
     lower keeps them from being starved by other busy processes),
     ``copy_chunk`` is the block size of copies across schemes. ``registry`` defaults to the
-    process-wide one, which has the built-in plugins.
+    process-wide one, which has the built-in plugins. ``close_timeout`` bounds
+    how long closing waits for plugin calls that are stuck (a hung network
+    peer): after it they are abandoned, with an
+    :class:`~asyncfs.errors.AbandonedOperationWarning` naming each.
 
     Plugins whose calls wait on a network (s3://; the ASYNCFS_PLUGIN_NETWORK
     flag) run on a second pool of ``network_workers`` threads (default 64):
@@ -75,15 +80,17 @@ class Env:
         registry: Registry | None = None,
         workers: int | None = None,
         max_in_flight: int = 4096,
-        worker_nice: int = 10,
+        worker_nice: int = 0,
         copy_chunk: int = 8 << 20,
         network_workers: int = 64,
+        close_timeout: float = 10.0,
     ) -> None:
         self.registry = registry if registry is not None else default_registry()
         self.pool = WorkerPool(workers, max_in_flight=max_in_flight, worker_nice=worker_nice)
         # Threads start on first use: an Env without network stores has none.
         self.network_pool = WorkerPool(network_workers, max_in_flight=max_in_flight, worker_nice=0)
         self.copy_chunk = copy_chunk
+        self.close_timeout = close_timeout
         self._filesystems: dict[str, AsyncModularFileSystem] = {}
 
     async def __aenter__(self) -> Env:
@@ -97,15 +104,24 @@ class Env:
     ) -> None:
         await self.aclose()
 
-    async def aclose(self) -> None:
+    async def aclose(self, timeout: float | None = None) -> list[str]:
         """Stop the worker threads, after the work already queued, without
-        blocking the event loop."""
-        await anyio.to_thread.run_sync(self.close)
+        blocking the event loop; see :meth:`close`."""
+        abandoned: list[str] = await anyio.to_thread.run_sync(self.close, timeout)
+        return abandoned
 
-    def close(self) -> None:
-        """Stop the worker threads after the work already queued (blocks)."""
-        self.pool.shutdown()
-        self.network_pool.shutdown()
+    def close(self, timeout: float | None = None) -> list[str]:
+        """Stop the worker threads after the work already queued (blocks).
+        Waits at most timeout seconds (default ``close_timeout``) for calls
+        stuck in a plugin; those are abandoned on daemon threads, their
+        callers get :class:`~asyncfs.UnavailableError`, and an
+        :class:`~asyncfs.errors.AbandonedOperationWarning` and the returned
+        list name each call and its URI."""
+        budget = self.close_timeout if timeout is None else timeout
+        deadline = time.monotonic() + budget
+        abandoned = self.pool.shutdown(timeout=budget)
+        abandoned += self.network_pool.shutdown(timeout=max(0.0, deadline - time.monotonic()))
+        return abandoned
 
     # ---- plugins ---------------------------------------------------------------
 
@@ -147,6 +163,8 @@ class Env:
         A transaction on an overlapping root waits up to timeout seconds,
         then raises TransactionConflictError. native picks the plugin's own
         transaction ops (default: when it has them) or the generic path."""
+        from .transactions import Transaction  # noqa: PLC0415 (lazy: see the imports)
+
         return Transaction(self.filesystem(root), root, timeout=timeout, native=native)
 
     async def recover(self, root: str, *, native: bool | None = None) -> None:
@@ -200,6 +218,8 @@ class Env:
         transaction = options.pop("transaction", None)
         if transaction is not None:
             return transaction.open(uri, mode, **options)  # type: ignore[no-any-return]
+        from .streams import StreamOpener, open_stream  # noqa: PLC0415 (lazy: see the imports)
+
         fs = self.filesystem(uri)
         return StreamOpener(lambda: open_stream(fs.pool, fs.sync, uri, mode, **options))
 
@@ -211,6 +231,8 @@ class Env:
         max_bytes=256 MiB, ordered=True, errors="raise"; see
         :mod:`asyncfs.prefetch`). With records=True, the TFRecord records of
         the files, interleaved (cycle_length=4)."""
+        from .prefetch import prefetch, prefetch_records  # noqa: PLC0415 (lazy: see the imports)
+
         if options.pop("records", False):
             return prefetch_records(self, uris, **options)
         return prefetch(self, uris, **options)

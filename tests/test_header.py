@@ -87,3 +87,13 @@ def test_status_codes_match_tensorflow() -> None:
     rt = asyncfs._ffi.runtime()
     for code in asyncfs.Code:
         assert getattr(rt, f"TF_{code.name}") == code.value
+
+
+def test_the_preparsed_declarations_match_the_headers(tmp_path: Path) -> None:
+    """asyncfs/_cdef.py is generated from the headers' CDEF regions; after a
+    header change, `python -m asyncfs._cdef_build` brings it up to date."""
+    from asyncfs import _cdef_build  # noqa: PLC0415
+
+    committed = (Path(asyncfs.__file__).parent / "_cdef.py").read_text(encoding="utf-8")
+    fresh = _cdef_build.generate(tmp_path / "_cdef.py")
+    assert committed == fresh, "asyncfs/_cdef.py is stale: run python -m asyncfs._cdef_build"
