@@ -1,0 +1,334 @@
+"""The pool under the loads services put on it: each caller is answered when
+its own call is done, a blocked plugin call stalls nothing else, shutdown
+is bounded and leaks no handle, and transactions cancelled at any point
+leave no lock. A plugin call that blocks is real here: opening a FIFO
+through the posix plugin blocks until its other end is opened."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import asyncfs
+from asyncfs import _pool
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def fifo(tmp_path: Path) -> Iterator[Path]:
+    """A FIFO; whatever is blocked opening it is released at the end."""
+    path = tmp_path / "fifo"
+    os.mkfifo(path)
+    yield path
+    release(path)
+
+
+def release(path: Path) -> None:
+    """Unblock every open of the FIFO that waits for a writer or a reader."""
+    for flags in (os.O_WRONLY | os.O_NONBLOCK, os.O_RDONLY | os.O_NONBLOCK):
+        for _ in range(64):
+            try:
+                os.close(os.open(path, flags))
+            except OSError:
+                break
+
+
+@pytest.fixture
+async def env() -> AsyncIterator[asyncfs.Env]:
+    async with asyncfs.Env(workers=2, close_timeout=5) as environment:
+        yield environment
+
+
+async def read_blocked(env: asyncfs.Env, fifo: Path) -> None:
+    """A read that blocks in the plugin until the FIFO is released (then
+    fails: a FIFO cannot be read at an offset)."""
+    with contextlib.suppress(asyncfs.AsyncFSError):
+        await env.read_file(str(fifo))
+
+
+def small_files(tmp_path: Path, count: int) -> list[str]:
+    folder = tmp_path / "small"
+    folder.mkdir()
+    for i in range(count):
+        (folder / f"f{i}").write_bytes(b"x" * 4096)
+    return [str(folder / f"f{i}") for i in range(count)]
+
+
+async def test_results_arrive_before_a_blocked_batch_mate_finishes(
+    env: asyncfs.Env, fifo: Path, tmp_path: Path
+) -> None:
+    """2000 reads and one read that blocks, all started in one loop
+    iteration (one batch): every read is answered while the blocked one is
+    still blocked, whatever its place in the batch."""
+    paths = small_files(tmp_path, 2000)
+    answered: list[str] = []
+
+    async def read(path: str) -> None:
+        if path == str(fifo):
+            await read_blocked(env, fifo)
+        else:
+            await env.read_file(path)
+        answered.append(path)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read, paths[0])
+        tg.start_soon(read, str(fifo))  # blocks in open() until a writer comes
+        for path in paths[1:]:
+            tg.start_soon(read, path)
+        with anyio.fail_after(30):
+            while len(answered) < len(paths):
+                await anyio.sleep(0.01)
+        assert str(fifo) not in answered
+        await anyio.to_thread.run_sync(release, fifo)
+    assert answered[-1] == str(fifo)
+
+
+async def test_work_goes_on_when_every_worker_is_blocked(env: asyncfs.Env, fifo: Path) -> None:
+    """More blocked calls than workers: spare threads keep the pool going."""
+    await env.write_file("mem:///pool-spare.txt", b"still served")
+    async with anyio.create_task_group() as tg:
+        for _ in range(env.pool.workers + 2):
+            tg.start_soon(read_blocked, env, fifo)
+        with anyio.fail_after(30):
+            while env.pool.threads <= env.pool.workers:  # the monitor starts spares
+                await anyio.sleep(0.01)
+            assert await env.read_file("mem:///pool-spare.txt") == b"still served"
+        await anyio.to_thread.run_sync(release, fifo)
+    await env.rm("mem:///pool-spare.txt")
+
+
+def test_close_is_bounded_with_a_blocked_call_and_names_it(fifo: Path, tmp_path: Path) -> None:
+    """A blocked read and a blocked write (a mutation, which is shielded):
+    close returns after its timeout, the warning names both calls and their
+    URIs, and both callers get UnavailableError rather than waiting forever."""
+    outcomes: dict[str, BaseException | None] = {}
+    other = tmp_path / "other-fifo"  # a second FIFO, or the two calls would unblock each other
+    os.mkfifo(other)
+
+    async def main() -> None:
+        env = asyncfs.Env(workers=2)
+
+        async def call(name: str, op: Any) -> None:
+            try:
+                await op
+                outcomes[name] = None
+            except BaseException as exc:
+                outcomes[name] = exc
+
+        reader = asyncio.ensure_future(call("read", env.read_file(str(fifo))))
+        writer = asyncio.ensure_future(call("write", env.write_file(str(other), b"x", atomic=False)))
+        await asyncio.sleep(0.2)
+        with pytest.warns(asyncfs.AbandonedOperationWarning) as warned:
+            abandoned = await env.aclose(timeout=0.5)
+        await asyncio.wait_for(asyncio.gather(reader, writer), 10)
+        assert sorted(abandoned) == sorted(
+            [f"ModularFileSystem.read_file({str(fifo)!r})", f"_write_file({str(other)!r})"]
+        )
+        assert str(fifo) in str(warned[0].message) and str(other) in str(warned[0].message)
+
+    try:
+        asyncio.run(main())
+    finally:
+        release(other)
+    assert isinstance(outcomes["read"], asyncfs.UnavailableError)
+    assert isinstance(outcomes["write"], asyncfs.UnavailableError)
+    assert "abandoned" in str(outcomes["write"])
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors through /proc")
+def test_no_handle_leaks_when_an_env_closes_with_opens_in_flight(tmp_path: Path) -> None:
+    """Thousands of opens in flight, their callers cancelled, the Env closed
+    at once: every handle a worker opened is closed, the Env open or not."""
+    paths = small_files(tmp_path, 2000)
+
+    async def trial() -> None:
+        env = asyncfs.Env()
+
+        async def open_and_close(path: str) -> None:
+            handle = await env.new_random_access_file(path)
+            await handle.close()
+
+        tasks = [asyncio.ensure_future(open_and_close(p)) for p in paths]
+        tasks += [asyncio.ensure_future(env.memory_region(p).__aenter__()) for p in paths[:500]]
+        await asyncio.sleep(0.002)
+        for task in tasks:
+            task.cancel()
+        await env.aclose()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    baseline = open_fds()
+    for _ in range(3):
+        asyncio.run(trial())
+        gc.collect()
+        for _ in range(100):  # handles released on a thread of their own after close
+            if open_fds() == baseline:
+                break
+            threading.Event().wait(0.05)
+        assert open_fds() == baseline
+
+
+# ---- transactions cancelled at any moment --------------------------------------------
+
+
+def slow(fn: Any, seconds: float) -> Any:
+    def wrapper(*args: Any) -> Any:
+        threading.Event().wait(seconds)
+        return fn(*args)
+
+    return wrapper
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "generic"])
+@pytest.mark.parametrize("scheme", ["file", "mem"])
+async def test_a_cancelled_begin_leaves_no_lock(env: asyncfs.Env, tmp_path: Path, native: bool, scheme: str) -> None:
+    root = f"file://{tmp_path}/root" if scheme == "file" else f"mem:///pool-txn-{os.getpid()}-{native}/root"
+    txn = env.transaction(root, native=native)
+    txn._stage.begin = slow(txn._stage.begin, 0.3)  # type: ignore[method-assign]
+    with anyio.move_on_after(0.05):
+        await txn.begin()
+    assert txn.state == "new"
+    # the root is free at once, in this process and for another process
+    async with env.transaction(root, native=native, timeout=0.5) as other:
+        await other.write_file("a", b"a")
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).parent / "txn_holder.py"), root, "native" if native else "generic", "b"],
+        input="abort\n",
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    if scheme == "file":
+        assert done.stdout.split() == ["held", "done"], done.stderr
+    if scheme == "file":
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "generic"])
+async def test_a_slow_begin_is_not_a_conflict(env: asyncfs.Env, tmp_path: Path, native: bool) -> None:
+    """The timeout bounds the wait for other transactions, not the work of
+    starting this one."""
+    txn = env.transaction(f"file://{tmp_path}/root", native=native, timeout=0.05)
+    txn._stage.begin = slow(txn._stage.begin, 0.3)  # type: ignore[method-assign]
+    async with txn:
+        await txn.write_file("a", b"a")
+    assert txn.committed
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "generic"])
+async def test_a_caller_cancelled_during_commit_can_tell_it_committed(
+    env: asyncfs.Env, tmp_path: Path, native: bool
+) -> None:
+    root = tmp_path / "root"
+    txn = await env.transaction(f"file://{root}", native=native).begin()
+    await txn.write_file("a", b"committed")
+    txn._stage.commit = slow(txn._stage.commit, 0.3)  # type: ignore[method-assign]
+    with anyio.move_on_after(0.05) as scope:
+        await txn.commit()
+    assert scope.cancelled_caught
+    assert txn.committed
+    assert (root / "a").read_bytes() == b"committed"
+    async with env.transaction(f"file://{root}", native=native, timeout=0.5) as again:  # nothing left locked
+        await again.rm("a")
+
+
+# ---- streams ---------------------------------------------------------------------------
+
+
+def test_a_whole_stream_read_copies_a_bounded_number_of_times(tmp_path: Path) -> None:
+    """Reading 64 MiB with one `await f.read()` touches a few times its size
+    in memory (minor page faults, counted by the kernel), not the square of
+    its block count; one 64 MiB line in text mode likewise."""
+    size = 64 << 20
+    (tmp_path / "big.bin").write_bytes(b"x" * size)
+    code = f"""
+import asyncio, resource, sys, asyncfs
+async def main():
+    async with asyncfs.Env() as env:
+        for mode in ("rb", "r"):
+            async with env.open({str(tmp_path / "big.bin")!r}, mode) as f:
+                before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+                data = await (f.read() if mode == "rb" else f.readline())
+                after = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            assert len(data) == {size}
+            print((after - before) * resource.getpagesize() / {size})
+            del data
+asyncio.run(main())
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
+    binary, text = (float(x) for x in done.stdout.split())
+    # linear: the blocks, one join and the result; quadratic touched ~32x
+    assert binary < 6, f"a 64 MiB read touched {binary:.1f}x its size"
+    assert text < 12, f"a 64 MiB line touched {text:.1f}x its size"
+
+
+def test_import_asyncfs_loads_only_what_it_needs() -> None:
+    code = "import sys, asyncfs; print(' '.join(sorted(m for m in sys.modules if m.startswith('asyncfs'))))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    loaded = set(done.stdout.split())
+    assert loaded == {"asyncfs", "asyncfs.errors"}, loaded
+    code = "import sys, asyncfs; asyncfs.Env; print(' '.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    loaded = set(done.stdout.split())
+    assert not loaded & {"asyncfs.streams", "asyncfs.tfrecord", "asyncfs.compression", "asyncfs.transactions"}
+    assert "pycparser" not in loaded  # the declarations come pre-parsed
+
+
+def test_delivery_is_bounded_by_time() -> None:
+    """The constants the docs promise (docs/async.md)."""
+    assert _pool.DELIVERY_INTERVAL <= 0.001
+    assert _pool.STUCK_AFTER <= 0.1
+
+
+# ---- fork ---------------------------------------------------------------------------------
+
+_forked_env: asyncfs.Env | None = None
+
+
+def _read_in_child(path: str) -> bytes:
+    assert _forked_env is not None
+    return asyncio.run(_forked_env.read_file(path))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX only")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_an_env_used_before_a_fork_works_in_the_child(tmp_path: Path) -> None:
+    """The child gets a fresh pool (no threads of the parent's, no lock a
+    parent thread held); the parent's Env keeps working too."""
+    import multiprocessing  # noqa: PLC0415
+
+    global _forked_env
+    path = tmp_path / "data.bin"
+    path.write_bytes(b"read in the child")
+    _forked_env = asyncfs.Env(workers=2)
+    try:
+        assert asyncio.run(_forked_env.read_file(str(path))) == b"read in the child"  # threads started
+        with multiprocessing.get_context("fork").Pool(2) as workers:
+            results = workers.map_async(_read_in_child, [str(path)] * 8, chunksize=1).get(timeout=60)
+        assert results == [b"read in the child"] * 8
+        assert asyncio.run(_forked_env.read_file(str(path))) == b"read in the child"
+    finally:
+        _forked_env.close()
+        _forked_env = None
