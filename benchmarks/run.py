@@ -26,7 +26,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from harness import IN_FLIGHT, Row, best, best_async, bounded, optional, started_env, table
+import responsiveness
+from harness import Row, best, best_async, bounded, optional, started_env, table
 from s3_bench import bench_s3
 
 import asyncfs
@@ -73,68 +74,6 @@ def make_tree(root: Path, dirs: int, files: int) -> None:
 
 
 # ---- 1. many small files ---------------------------------------------------------
-
-
-def bench_small_files(paths: list[str], repeat: int) -> Row:
-    row = Row(f"read {len(paths)} files × 4 KiB, {IN_FLIGHT} in flight", "files/s")
-    n = len(paths)
-
-    def sync_loop() -> None:
-        for p in paths:
-            with open(p, "rb") as f:
-                f.read()
-
-    row.results["sync loop"] = n / best(sync_loop, repeat)
-
-    def read_bytes(p: str) -> bytes:
-        with open(p, "rb") as f:
-            return f.read()
-
-    row.results["asyncio.to_thread"] = n / best_async(
-        lambda: bounded(lambda p: asyncio.to_thread(read_bytes, p), paths), repeat
-    )
-    aiofiles = optional("aiofiles")
-    if aiofiles:
-
-        async def aio_read(p: str) -> bytes:
-            async with aiofiles.open(p, "rb") as f:
-                return await f.read()
-
-        row.results["aiofiles"] = n / best_async(lambda: bounded(aio_read, paths), repeat)
-    anyio = optional("anyio")
-    if anyio:
-        row.results["anyio.Path"] = n / best_async(lambda: bounded(lambda p: anyio.Path(p).read_bytes(), paths), repeat)
-    fsspec_async = _fsspec_async_local()
-    if fsspec_async is not None:
-        row.results["fsspec (async wrapper)"] = n / best_async(lambda: bounded(fsspec_async._cat_file, paths), repeat)
-    else:
-        row.notes.append("fsspec has no async local filesystem here")
-    obstore = optional("obstore")
-    if obstore:
-        from obstore.store import LocalStore
-
-        store = LocalStore()
-
-        async def obs_read(p: str) -> bytes:
-            result = await obstore.get_async(store, p.lstrip("/"))
-            return bytes(await result.bytes_async())
-
-        row.results["obstore"] = n / best_async(lambda: bounded(obs_read, paths), repeat)
-    opendal = optional("opendal")
-    if opendal:
-        operator = opendal.AsyncOperator("fs", root="/")
-        row.results["opendal"] = n / best_async(lambda: bounded(operator.read, paths), repeat)
-
-    env = started_env()
-    row.results["asyncfs"] = n / best_async(lambda: bounded(env.read_file, paths), repeat)
-    env.close()
-    async_peers = {k: v for k, v in row.results.items() if k not in ("asyncfs", "sync loop")}
-    fastest = max(async_peers, key=lambda k: async_peers[k])
-    vs_async = row.results["asyncfs"] / async_peers[fastest]
-    vs_sync = row.results["asyncfs"] / row.results["sync loop"]
-    row.target = "≥ 4× fastest async peer, ≥ 0.5× sync loop"
-    row.verdict = f"{vs_async:.1f}× {fastest}, {vs_sync:.2f}× sync"
-    return row
 
 
 def _fsspec_async_local() -> Any:
@@ -496,17 +435,30 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small data sets, one repeat")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "asyncfs-bench"))
-    parser.add_argument("--only", default="small,big,glob,exists,latency,lines,tfrecord,prefetch,s3")
+    parser.add_argument(
+        "--only", default="import,small,pool,streams,big,glob,exists,latency,lines,tfrecord,prefetch,s3"
+    )
     args = parser.parse_args()
     repeat = 1 if args.quick else args.repeat
     data = Path(args.data) / ("quick" if args.quick else "full")
     big_size = (64 if args.quick else 1024) << 20
     dirs, files = (100, 20) if args.quick else (1000, 100)
     only = set(args.only.split(","))
+    load_at_start = ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
     rows: list[Row] = []
+    if "import" in only:
+        rows.append(responsiveness.bench_import())
     if "small" in only:
-        rows.append(bench_small_files(make_small_files(data / "small", 2000, 4096), repeat))
+        rows.extend(responsiveness.bench_small_files(make_small_files(data / "small", 2000, 4096), repeat))
+    if "pool" in only:
+        reads = make_small_files(data / "load", 4000, 4096)
+        rows.append(responsiveness.bench_latency_under_load(reads))
+        rows.append(responsiveness.bench_blocked_call(reads))
+        rows.append(responsiveness.bench_loop_lag(data / "lag"))
+        rows.append(responsiveness.bench_contention(reads[:2000], repeat))
+    if "streams" in only:
+        rows.append(responsiveness.bench_stream_reads(data / "streams"))
     if "big" in only:
         rows.extend(bench_big_file(make_big_file(data / "big.bin", big_size), repeat))
     if "glob" in only or "exists" in only:
@@ -527,9 +479,11 @@ def main() -> int:
     if "s3" in only:
         rows.extend(bench_s3(repeat, args.quick))
 
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     header = (
         f"asyncfs {asyncfs.__version__} · Python {platform.python_version()} · "
-        f"{os.cpu_count()} cores · {platform.machine()} · {time.strftime('%Y-%m-%d %H:%M')}"
+        f"{os.cpu_count()} cores · {platform.machine()} · {time.strftime('%Y-%m-%d %H:%M')} · "
+        f"load average at start {load_at_start}, at end {load}"
     )
     text = f"{header}\n\n{table(rows)}\n"
     print(text)
