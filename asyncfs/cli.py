@@ -1,6 +1,7 @@
 """The ``asyncfs`` command line (also ``python -m asyncfs``).
 
     asyncfs plugins                 loaded plugins, schemes, metadata, ops offered
+    asyncfs doctor                  what was loaded from where, what is missing and why
     asyncfs ls [-l] [-R] URI        list a directory
     asyncfs stat URI                size, kind and modification time
     asyncfs cat URI...              write files to standard output
@@ -27,6 +28,7 @@ from collections.abc import Sequence
 
 from . import __version__, core_abi_version
 from ._uri import join
+from .doctor import HOW_TO_GET, report
 from .env import Env
 from .errors import AsyncFSError
 from .filesystem import FILESYSTEM_OPS
@@ -43,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--plugin", action="append", default=[], metavar="PATH", help="load a plugin library first")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("plugins", help="list the loaded plugins")
+    commands.add_parser("doctor", help="what was loaded from where, and what is missing (for bug reports)")
     ls = commands.add_parser("ls", help="list a directory")
     ls.add_argument("-l", "--long", action="store_true", help="sizes, kinds and times")
     ls.add_argument("-R", "--recursive", action="store_true", help="list subdirectories too")
@@ -88,6 +91,8 @@ async def _plugins(env: Env) -> int:
             print(f"{row} {meta.library}")
     for name, reason in env.registry.unavailable().items():
         print(f"{name:<8} {name:<8} {'-':<8} {'-':<9} {'-':<7} {'-':<13} unavailable: {reason}")
+        if name in HOW_TO_GET:
+            print(f"{'':<8} to get it: {HOW_TO_GET[name]}")
     return 0
 
 
@@ -214,6 +219,9 @@ async def _run(args: argparse.Namespace) -> int:
         command = args.command
         if command == "plugins":
             return await _plugins(env)
+        if command == "doctor":
+            print(report(env.registry))
+            return 0
         if command == "ls":
             return await _ls(env, args.uri, args.long, args.recursive)
         if command == "stat":
