@@ -130,3 +130,32 @@ def test_console_script_is_installed() -> None:
 def test_module_entry_point() -> None:
     assert REPO.exists()
     assert ok("--version").startswith("asyncfs ")
+
+
+def test_doctor_says_what_was_loaded_from_where() -> None:
+    out = ok("doctor")
+    assert str(_libs.library_path("runtime")) in out
+    for name in ("posix", "memory"):
+        assert str(_libs.library_path(name)) in out
+    assert "core ABI" in out and "settings:" in out
+
+
+def test_a_missing_optional_plugin_says_how_to_get_it(tmp_path: Path) -> None:
+    """An installation built without s3 (its libraries missing) says so in
+    `plugins` and `doctor`, with the two ways to get it."""
+    for name in ("runtime", "posix", "memory"):
+        source = _libs.library_path(name)
+        (tmp_path / source.name).symlink_to(source)
+    (tmp_path / "s3.unavailable").write_text("built without the s3 plugin: missing libcurl (test)\n")
+    for command in ("plugins", "doctor"):
+        done = subprocess.run(
+            [sys.executable, "-m", "asyncfs", command],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={**os.environ, "ASYNCFS_LIB_DIR": str(tmp_path)},
+        )
+        assert done.returncode == 0, done.stderr
+        assert "missing libcurl (test)" in done.stdout
+        assert "binary wheel" in done.stdout and "reinstall from source" in done.stdout
