@@ -49,19 +49,7 @@ def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 
 def best_on(loop: str, make: Callable[[], Awaitable[Any]], repeat: int) -> float:
-    factory = loop_factory(loop)
-    assert factory is not None
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(_best(make, repeat))
-
-
-async def _best(make: Callable[[], Awaitable[Any]], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        await make()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return best_async(make, repeat, loop_factory=loop_factory(loop))
 
 
 # ---- small files in both harnesses -----------------------------------------------------
