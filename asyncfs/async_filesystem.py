@@ -127,6 +127,11 @@ class AsyncModularFileSystem:
     def __repr__(self) -> str:
         return f"<AsyncModularFileSystem {self.scheme!r} from {self.sync.metadata.name}>"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles as its synchronous filesystem; the receiving process runs
+        it on its process-wide Env (:func:`asyncfs.env.default_env`)."""
+        return (_rebuild_async, (self.sync,))
+
     async def _read(self, fn: Any, *args: Any) -> Any:
         return await self.pool.run(fn, *args, mutating=False)
 
@@ -322,3 +327,9 @@ def _write_file(fs: ModularFileSystem, uri: str, data: Buffer, atomic: bool) -> 
 def _append(fs: ModularFileSystem, uri: str, data: Buffer) -> None:
     with fs.new_appendable_file(uri) as file:
         file.append(data)
+
+
+def _rebuild_async(sync: ModularFileSystem) -> AsyncModularFileSystem:
+    from .env import default_env  # noqa: PLC0415 (the Env builds on this module)
+
+    return default_env().filesystem(f"{sync.scheme}://" if sync.scheme else "")

@@ -29,7 +29,7 @@ from .async_filesystem import (
 )
 from .errors import UnimplementedError
 from .filesystem import FileStatistics
-from .registry import PluginInfo, Registry, default_registry
+from .registry import PluginInfo, Registry, RegistryRecipe, default_registry
 
 # streams, prefetch and transactions are imported when first used
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 else:
     Buffer = object
 
-__all__ = ["Env"]
+__all__ = ["Env", "default_env"]
 
 
 class Env:
@@ -85,13 +85,41 @@ class Env:
         network_workers: int = 64,
         close_timeout: float = 10.0,
     ) -> None:
-        self.registry = registry if registry is not None else default_registry()
+        # the registry is resolved on first use, so an Env unpickled in a
+        # worker loads its plugins only when it is used there
+        self._registry: Registry | RegistryRecipe | None = registry
+        self._options: dict[str, Any] = {
+            "workers": workers,
+            "max_in_flight": max_in_flight,
+            "worker_nice": worker_nice,
+            "copy_chunk": copy_chunk,
+            "network_workers": network_workers,
+            "close_timeout": close_timeout,
+        }
         self.pool = WorkerPool(workers, max_in_flight=max_in_flight, worker_nice=worker_nice)
         # Threads start on first use: an Env without network stores has none.
         self.network_pool = WorkerPool(network_workers, max_in_flight=max_in_flight, worker_nice=0)
         self.copy_chunk = copy_chunk
         self.close_timeout = close_timeout
         self._filesystems: dict[str, AsyncModularFileSystem] = {}
+
+    @property
+    def registry(self) -> Registry:
+        """The registry this Env resolves URIs with."""
+        source = self._registry
+        if not isinstance(source, Registry):
+            source = self._registry = default_registry() if source is None else source.build()
+        return source
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """An Env pickles as a recipe: its options, and which plugins its
+        registry had (the process-wide registry, or its plugin libraries by
+        path). It is rebuilt in the receiving process, lazily, with pools of
+        its own; plugins configure themselves from that process's
+        environment, and ``mem://`` there is that process's own."""
+        source = self._registry
+        recipe = source.recipe() if isinstance(source, Registry) else source
+        return (_rebuild_env, (recipe, self._options))
 
     async def __aenter__(self) -> Env:
         return self
@@ -362,3 +390,21 @@ class Env:
         else:
             pool = target.pool if target.pool is self.network_pool else source.pool
             await pool.run(_transfer.stream_copy, source.sync, src, target.sync, dst, self.copy_chunk, mutating=True)
+
+
+def _rebuild_env(recipe: RegistryRecipe | None, options: dict[str, Any]) -> Env:
+    env = Env(**options)
+    env._registry = recipe
+    return env
+
+
+_default_env: Env | None = None
+
+
+def default_env() -> Env:
+    """The process-wide Env (default options, process-wide registry), made
+    on first use: what an unpickled :class:`AsyncModularFileSystem` runs on."""
+    global _default_env
+    if _default_env is None:
+        _default_env = Env()
+    return _default_env

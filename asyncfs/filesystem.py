@@ -109,6 +109,12 @@ class ModularFileSystem:
     def __repr__(self) -> str:
         return f"<ModularFileSystem {self.scheme!r} from {self.metadata.name}>"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles as (scheme, plugin library): the receiving process serves
+        the scheme from its process-wide registry, loading the library there
+        if the scheme is not registered yet."""
+        return (_rebuild_filesystem, (self.scheme, self.metadata.library))
+
     # ---- what is offered ---------------------------------------------------
 
     def stages_atomic_writes(self) -> bool:
@@ -583,3 +589,12 @@ class ModularFileSystem:
         status = _ffi.thread_status()
         self._op("set_filesystem_configuration")(self._fs, array, len(items), status)
         _ffi.check(status, "set_filesystem_configuration")
+
+
+def _rebuild_filesystem(scheme: str, library: str) -> ModularFileSystem:
+    from .registry import default_registry  # noqa: PLC0415 (the registry builds on this module)
+
+    registry = default_registry()
+    if scheme not in registry.schemes():
+        registry.load_plugin(library)
+    return registry.get(scheme)

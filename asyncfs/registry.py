@@ -22,6 +22,7 @@ __all__ = [
     "OPTIONAL_PLUGINS",
     "PluginInfo",
     "Registry",
+    "RegistryRecipe",
     "default_registry",
     "get_filesystem",
     "load_plugin",
@@ -40,6 +41,27 @@ class PluginInfo:
     schemes: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class RegistryRecipe:
+    """How to rebuild a registry in another process: the process-wide one
+    or a new one (with or without the built-in plugins), plus the
+    third-party plugin libraries it had loaded, by path, in load order.
+    Plugin configuration is not part of it: a worker configures its plugins
+    from its own environment (docs/async.md)."""
+
+    default: bool
+    builtins: bool
+    libraries: tuple[str, ...]
+
+    def build(self) -> Registry:
+        registry = default_registry() if self.default else Registry(builtins=self.builtins)
+        loaded = {info.metadata.library for info in registry.plugins()}
+        for library in self.libraries:
+            if library not in loaded:
+                registry.load_plugin(library)
+        return registry
+
+
 class Registry:
     """Maps URI schemes to filesystems. Thread-safe."""
 
@@ -48,6 +70,7 @@ class Registry:
         self._plugins: list[PluginInfo] = []
         self._unavailable: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._builtins = builtins
         _registries.add(self)
         if builtins:
             for name in BUILTIN_PLUGINS:
@@ -58,6 +81,15 @@ class Registry:
                     self.load_plugin(_libs.library_path(name))
                 else:
                     self._unavailable[name] = reason
+        self._builtin_libraries = {info.metadata.library for info in self._plugins}
+
+    def recipe(self) -> RegistryRecipe:
+        """What another process needs to rebuild this registry."""
+        with self._lock:
+            libraries = tuple(
+                info.metadata.library for info in self._plugins if info.metadata.library not in self._builtin_libraries
+            )
+        return RegistryRecipe(default=self is _default, builtins=self._builtins, libraries=libraries)
 
     def load_plugin(self, library: str | os.PathLike[str], *, replace: bool = False) -> PluginInfo:
         """Load a plugin library and register every scheme it provides.
