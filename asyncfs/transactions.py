@@ -145,6 +145,7 @@ class Transaction:
                     await self._mutate(self._begin_staging)
                 except BaseException:
                     if self._staged:  # staging was prepared before the caller left: undo it
+                        self._staged = False
                         with anyio.CancelScope(shield=True):
                             await self._mutate(self._stage.abort)
                     _release_root(key)
@@ -529,6 +530,8 @@ class _GenericStaging(_Staging):
                         break
                     except NotFoundError:
                         continue
+                else:  # begin() tries again
+                    raise AbortedError("intent markers keep being removed", op="transaction", path=self.root)
             except PermissionDeniedError:
                 continue  # nobody can lock that folder either: its parent is not writable
             self.markers.append(marker)
