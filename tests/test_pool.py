@@ -383,11 +383,7 @@ def test_a_pickled_env_brings_its_third_party_plugins(tmp_path: Path) -> None:
     registry = asyncfs.Registry()
     registry.load_plugin(library)
     env = asyncfs.Env(registry=registry)
-    code = (
-        "import pickle, sys\n"
-        "env = pickle.loads(sys.stdin.buffer.read())\n"
-        "print(' '.join(env.schemes()))\n"
-    )
+    code = "import pickle, sys\nenv = pickle.loads(sys.stdin.buffer.read())\nprint(' '.join(env.schemes()))\n"
     done = subprocess.run(
         [sys.executable, "-c", code], input=pickle.dumps(env), capture_output=True, check=False, timeout=60
     )
