@@ -216,5 +216,19 @@ def root(plugin: PluginUnderTest, sync_fs: asyncfs.ModularFileSystem) -> Iterato
         sync_fs.delete_recursively(uri)
 
 
+@pytest.fixture(params=["file", "mem"])
+def base(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty folder URI on the process-wide registry's file:// and
+    mem:// (for tests that go through asyncfs.Env())."""
+    if request.param == "file":
+        yield f"file://{tmp_path}"
+        return
+    folder = f"mem:///test-{uuid.uuid4().hex}"
+    mem = asyncfs.get_filesystem("mem://")
+    mem.recursively_create_dir(folder)
+    yield folder
+    mem.delete_recursively(folder)
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     return f"asyncfs {asyncfs.__version__}, python {sys.version.split()[0]}, cc {CC}"

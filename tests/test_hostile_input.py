@@ -35,18 +35,6 @@ async def env() -> AsyncIterator[asyncfs.Env]:
         yield environment
 
 
-@pytest.fixture(params=["file", "mem"])
-def base(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "file":
-        yield f"file://{tmp_path}"
-        return
-    root = f"mem:///hostile-{os.getpid()}-{random.getrandbits(32)}"
-    mem = asyncfs.get_filesystem("mem://")
-    mem.recursively_create_dir(root)
-    yield root
-    mem.delete_recursively(root)
-
-
 @pytest.fixture(params=["file", "mem", "s3"])
 def any_base(request: pytest.FixtureRequest, registry: asyncfs.Registry, tmp_path: Path) -> Iterator[str]:
     """A fresh folder on each built-in plugin of the session registry, s3

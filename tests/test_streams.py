@@ -6,8 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -25,18 +24,6 @@ KNOWN_RECORDS = [b"", b"hello", bytes(range(256)) * 4, b"x" * 70000]
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
-
-
-@pytest.fixture(params=["file", "mem"])
-def base(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "file":
-        yield f"file://{tmp_path}"
-        return
-    root = f"mem:///streams-{uuid.uuid4().hex}"
-    mem = asyncfs.get_filesystem("mem://")
-    mem.recursively_create_dir(root)
-    yield root
-    mem.delete_recursively(root)
 
 
 @pytest.fixture
