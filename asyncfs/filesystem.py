@@ -74,6 +74,10 @@ FALLBACK_OPS = frozenset(
 )
 
 
+# The answers of an existence check that say yes or no; any other is an error.
+_ABSENT_OR_PRESENT = frozenset({Code.OK, Code.NOT_FOUND, Code.FAILED_PRECONDITION})
+
+
 @dataclass(frozen=True)
 class TransactionToken:
     """A plugin's transaction token (``TF_TransactionToken*``)."""
@@ -303,11 +307,19 @@ class ModularFileSystem:
             _ffi.runtime().ASYNCFS_DeleteStatusArray(statuses, len(uris))
 
     def files_exist(self, uris: Sequence[str]) -> list[bool]:
-        """Whether each uri exists, in one plugin call."""
+        """Whether each uri exists, in one plugin call: False where it is
+        missing or below a file (as :meth:`exists`). Any other failure (a
+        refused credential, a store that is down, no descriptors left) is
+        raised, never reported as a missing file."""
         if not uris:
             return []
         codes, statuses = self._paths_exist_codes(uris)
-        _ffi.runtime().ASYNCFS_DeleteStatusArray(statuses, len(uris))
+        try:
+            for i, code in enumerate(codes):
+                if code not in _ABSENT_OR_PRESENT:
+                    raise _ffi.error_from(statuses[i], "files_exist", uris[i])
+        finally:
+            _ffi.runtime().ASYNCFS_DeleteStatusArray(statuses, len(uris))
         return [code == Code.OK for code in codes]
 
     def _paths_exist_codes(self, uris: Sequence[str]) -> tuple[list[int], CData]:

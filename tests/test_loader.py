@@ -9,6 +9,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import anyio
 import pytest
 from conftest import build_plugin
 
@@ -251,3 +252,21 @@ def test_a_plugin_answering_ok_with_nonsense_is_data_loss(registry: asyncfs.Regi
         fs.get_file_size("testfs:///any")
     with pytest.raises(asyncfs.DataLossError, match="stat answered -7"):
         fs.stat("testfs:///any")
+
+
+def test_files_exist_raises_errors_that_are_not_about_existence(build) -> None:  # type: ignore[no-untyped-def]
+    """A refused credential or a store that is down is not a missing file."""
+    registry = asyncfs.Registry(builtins=False)
+    registry.load_plugin(build())
+    fs = registry.get("testfs")
+    assert fs.files_exist(["testfs:///here", "testfs:///gone"]) == [True, False]
+    with pytest.raises(asyncfs.PermissionDeniedError, match="refused") as info:
+        fs.files_exist(["testfs:///here", "testfs:///denied", "testfs:///gone"])
+    assert info.value.path == "testfs:///denied"
+
+    async def through_env() -> None:
+        async with asyncfs.Env(registry=registry) as env:
+            with pytest.raises(asyncfs.PermissionDeniedError):
+                await env.files_exist(["testfs:///here", "testfs:///denied"])
+
+    anyio.run(through_env)

@@ -338,6 +338,17 @@ def test_bad_credentials_name_the_key_id_never_the_secret(s3_gateway: Gateway, b
     assert options["secret_access_key"] == (b"(set)",)  # write-only
 
 
+def test_files_exist_raises_a_refused_credential(
+    s3_fs: asyncfs.ModularFileSystem, s3_gateway: Gateway, bucket: str
+) -> None:
+    """With a wrong secret, existing objects are not reported as missing."""
+    s3_fs.write_file(f"s3://{bucket}/there", b"x")
+    assert s3_fs.files_exist([f"s3://{bucket}/there", f"s3://{bucket}/not-there"]) == [True, False]
+    fs = own_s3(s3_gateway, secret_access_key=b"a-wrong-secret")
+    with pytest.raises(asyncfs.PermissionDeniedError):
+        fs.files_exist([f"s3://{bucket}/there", f"s3://{bucket}/not-there"])
+
+
 def test_missing_bucket_is_not_found(s3_fs: asyncfs.ModularFileSystem) -> None:
     gone = f"s3://missing-{uuid.uuid4().hex[:8]}"
     with pytest.raises(asyncfs.NotFoundError, match="NoSuchBucket"):

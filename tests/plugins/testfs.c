@@ -29,6 +29,8 @@ static void fs_path_exists(const TF_Filesystem* filesystem, const char* path,
                            TF_Status* status) {
   (void)filesystem;
   if (strcmp(path, "/here") == 0) TF_SetStatus(status, TF_OK, "");
+  else if (strcmp(path, "/denied") == 0)
+    TF_SetStatus(status, TF_PERMISSION_DENIED, "the credential is refused");
   else TF_SetStatus(status, TF_NOT_FOUND, "nothing but /here exists");
 }
 
