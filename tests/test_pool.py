@@ -56,11 +56,22 @@ async def env() -> AsyncIterator[asyncfs.Env]:
         yield environment
 
 
-async def read_blocked(env: asyncfs.Env, fifo: Path) -> None:
+async def read_blocked(env: asyncfs.Env, fifo: Path, finished: list[Path] | None = None) -> None:
     """A read that blocks in the plugin until the FIFO is released (then
     fails: a FIFO cannot be read at an offset)."""
     with contextlib.suppress(asyncfs.AsyncFSError):
         await env.read_file(str(fifo))
+    if finished is not None:
+        finished.append(fifo)
+
+
+async def release_until(fifo: Path, finished: list[Path], count: int) -> None:
+    """Release the FIFO until count blocked reads have finished: a read
+    that reaches open() only after one release needs another."""
+    with anyio.fail_after(30):
+        while len(finished) < count:
+            await anyio.to_thread.run_sync(release, fifo)
+            await anyio.sleep(0.02)
 
 
 def small_files(tmp_path: Path, count: int) -> list[str]:
@@ -80,9 +91,11 @@ async def test_results_arrive_before_a_blocked_batch_mate_finishes(
     paths = small_files(tmp_path, 2000)
     answered: list[str] = []
 
+    finished: list[Path] = []
+
     async def read(path: str) -> None:
         if path == str(fifo):
-            await read_blocked(env, fifo)
+            await read_blocked(env, fifo, finished)
         else:
             await env.read_file(path)
         answered.append(path)
@@ -96,21 +109,23 @@ async def test_results_arrive_before_a_blocked_batch_mate_finishes(
             while len(answered) < len(paths):
                 await anyio.sleep(0.01)
         assert str(fifo) not in answered
-        await anyio.to_thread.run_sync(release, fifo)
+        await release_until(fifo, finished, 1)
     assert answered[-1] == str(fifo)
 
 
 async def test_work_goes_on_when_every_worker_is_blocked(env: asyncfs.Env, fifo: Path) -> None:
     """More blocked calls than workers: spare threads keep the pool going."""
     await env.write_file("mem:///pool-spare.txt", b"still served")
+    finished: list[Path] = []
+    blocked = env.pool.workers + 2
     async with anyio.create_task_group() as tg:
-        for _ in range(env.pool.workers + 2):
-            tg.start_soon(read_blocked, env, fifo)
+        for _ in range(blocked):
+            tg.start_soon(read_blocked, env, fifo, finished)
         with anyio.fail_after(30):
             while env.pool.threads <= env.pool.workers:  # the monitor starts spares
                 await anyio.sleep(0.01)
             assert await env.read_file("mem:///pool-spare.txt") == b"still served"
-        await anyio.to_thread.run_sync(release, fifo)
+        await release_until(fifo, finished, blocked)
     await env.rm("mem:///pool-spare.txt")
 
 
