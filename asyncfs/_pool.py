@@ -409,8 +409,7 @@ class WorkerPool:
     def put(self, batch: _Batch) -> None:
         if self._monitor is None:
             self._start()
-        self._queue.put(batch)
-        self._active.set()
+        self._queue.put(batch)  # the worker that takes it wakes the monitor (_drain)
 
     def release_later(self, work: _Work) -> None:
         """Release what work holds on a worker (on a thread of its own once

@@ -317,3 +317,13 @@ void plugin_options_keys(const plugin_options* options, char** keys,
   *num_keys = i;
   TF_SetStatus(status, TF_OK, "");
 }
+
+uint64_t plugin_hash(const char* s, size_t n) {
+  uint64_t h = 14695981039346656037ull;
+  size_t i;
+  for (i = 0; i < n; ++i) {
+    h ^= (unsigned char)s[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}

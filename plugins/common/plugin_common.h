@@ -48,6 +48,10 @@ void plugin_strlist_free(plugin_strlist* list);
 /* Hands items to the core (NULL when empty) and returns the count. */
 int plugin_strlist_release(plugin_strlist* list, char*** entries);
 
+/* 64-bit FNV-1a of s[0..n): short, stable names derived from paths (lock
+ * files, temporary siblings of long names). Not for security. */
+uint64_t plugin_hash(const char* s, size_t n);
+
 /* True when the glob component holds a metacharacter. */
 int plugin_has_glob_meta(const char* s, size_t len);
 

@@ -536,16 +536,6 @@ static int copy_fd(int in, int out, off_t size) {
   }
 }
 
-/* 64-bit FNV-1a of a name, for short temporary names. */
-static uint64_t posix_name_hash(const char* s) {
-  uint64_t h = 14695981039346656037ull;
-  for (; *s != '\0'; ++s) {
-    h ^= (unsigned char)*s;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 static void fs_copy_file(const TF_Filesystem* filesystem, const char* src,
                          const char* dst, TF_Status* status) {
   static unsigned long counter;
@@ -565,7 +555,7 @@ static void fs_copy_file(const TF_Filesystem* filesystem, const char* src,
     if (strlen(dst + dir_len) + 40 > NAME_MAX) /* keep the sibling's name legal */
       written = snprintf(tmp, sizeof tmp, "%.*s.~asyncfs-copy.%016llx.%ld.%lu",
                          (int)dir_len, dst,
-                         (unsigned long long)posix_name_hash(dst + dir_len),
+                         (unsigned long long)plugin_hash(dst + dir_len, strlen(dst + dir_len)),
                          (long)getpid(), n);
     else
       written = snprintf(tmp, sizeof tmp, "%s.~asyncfs-copy.%ld.%lu", dst,

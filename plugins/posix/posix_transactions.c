@@ -165,23 +165,12 @@ static int mirror_tree(const char* src, const char* dst) {
   return rc;
 }
 
-/* 64-bit FNV-1a: lock file names only need to tell paths apart. */
-static uint64_t path_hash(const char* s, size_t n) {
-  uint64_t h = 14695981039346656037ull;
-  size_t i;
-  for (i = 0; i < n; ++i) {
-    h ^= (unsigned char)s[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 /* The stem of the staging names of a root called name: the name itself, or
  * "~" and its hash when the staging name would pass NAME_MAX. */
 static void staging_stem(const char* name, char* stem, size_t cap) {
   if (strlen(name) + 48 > NAME_MAX)
     snprintf(stem, cap, "~%016llx",
-             (unsigned long long)path_hash(name, strlen(name)));
+             (unsigned long long)plugin_hash(name, strlen(name)));
   else
     snprintf(stem, cap, "%s", name);
 }
@@ -254,7 +243,7 @@ static int lock_path(const char* path, size_t n, int exclusive) {
   int fd;
   if (mkdir(dir, 01777) == 0) chmod(dir, 01777); /* shared by every user */
   snprintf(file, sizeof file, "%s/%016llx.lock", dir,
-           (unsigned long long)path_hash(path, n));
+           (unsigned long long)plugin_hash(path, n));
   fd = open(file, O_RDONLY | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0) return -1;
   if (flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
