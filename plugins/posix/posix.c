@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <stdio.h>
@@ -25,15 +26,23 @@
 
 #include "asyncfs/filesystem_interface.h"
 #include "plugin_common.h"
+#include "plugin_fs.h"
 #include "posix_internal.h"
 
-static plugin_option posix_option_items[] = {
-    {"sync_on_close",
-     "1: fsync a writable file before closing it (durable, slower)", 0, 1, 0},
-};
-static plugin_options posix_options = {posix_option_items, 1};
+typedef struct posix_settings {
+  plugin_settings base;
+  int64_t sync_on_close;
+} posix_settings;
 
-static void set_ok(TF_Status* status) { TF_SetStatus(status, TF_OK, ""); }
+static const plugin_option posix_options[] = {
+    {"sync_on_close",
+     "1: fsync a writable file before closing it (durable, slower)",
+     PLUGIN_OPTION_INT, offsetof(posix_settings, sync_on_close), 0, 1, 0},
+};
+static const plugin_schema posix_schema = {"posix", posix_options, 1,
+                                           sizeof(posix_settings)};
+
+#define set_ok plugin_set_ok
 
 /* ---- random access files ------------------------------------------------ */
 
@@ -80,6 +89,7 @@ static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset,
 typedef struct posix_writer {
   int fd;
   int64_t position;
+  int64_t sync_on_close; /* the setting when the file was opened */
 } posix_writer;
 
 static void writer_cleanup(TF_WritableFile* file) {
@@ -144,7 +154,7 @@ static void writer_close(const TF_WritableFile* file, TF_Status* status) {
     return;
   }
   w->fd = -1;
-  if (plugin_option_get(&posix_option_items[0]) && fsync(fd) != 0) {
+  if (w->sync_on_close && fsync(fd) != 0) {
     int e = errno;
     close(fd);
     TF_SetStatusFromIOError(status, e, "fsync");
@@ -183,11 +193,28 @@ static uint64_t region_length(const TF_ReadOnlyMemoryRegion* region) {
 /* ---- filesystem ---------------------------------------------------------- */
 
 static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
-  filesystem->plugin_filesystem = NULL;
+  static const posix_settings defaults = {{0}, 0};
+  plugin_fs* fs = calloc(1, sizeof *fs);
+  if (fs == NULL) {
+    plugin_set_oom(status);
+    return;
+  }
+  if (plugin_fs_init(fs, &posix_schema, &defaults, &posix_transaction_hooks,
+                     status) != 0) {
+    free(fs);
+    return;
+  }
+  filesystem->plugin_filesystem = fs;
   set_ok(status);
 }
 
-static void fs_cleanup(TF_Filesystem* filesystem) { (void)filesystem; }
+static void fs_cleanup(TF_Filesystem* filesystem) {
+  plugin_fs* fs = plugin_fs_of(filesystem);
+  if (fs == NULL) return;
+  plugin_fs_destroy(fs);
+  free(fs);
+  filesystem->plugin_filesystem = NULL;
+}
 
 /* Opens path read-only, refusing directories with FAILED_PRECONDITION. */
 static int open_regular(const char* path, struct stat* st, TF_Status* status) {
@@ -230,11 +257,11 @@ static void fs_new_random_access_file(const TF_Filesystem* filesystem,
   set_ok(status);
 }
 
-static void open_writer(const char* path, int flags, TF_WritableFile* file,
-                        TF_Status* status) {
+static void open_writer(const TF_Filesystem* filesystem, const char* path,
+                        int flags, TF_WritableFile* file, TF_Status* status) {
   posix_writer* w;
   int fd;
-  if (posix_check_staged_path(path, status) != 0) return;
+  if (posix_check_staged_path(filesystem, path, status) != 0) return;
   fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0666);
   if (fd < 0) {
     TF_SetStatusFromIOError(status, errno, path);
@@ -247,6 +274,8 @@ static void open_writer(const char* path, int flags, TF_WritableFile* file,
     return;
   }
   w->fd = fd;
+  w->sync_on_close = plugin_config_int(
+      &plugin_fs_of(filesystem)->config, offsetof(posix_settings, sync_on_close));
   w->position = (flags & O_APPEND) ? (int64_t)lseek(fd, 0, SEEK_END) : 0;
   file->plugin_file = w;
   set_ok(status);
@@ -255,15 +284,13 @@ static void open_writer(const char* path, int flags, TF_WritableFile* file,
 static void fs_new_writable_file(const TF_Filesystem* filesystem,
                                  const char* path, TF_WritableFile* file,
                                  TF_Status* status) {
-  (void)filesystem;
-  open_writer(path, O_TRUNC, file, status);
+  open_writer(filesystem, path, O_TRUNC, file, status);
 }
 
 static void fs_new_appendable_file(const TF_Filesystem* filesystem,
                                    const char* path, TF_WritableFile* file,
                                    TF_Status* status) {
-  (void)filesystem;
-  open_writer(path, O_APPEND, file, status);
+  open_writer(filesystem, path, O_APPEND, file, status);
 }
 
 static void fs_new_read_only_memory_region_from_file(
@@ -302,7 +329,7 @@ static void fs_new_read_only_memory_region_from_file(
 static void fs_create_dir(const TF_Filesystem* filesystem, const char* path,
                           TF_Status* status) {
   (void)filesystem;
-  if (posix_check_staged_path(path, status) != 0) return;
+  if (posix_check_staged_path(filesystem, path, status) != 0) return;
   if (mkdir(path, 0777) != 0) {
     TF_SetStatusFromIOError(status, errno, path);
     return;
@@ -354,14 +381,14 @@ int posix_make_dirs(const char* path, TF_Status* status) {
 static void fs_recursively_create_dir(const TF_Filesystem* filesystem,
                                       const char* path, TF_Status* status) {
   (void)filesystem;
-  if (posix_check_staged_path(path, status) != 0) return;
+  if (posix_check_staged_path(filesystem, path, status) != 0) return;
   posix_make_dirs(path, status);
 }
 
 static void fs_delete_file(const TF_Filesystem* filesystem, const char* path,
                            TF_Status* status) {
   (void)filesystem;
-  if (posix_check_staged_path(path, status) != 0) return;
+  if (posix_check_staged_path(filesystem, path, status) != 0) return;
   if (unlink(path) != 0) {
     TF_SetStatusFromIOError(status, errno, path);
     return;
@@ -372,7 +399,7 @@ static void fs_delete_file(const TF_Filesystem* filesystem, const char* path,
 static void fs_delete_dir(const TF_Filesystem* filesystem, const char* path,
                           TF_Status* status) {
   (void)filesystem;
-  if (posix_check_staged_path(path, status) != 0) return;
+  if (posix_check_staged_path(filesystem, path, status) != 0) return;
   if (rmdir(path) != 0) {
     TF_SetStatusFromIOError(status, errno, path);
     return;
@@ -428,7 +455,7 @@ static void fs_delete_recursively(const TF_Filesystem* filesystem,
   (void)filesystem;
   *undeleted_files = 0;
   *undeleted_dirs = 0;
-  if (posix_check_staged_path(path, status) != 0) return;
+  if (posix_check_staged_path(filesystem, path, status) != 0) return;
   if (lstat(path, &st) != 0) {
     *undeleted_dirs = 1;
     TF_SetStatusFromIOError(status, errno, path);
@@ -478,8 +505,8 @@ static int check_file_pair(const char* src, const char* dst,
 static void fs_rename_file(const TF_Filesystem* filesystem, const char* src,
                            const char* dst, TF_Status* status) {
   (void)filesystem;
-  if (posix_check_staged_path(src, status) != 0) return;
-  if (posix_check_staged_path(dst, status) != 0) return;
+  if (posix_check_staged_path(filesystem, src, status) != 0) return;
+  if (posix_check_staged_path(filesystem, dst, status) != 0) return;
   if (check_file_pair(src, dst, status) != 0) return;
   if (rename(src, dst) != 0) {
     TF_SetStatusFromIOError(status, errno, dst);
@@ -543,7 +570,7 @@ static void fs_copy_file(const TF_Filesystem* filesystem, const char* src,
   struct stat st;
   int in, out = -1, attempt;
   (void)filesystem;
-  if (posix_check_staged_path(dst, status) != 0) return;
+  if (posix_check_staged_path(filesystem, dst, status) != 0) return;
   if (check_file_pair(src, dst, status) != 0) return;
   in = open_regular(src, &st, status);
   if (in < 0) return;
@@ -817,133 +844,53 @@ static int fs_get_matching_paths(const TF_Filesystem* filesystem,
   return plugin_strlist_release(&list, entries);
 }
 
-/* ---- configuration ------------------------------------------------------- */
-
-static void fs_get_configuration(const TF_Filesystem* filesystem,
-                                 TF_Filesystem_Option** options,
-                                 int* num_options, TF_Status* status) {
-  (void)filesystem;
-  plugin_options_get_all(&posix_options, options, num_options, status);
-}
-
-static void fs_set_configuration(const TF_Filesystem* filesystem,
-                                 const TF_Filesystem_Option* options,
-                                 int num_options, TF_Status* status) {
-  (void)filesystem;
-  plugin_options_set_all(&posix_options, options, num_options, status);
-}
-
-static void fs_get_configuration_option(const TF_Filesystem* filesystem,
-                                        const char* key,
-                                        TF_Filesystem_Option** option,
-                                        TF_Status* status) {
-  (void)filesystem;
-  plugin_options_get_one(&posix_options, key, option, status);
-}
-
-static void fs_set_configuration_option(const TF_Filesystem* filesystem,
-                                        const TF_Filesystem_Option* option,
-                                        TF_Status* status) {
-  (void)filesystem;
-  plugin_options_set_one(&posix_options, option, status);
-}
-
-static void fs_get_configuration_keys(const TF_Filesystem* filesystem,
-                                      char** keys, int* num_keys,
-                                      TF_Status* status) {
-  (void)filesystem;
-  plugin_options_keys(&posix_options, keys, num_keys, status);
-}
-
 /* ---- registration -------------------------------------------------------- */
 
-static void provide_scheme(TF_FilesystemPluginOps* ops, const char* scheme) {
-  TF_FilesystemOps* fs = plugin_memory_allocate(TF_FILESYSTEM_OPS_SIZE);
-  TF_RandomAccessFileOps* reader =
-      plugin_memory_allocate(TF_RANDOM_ACCESS_FILE_OPS_SIZE);
-  TF_WritableFileOps* writer =
-      plugin_memory_allocate(TF_WRITABLE_FILE_OPS_SIZE);
-  TF_ReadOnlyMemoryRegionOps* region =
-      plugin_memory_allocate(TF_READ_ONLY_MEMORY_REGION_OPS_SIZE);
+static const TF_RandomAccessFileOps posix_reader_ops = {
+    .cleanup = reader_cleanup, .read = reader_read};
 
-  TF_SetFilesystemVersionMetadata(ops);
-  ops->scheme = plugin_strdup(scheme);
+static const TF_WritableFileOps posix_writer_ops = {
+    .cleanup = writer_cleanup,
+    .append = writer_append,
+    .tell = writer_tell,
+    .flush = writer_flush,
+    .sync = writer_sync,
+    .close = writer_close};
 
-  reader->cleanup = reader_cleanup;
-  reader->read = reader_read;
-  ops->random_access_file_ops = reader;
+static const TF_ReadOnlyMemoryRegionOps posix_region_ops = {
+    .cleanup = region_cleanup, .data = region_data, .length = region_length};
 
-  writer->cleanup = writer_cleanup;
-  writer->append = writer_append;
-  writer->tell = writer_tell;
-  writer->flush = writer_flush;
-  writer->sync = writer_sync;
-  writer->close = writer_close;
-  ops->writable_file_ops = writer;
+static const TF_FilesystemOps posix_filesystem_ops = {
+    .init = fs_init,
+    .cleanup = fs_cleanup,
+    .new_random_access_file = fs_new_random_access_file,
+    .new_writable_file = fs_new_writable_file,
+    .new_appendable_file = fs_new_appendable_file,
+    .new_read_only_memory_region_from_file =
+        fs_new_read_only_memory_region_from_file,
+    .create_dir = fs_create_dir,
+    .recursively_create_dir = fs_recursively_create_dir,
+    .delete_file = fs_delete_file,
+    .delete_dir = fs_delete_dir,
+    .delete_recursively = fs_delete_recursively,
+    .rename_file = fs_rename_file,
+    .copy_file = fs_copy_file,
+    .path_exists = fs_path_exists,
+    .paths_exist = fs_paths_exist,
+    .stat = fs_stat,
+    .is_directory = fs_is_directory,
+    .get_file_size = fs_get_file_size,
+    .translate_name = fs_translate_name,
+    .get_children = fs_get_children,
+    .get_matching_paths = fs_get_matching_paths,
+    PLUGIN_TRANSACTION_OPS,
+    PLUGIN_CONFIGURATION_OPS};
 
-  region->cleanup = region_cleanup;
-  region->data = region_data;
-  region->length = region_length;
-  ops->read_only_memory_region_ops = region;
+static const plugin_scheme posix_schemes[] = {
+    {"", &posix_filesystem_ops, &posix_reader_ops, &posix_writer_ops,
+     &posix_region_ops},
+    {"file", &posix_filesystem_ops, &posix_reader_ops, &posix_writer_ops,
+     &posix_region_ops},
+};
 
-  fs->init = fs_init;
-  fs->cleanup = fs_cleanup;
-  fs->new_random_access_file = fs_new_random_access_file;
-  fs->new_writable_file = fs_new_writable_file;
-  fs->new_appendable_file = fs_new_appendable_file;
-  fs->new_read_only_memory_region_from_file =
-      fs_new_read_only_memory_region_from_file;
-  fs->create_dir = fs_create_dir;
-  fs->recursively_create_dir = fs_recursively_create_dir;
-  fs->delete_file = fs_delete_file;
-  fs->delete_dir = fs_delete_dir;
-  fs->delete_recursively = fs_delete_recursively;
-  fs->rename_file = fs_rename_file;
-  fs->copy_file = fs_copy_file;
-  fs->path_exists = fs_path_exists;
-  fs->paths_exist = fs_paths_exist;
-  fs->stat = fs_stat;
-  fs->is_directory = fs_is_directory;
-  fs->get_file_size = fs_get_file_size;
-  fs->translate_name = fs_translate_name;
-  fs->get_children = fs_get_children;
-  fs->get_matching_paths = fs_get_matching_paths;
-  fs->get_filesystem_configuration = fs_get_configuration;
-  fs->set_filesystem_configuration = fs_set_configuration;
-  fs->get_filesystem_configuration_option = fs_get_configuration_option;
-  fs->set_filesystem_configuration_option = fs_set_configuration_option;
-  fs->get_filesystem_configuration_keys = fs_get_configuration_keys;
-  fs->start_transaction = posix_start_transaction;
-  fs->end_transaction = posix_end_transaction;
-  fs->add_to_transaction = posix_add_to_transaction;
-  fs->get_transaction_for_path = posix_get_transaction_for_path;
-  fs->get_or_start_transaction_for_path =
-      posix_get_or_start_transaction_for_path;
-  fs->decode_transaction_token = posix_decode_transaction_token;
-  fs->abort_transaction = posix_abort_transaction;
-  ops->filesystem_ops = fs;
-}
-
-ASYNCFS_PLUGIN_EXPORT void TF_InitPlugin(TF_FilesystemPluginInfo* info) {
-  info->plugin_memory_allocate = plugin_memory_allocate;
-  info->plugin_memory_free = plugin_memory_free;
-  info->num_schemes = 2;
-  info->ops = plugin_memory_allocate(2 * sizeof(TF_FilesystemPluginOps));
-  provide_scheme(&info->ops[0], "");
-  provide_scheme(&info->ops[1], "file");
-}
-
-static const ASYNCFS_PluginMetadata posix_metadata = {
-    sizeof(ASYNCFS_PluginMetadata),
-    "posix",
-    "1.0.0",
-    "the asyncfs authors",
-    "https://github.com/asyncfs/asyncfs/issues",
-    ASYNCFS_CORE_ABI_VERSION,
-    ASYNCFS_CORE_ABI_VERSION,
-    0};
-
-ASYNCFS_PLUGIN_EXPORT const ASYNCFS_PluginMetadata* ASYNCFS_GetPluginMetadata(
-    void) {
-  return &posix_metadata;
-}
+PLUGIN_DEFINE(posix_schemes, "posix", "1.0.0", 0)

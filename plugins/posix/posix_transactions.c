@@ -49,22 +49,14 @@
 
 #include "asyncfs/filesystem_interface.h"
 #include "plugin_common.h"
+#include "plugin_fs.h"
 #include "posix_internal.h"
 
-typedef struct posix_txn {
-  char* root;    /* NULL until rooted (start_transaction, add_to_transaction) */
-  char* staging;
-  int* lock_fds; /* the ancestors' shared locks, then the root's exclusive one */
-  int num_locks;
-  TF_TransactionToken* token;
-  struct posix_txn* next;
-} posix_txn;
-
-static pthread_mutex_t txn_mutex = PTHREAD_MUTEX_INITIALIZER;
-static posix_txn* active; /* this process's transactions */
-static unsigned long txn_counter;
-
-static void set_ok(TF_Status* status) { TF_SetStatus(status, TF_OK, ""); }
+/* A transaction's plugin_txn.state: the locks it holds. */
+typedef struct posix_locks {
+  int* fds; /* the ancestors' shared locks, then the root's exclusive one */
+  int count;
+} posix_locks;
 
 /* ---- paths ----------------------------------------------------------------- */
 
@@ -255,22 +247,22 @@ static int lock_path(const char* path, size_t n, int exclusive) {
   return fd;
 }
 
-static void unlock_all(posix_txn* txn) {
+static void unlock_all(posix_locks* locks) {
   int i;
-  for (i = 0; i < txn->num_locks; ++i) close(txn->lock_fds[i]);
-  free(txn->lock_fds);
-  txn->lock_fds = NULL;
-  txn->num_locks = 0;
+  for (i = 0; i < locks->count; ++i) close(locks->fds[i]);
+  free(locks->fds);
+  locks->fds = NULL;
+  locks->count = 0;
 }
 
 /* Takes the locks of canonical (an absolute path without symlinks): shared
  * on each ancestor below "/", exclusive on canonical itself. */
-static int lock_root(posix_txn* txn, const char* canonical, const char* root,
-                     TF_Status* status) {
+static int lock_root(posix_locks* locks, const char* canonical,
+                     const char* root, TF_Status* status) {
   size_t n = strlen(canonical), i;
   char msg[4200];
-  txn->lock_fds = malloc((n + 1) * sizeof(int));
-  if (txn->lock_fds == NULL) {
+  locks->fds = malloc((n + 1) * sizeof(int));
+  if (locks->fds == NULL) {
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
     return -1;
   }
@@ -280,7 +272,7 @@ static int lock_root(posix_txn* txn, const char* canonical, const char* root,
     fd = lock_path(canonical, i, i == n);
     if (fd < 0) {
       int e = errno;
-      unlock_all(txn);
+      unlock_all(locks);
       if (e == EWOULDBLOCK) {
         snprintf(msg, sizeof msg,
                  "%s overlaps the root of a transaction in progress%s", root,
@@ -291,7 +283,7 @@ static int lock_root(posix_txn* txn, const char* canonical, const char* root,
       }
       return -1;
     }
-    txn->lock_fds[txn->num_locks++] = fd;
+    locks->fds[locks->count++] = fd;
   }
   return 0;
 }
@@ -311,21 +303,13 @@ static char* canonical_root(const char* parent, const char* name) {
 
 /* ---- staged writes stay inside the root ------------------------------------------ */
 
-int posix_check_staged_path(const char* path, TF_Status* status) {
-  posix_txn* txn;
-  char* copy = NULL;
-  size_t base = 0;
+int posix_check_staged_path(const TF_Filesystem* filesystem, const char* path,
+                            TF_Status* status) {
+  size_t base = plugin_txn_staging_prefix(&plugin_fs_of(filesystem)->txns, path);
+  char* copy;
   int rc = 0;
-  pthread_mutex_lock(&txn_mutex);
-  for (txn = active; txn != NULL; txn = txn->next) {
-    if (txn->staging != NULL && plugin_path_within(path, txn->staging)) {
-      base = strlen(txn->staging);
-      copy = strdup(path);
-      break;
-    }
-  }
-  pthread_mutex_unlock(&txn_mutex);
   if (base == 0) return 0;
+  copy = strdup(path);
   if (copy == NULL) {
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
     return -1;
@@ -352,65 +336,30 @@ int posix_check_staged_path(const char* path, TF_Status* status) {
   return rc;
 }
 
-/* ---- the transaction table ---------------------------------------------------- */
+/* ---- the hooks ---------------------------------------------------------------- */
 
-static void unlink_txn(posix_txn* txn) {
-  posix_txn** at;
-  for (at = &active; *at != NULL; at = &(*at)->next) {
-    if (*at == txn) {
-      *at = txn->next;
-      return;
-    }
-  }
+static void release(plugin_txn* txn) {
+  posix_locks* locks = txn->state;
+  unlock_all(locks); /* releases the flocks */
+  free(locks);
+  txn->state = NULL;
 }
 
-static void free_txn(posix_txn* txn) {
-  unlock_all(txn); /* releases the flocks */
-  free(txn->root);
-  free(txn->staging);
-  plugin_memory_free(txn->token);
-  free(txn);
-}
-
-static posix_txn* txn_of(const TF_TransactionToken* token) {
-  return token != NULL ? token->token : NULL;
-}
-
-static posix_txn* new_txn(const TF_Filesystem* filesystem) {
-  posix_txn* txn = calloc(1, sizeof *txn);
-  if (txn == NULL) return NULL;
-  txn->token = plugin_memory_allocate(sizeof(TF_TransactionToken));
-  if (txn->token == NULL) {
-    free(txn);
-    return NULL;
-  }
-  txn->token->token = txn;
-  txn->token->owner = (TF_Filesystem*)filesystem;
-  return txn;
-}
-
-/* Roots txn at root: checks for conflicts, locks, recovers, stages. The
- * table mutex is held by the caller. */
-static int begin(posix_txn* txn, const char* root, TF_Status* status) {
-  char parent[4096], msg[4200];
+/* Locks txn's root, recovers what a crash left, stages the tree. */
+static int begin(const TF_Filesystem* filesystem, plugin_txn* txn,
+                 TF_Status* status) {
+  const char* root = txn->root;
+  char parent[4096];
   const char* name;
-  posix_txn* other;
   struct stat st;
-  if (root[0] == '\0' || strcmp(root, "/") == 0 || strcmp(root, ".") == 0) {
-    TF_SetStatus(status, TF_INVALID_ARGUMENT,
-                 "a transaction root must be a directory below /");
-    return -1;
-  }
-  for (other = active; other != NULL; other = other->next) {
-    if (other != txn && other->root != NULL && plugin_paths_overlap(other->root, root)) {
-      snprintf(msg, sizeof msg,
-               "conflicts with a transaction in progress on %s", other->root);
-      TF_SetStatus(status, TF_ABORTED, msg);
-      return -1;
-    }
-  }
+  (void)filesystem;
   split_path(root, parent, sizeof parent, &name);
   if (posix_make_dirs(parent, status) != 0) return -1;
+  txn->state = calloc(1, sizeof(posix_locks));
+  if (txn->state == NULL) {
+    plugin_set_oom(status);
+    return -1;
+  }
   {
     char* canonical = canonical_root(parent, name);
     int rc;
@@ -418,7 +367,7 @@ static int begin(posix_txn* txn, const char* root, TF_Status* status) {
       TF_SetStatusFromIOError(status, errno, parent);
       return -1;
     }
-    rc = lock_root(txn, canonical, root, status);
+    rc = lock_root(txn->state, canonical, root, status);
     free(canonical);
     if (rc != 0) return -1;
   }
@@ -428,17 +377,16 @@ static int begin(posix_txn* txn, const char* root, TF_Status* status) {
                  "a transaction root must be a directory, not a file");
     return -1;
   }
-  txn->root = strdup(root);
   txn->staging = malloc(strlen(parent) + strlen(name) + 64);
-  if (txn->root == NULL || txn->staging == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+  if (txn->staging == NULL) {
+    plugin_set_oom(status);
     return -1;
   }
   {
     char stem[NAME_MAX + 1];
     staging_stem(name, stem, sizeof stem);
     sprintf(txn->staging, "%s/.%s.asyncfs-txn.%ld.%lu", parent, stem,
-            (long)getpid(), ++txn_counter);
+            (long)getpid(), txn->serial);
   }
   if (mkdir(txn->staging, 0777) != 0 ||
       (lstat(root, &st) == 0 && mirror_tree(root, txn->staging) != 0)) {
@@ -449,127 +397,13 @@ static int begin(posix_txn* txn, const char* root, TF_Status* status) {
   return 0;
 }
 
-/* ---- the ABI's transaction ops ------------------------------------------------ */
-
-int posix_start_transaction(const TF_Filesystem* filesystem,
-                            TF_TransactionToken** token, TF_Status* status) {
-  posix_txn* txn = new_txn(filesystem);
-  if (txn == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-    return -1;
-  }
-  pthread_mutex_lock(&txn_mutex);
-  txn->next = active;
-  active = txn;
-  pthread_mutex_unlock(&txn_mutex);
-  *token = txn->token;
-  set_ok(status);
-  return 0;
-}
-
-int posix_add_to_transaction(const TF_Filesystem* filesystem, const char* path,
-                             TF_TransactionToken* token, TF_Status* status) {
-  posix_txn* txn = txn_of(token);
-  int rc = 0;
-  (void)filesystem;
-  pthread_mutex_lock(&txn_mutex);
-  if (txn == NULL) {
-    TF_SetStatus(status, TF_INVALID_ARGUMENT, "not a transaction token");
-    rc = -1;
-  } else if (txn->root == NULL) {
-    rc = begin(txn, path, status); /* the first path roots it */
-    if (rc != 0) {
-      free(txn->root);
-      txn->root = NULL;
-    }
-  } else if (!plugin_path_within(path, txn->root)) {
-    TF_SetStatus(status, TF_INVALID_ARGUMENT,
-                 "the path is outside the transaction's root");
-    rc = -1;
-  }
-  pthread_mutex_unlock(&txn_mutex);
-  if (rc == 0) set_ok(status);
-  return rc;
-}
-
-int posix_get_transaction_for_path(const TF_Filesystem* filesystem,
-                                   const char* path,
-                                   TF_TransactionToken** token,
-                                   TF_Status* status) {
-  posix_txn* txn;
-  (void)filesystem;
-  *token = NULL;
-  pthread_mutex_lock(&txn_mutex);
-  for (txn = active; txn != NULL; txn = txn->next)
-    if (txn->root != NULL && plugin_path_within(path, txn->root)) *token = txn->token;
-  pthread_mutex_unlock(&txn_mutex);
-  if (*token == NULL) {
-    TF_SetStatus(status, TF_NOT_FOUND, "no transaction covers the path");
-    return -1;
-  }
-  set_ok(status);
-  return 0;
-}
-
-int posix_get_or_start_transaction_for_path(const TF_Filesystem* filesystem,
-                                            const char* path,
-                                            TF_TransactionToken** token,
-                                            TF_Status* status) {
-  posix_txn* txn;
-  *token = NULL;
-  pthread_mutex_lock(&txn_mutex);
-  for (txn = active; txn != NULL; txn = txn->next) {
-    if (txn->root != NULL && strcmp(txn->root, path) == 0) {
-      *token = txn->token;
-      pthread_mutex_unlock(&txn_mutex);
-      set_ok(status);
-      return 0;
-    }
-  }
-  txn = new_txn(filesystem);
-  if (txn == NULL) {
-    pthread_mutex_unlock(&txn_mutex);
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-    return -1;
-  }
-  if (begin(txn, path, status) != 0) {
-    pthread_mutex_unlock(&txn_mutex);
-    if (txn->staging != NULL && txn->root != NULL) remove_tree(txn->staging);
-    free_txn(txn);
-    return -1;
-  }
-  txn->next = active;
-  active = txn;
-  pthread_mutex_unlock(&txn_mutex);
-  *token = txn->token;
-  set_ok(status);
-  return 0;
-}
-
-char* posix_decode_transaction_token(const TF_Filesystem* filesystem,
-                                     const TF_TransactionToken* token) {
-  posix_txn* txn = txn_of(token);
-  (void)filesystem;
-  return plugin_strdup(txn != NULL && txn->staging != NULL ? txn->staging
-                                                           : "");
-}
-
-static int finish(TF_TransactionToken* token, int commit, TF_Status* status) {
-  posix_txn* txn = txn_of(token);
+/* Swaps staging and root (commit), then deletes what staging holds: the
+ * old tree after a commit, the staged one after an abort. */
+static int finish(const TF_Filesystem* filesystem, plugin_txn* txn,
+                  int commit, TF_Status* status) {
   struct stat st;
   int rc = 0;
-  if (txn == NULL) {
-    TF_SetStatus(status, TF_INVALID_ARGUMENT, "not a transaction token");
-    return -1;
-  }
-  pthread_mutex_lock(&txn_mutex);
-  unlink_txn(txn);
-  pthread_mutex_unlock(&txn_mutex);
-  if (txn->root == NULL) { /* never rooted: nothing was staged */
-    free_txn(txn);
-    set_ok(status);
-    return 0;
-  }
+  (void)filesystem;
   if (commit) {
     if (lstat(txn->root, &st) != 0) {
       rc = rename(txn->staging, txn->root);
@@ -585,22 +419,9 @@ static int finish(TF_TransactionToken* token, int commit, TF_Status* status) {
     }
     if (rc != 0) TF_SetStatusFromIOError(status, errno, txn->root);
   }
-  if (rc == 0) {
-    remove_tree(txn->staging); /* the old tree after a commit */
-    set_ok(status);
-  }
-  free_txn(txn);
+  if (rc == 0) remove_tree(txn->staging);
   return rc;
 }
 
-int posix_end_transaction(const TF_Filesystem* filesystem,
-                          TF_TransactionToken* token, TF_Status* status) {
-  (void)filesystem;
-  return finish(token, 1, status);
-}
-
-int posix_abort_transaction(const TF_Filesystem* filesystem,
-                            TF_TransactionToken* token, TF_Status* status) {
-  (void)filesystem;
-  return finish(token, 0, status);
-}
+const plugin_txn_hooks posix_transaction_hooks = {begin, finish, release,
+                                                  NULL};

@@ -18,7 +18,7 @@
 
 #include "asyncfs/filesystem_interface.h"
 #include "asyncfs/runtime_core.h"
-#include "plugin_common.h"
+#include "plugin_paths.h"
 
 #define RUNTIME_EXPORT __attribute__((visibility("default")))
 

@@ -11,6 +11,7 @@
 
 #include <curl/curl.h>
 #include <fnmatch.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,6 +226,7 @@ static void set_status(TF_Status* status, TF_Code code, const char* fmt,
 static void init_curl(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
+  s3_config defaults;
   s3_fs* fs;
   static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
   pthread_once(&curl_once, init_curl);
@@ -233,13 +235,14 @@ static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
     return;
   }
-  fs->config = s3_config_from_environment(status);
-  if (fs->config == NULL) {
+  s3_config_from_environment(&defaults);
+  if (plugin_fs_init(&fs->base, &s3_schema, &defaults, NULL, status) != 0) {
     free(fs);
     return;
   }
   pthread_mutex_init(&fs->lock, NULL);
   filesystem->plugin_filesystem = fs;
+  plugin_set_ok(status);
 }
 
 static void fs_cleanup(TF_Filesystem* filesystem) {
@@ -248,7 +251,7 @@ static void fs_cleanup(TF_Filesystem* filesystem) {
   if (fs == NULL) return;
   for (i = 0; i < fs->idle_count; ++i) curl_easy_cleanup(fs->idle[i]);
   free(fs->idle);
-  s3_config_release(fs->config);
+  plugin_fs_destroy(&fs->base);
   pthread_mutex_destroy(&fs->lock);
   free(fs);
   filesystem->plugin_filesystem = NULL;
@@ -270,7 +273,7 @@ static void fs_stat(const TF_Filesystem* filesystem, const char* path,
     stats->is_directory = kind == S3_DIR;
   }
   if (kind >= 0) s3_path_free(&p);
-  s3_config_release(cfg);
+  s3_config_release(fs, cfg);
 }
 
 static void fs_path_exists(const TF_Filesystem* filesystem, const char* path,
@@ -297,9 +300,8 @@ static void exists_one(void* arg, int i) {
 static bool fs_paths_exist(const TF_Filesystem* filesystem, char** paths,
                            int num_files, TF_Status** statuses) {
   exists_job job = {filesystem, paths, statuses, 0};
-  s3_config* cfg = s3_config_acquire(s3_fs_of(filesystem));
-  int concurrency = (int)cfg->concurrency;
-  s3_config_release(cfg);
+  int concurrency = (int)plugin_config_int(&s3_fs_of(filesystem)->base.config,
+                                           offsetof(s3_config, concurrency));
   s3_parallel(num_files, concurrency, exists_one, &job);
   return !job.missing;
 }
@@ -428,7 +430,7 @@ done:
   free(prefix);
   s3_path_free(&p);
 done_cfg:
-  s3_config_release(cfg);
+  s3_config_release(fs, cfg);
   return count;
 }
 
@@ -573,7 +575,7 @@ done:
   plugin_strlist_free(&out);
   s3_path_free(&p);
   plugin_memory_free(pattern);
-  s3_config_release(cfg);
+  s3_config_release(fs, cfg);
   return count;
 }
 
@@ -614,7 +616,7 @@ static void fs_create_dir(const TF_Filesystem* filesystem, const char* path,
   }
   s3_path_free(&p);
 done_cfg:
-  s3_config_release(cfg);
+  s3_config_release(fs, cfg);
 }
 
 static void fs_recursively_create_dir(const TF_Filesystem* filesystem,
@@ -684,7 +686,7 @@ static void fs_recursively_create_dir(const TF_Filesystem* filesystem,
 done:
   s3_path_free(&p);
 done_cfg:
-  s3_config_release(cfg);
+  s3_config_release(fs, cfg);
 }
 
 static void fs_delete_file(const TF_Filesystem* filesystem, const char* path,
@@ -701,7 +703,7 @@ static void fs_delete_file(const TF_Filesystem* filesystem, const char* path,
   else simple_request(fs, cfg, "DELETE", p.bucket, p.key, NULL, status);
   s3_path_free(&p);
 done_cfg:
-  s3_config_release(cfg);
+  s3_config_release(fs, cfg);
 }
 
 static void fs_delete_dir(const TF_Filesystem* filesystem, const char* path,
@@ -744,7 +746,7 @@ done:
   s3_listing_free(&l);
   s3_path_free(&p);
 done_cfg:
-  s3_config_release(cfg);
+  s3_config_release(fs, cfg);
 }
 
 /* DeleteObjects, 1000 keys per request, batches in parallel. */
@@ -883,7 +885,7 @@ done:
   s3_listing_free(&l);
   s3_path_free(&p);
 done_cfg:
-  s3_config_release(cfg);
+  s3_config_release(fs, cfg);
 }
 
 /* ---- copies ------------------------------------------------------------------------------ */
@@ -1153,7 +1155,7 @@ done:
   s3_path_free(&src);
   s3_path_free(&dst);
 done_cfg:
-  s3_config_release(cfg);
+  s3_config_release(fs, cfg);
 }
 
 static void fs_rename_file(const TF_Filesystem* filesystem, const char* src,
@@ -1168,68 +1170,33 @@ static void fs_copy_file(const TF_Filesystem* filesystem, const char* src,
 
 /* ---- registration ------------------------------------------------------------------------ */
 
-static void provide(TF_FilesystemPluginOps* ops) {
-  TF_FilesystemOps* fs = plugin_memory_allocate(sizeof *fs);
-  TF_RandomAccessFileOps* raf = plugin_memory_allocate(sizeof *raf);
-  TF_WritableFileOps* wf = plugin_memory_allocate(sizeof *wf);
-  TF_ReadOnlyMemoryRegionOps* mr = plugin_memory_allocate(sizeof *mr);
-  TF_SetFilesystemVersionMetadata(ops);
-  ops->scheme = plugin_strdup("s3");
-  if (fs == NULL || raf == NULL || wf == NULL || mr == NULL) return;
-  memset(fs, 0, sizeof *fs);
-  *raf = s3_random_access_file_ops;
-  *wf = s3_writable_file_ops;
-  *mr = s3_memory_region_ops;
-  fs->init = fs_init;
-  fs->cleanup = fs_cleanup;
-  fs->new_random_access_file = s3_new_random_access_file;
-  fs->new_writable_file = s3_new_writable_file;
-  fs->new_appendable_file = s3_new_appendable_file;
-  fs->new_read_only_memory_region_from_file = s3_new_memory_region;
-  fs->create_dir = fs_create_dir;
-  fs->recursively_create_dir = fs_recursively_create_dir;
-  fs->delete_file = fs_delete_file;
-  fs->delete_dir = fs_delete_dir;
-  fs->delete_recursively = fs_delete_recursively;
-  fs->rename_file = fs_rename_file;
-  fs->copy_file = fs_copy_file;
-  fs->path_exists = fs_path_exists;
-  fs->paths_exist = fs_paths_exist;
-  fs->stat = fs_stat;
-  fs->is_directory = fs_is_directory;
-  fs->get_file_size = fs_get_file_size;
-  fs->translate_name = fs_translate_name;
-  fs->get_children = fs_get_children;
-  fs->get_matching_paths = fs_get_matching_paths;
-  fs->get_filesystem_configuration = s3_get_configuration;
-  fs->set_filesystem_configuration = s3_set_configuration;
-  fs->get_filesystem_configuration_option = s3_get_configuration_option;
-  fs->set_filesystem_configuration_option = s3_set_configuration_option;
-  fs->get_filesystem_configuration_keys = s3_get_configuration_keys;
-  ops->filesystem_ops = fs;
-  ops->random_access_file_ops = raf;
-  ops->writable_file_ops = wf;
-  ops->read_only_memory_region_ops = mr;
-}
+static const TF_FilesystemOps s3_filesystem_ops = {
+    .init = fs_init,
+    .cleanup = fs_cleanup,
+    .new_random_access_file = s3_new_random_access_file,
+    .new_writable_file = s3_new_writable_file,
+    .new_appendable_file = s3_new_appendable_file,
+    .new_read_only_memory_region_from_file = s3_new_memory_region,
+    .create_dir = fs_create_dir,
+    .recursively_create_dir = fs_recursively_create_dir,
+    .delete_file = fs_delete_file,
+    .delete_dir = fs_delete_dir,
+    .delete_recursively = fs_delete_recursively,
+    .rename_file = fs_rename_file,
+    .copy_file = fs_copy_file,
+    .path_exists = fs_path_exists,
+    .paths_exist = fs_paths_exist,
+    .stat = fs_stat,
+    .is_directory = fs_is_directory,
+    .get_file_size = fs_get_file_size,
+    .translate_name = fs_translate_name,
+    .get_children = fs_get_children,
+    .get_matching_paths = fs_get_matching_paths,
+    PLUGIN_CONFIGURATION_OPS};
 
-ASYNCFS_PLUGIN_EXPORT void TF_InitPlugin(TF_FilesystemPluginInfo* info) {
-  info->plugin_memory_allocate = plugin_memory_allocate;
-  info->plugin_memory_free = plugin_memory_free;
-  info->num_schemes = 1;
-  info->ops = plugin_memory_allocate(sizeof *info->ops);
-  if (info->ops == NULL) {
-    info->num_schemes = 0;
-    return;
-  }
-  memset(info->ops, 0, sizeof *info->ops);
-  provide(info->ops);
-}
+static const plugin_scheme s3_schemes[] = {
+    {"s3", &s3_filesystem_ops, &s3_random_access_file_ops,
+     &s3_writable_file_ops, &s3_memory_region_ops}};
 
-static const ASYNCFS_PluginMetadata metadata = {
-    sizeof(ASYNCFS_PluginMetadata), "s3", "0.1.0", "asyncfs",
-    "https://github.com/asyncfs/asyncfs/issues", ASYNCFS_CORE_ABI_VERSION,
-    ASYNCFS_CORE_ABI_VERSION, ASYNCFS_PLUGIN_ATOMIC_WRITES | ASYNCFS_PLUGIN_NETWORK};
-
-ASYNCFS_PLUGIN_EXPORT const ASYNCFS_PluginMetadata* ASYNCFS_GetPluginMetadata(void) {
-  return &metadata;
-}
+PLUGIN_DEFINE(s3_schemes, "s3", "0.1.0",
+              ASYNCFS_PLUGIN_ATOMIC_WRITES | ASYNCFS_PLUGIN_NETWORK)

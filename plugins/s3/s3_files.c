@@ -36,7 +36,7 @@ typedef struct s3_reader {
 
 static void reader_free(s3_reader* r) {
   if (r == NULL) return;
-  s3_config_release(r->cfg);
+  s3_config_release(r->fs, r->cfg);
   s3_path_free(&r->path);
   free(r->head);
   free(r);
@@ -478,7 +478,7 @@ static void writer_free(s3_writer* w) {
   free(w->buf);
   while (w->spare_count > 0) free(w->spare[--w->spare_count]);
   s3_path_free(&w->path);
-  s3_config_release(w->cfg);
+  s3_config_release(w->fs, w->cfg);
   s3_first_error_destroy(&w->error);
   free(w);
 }

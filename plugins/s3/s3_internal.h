@@ -15,13 +15,14 @@
 
 #include "asyncfs/filesystem_interface.h"
 #include "plugin_common.h"
+#include "plugin_fs.h"
 
 /* ---- settings ------------------------------------------------------------ */
 
 /* An immutable snapshot of the settings; requests hold a reference, so a
  * configuration change never races a request in flight. */
 typedef struct s3_config {
-  int refs;
+  plugin_settings base;
   char* endpoint; /* "http://127.0.0.1:8000"; "" for AWS's own */
   char* region;
   char* access_key;
@@ -40,32 +41,25 @@ typedef struct s3_config {
 } s3_config;
 
 typedef struct s3_fs {
-  pthread_mutex_t lock; /* guards config and the idle handle pool */
-  s3_config* config;
-  void** idle; /* CURL* handles with live connections */
+  plugin_fs base;       /* the settings (s3_config snapshots) */
+  pthread_mutex_t lock; /* guards the idle handle pool */
+  void** idle;          /* CURL* handles with live connections */
   int idle_count;
   int idle_capacity;
 } s3_fs;
 
-s3_config* s3_config_from_environment(TF_Status* status);
-s3_config* s3_config_acquire(s3_fs* fs);
-void s3_config_release(s3_config* config);
+extern const plugin_schema s3_schema;
+/* The settings the environment gives, as defaults for a new filesystem
+ * (strings point into the environment; plugin_fs_init copies them). */
+void s3_config_from_environment(s3_config* defaults);
 
-void s3_get_configuration(const TF_Filesystem* filesystem,
-                          TF_Filesystem_Option** options, int* num_options,
-                          TF_Status* status);
-void s3_set_configuration(const TF_Filesystem* filesystem,
-                          const TF_Filesystem_Option* options, int num_options,
-                          TF_Status* status);
-void s3_get_configuration_option(const TF_Filesystem* filesystem,
-                                 const char* key,
-                                 TF_Filesystem_Option** option,
-                                 TF_Status* status);
-void s3_set_configuration_option(const TF_Filesystem* filesystem,
-                                 const TF_Filesystem_Option* option,
-                                 TF_Status* status);
-void s3_get_configuration_keys(const TF_Filesystem* filesystem, char** keys,
-                               int* num_keys, TF_Status* status);
+static inline s3_config* s3_config_acquire(s3_fs* fs) {
+  return (s3_config*)plugin_config_acquire(&fs->base.config);
+}
+
+static inline void s3_config_release(s3_fs* fs, s3_config* config) {
+  plugin_config_release(&fs->base.config, config);
+}
 
 /* ---- requests ------------------------------------------------------------ */
 

@@ -1,0 +1,74 @@
+/*
+ * What every built-in filesystem is built on: its state begins with a
+ * plugin_fs (settings and the transaction table, which the generated
+ * configuration and transaction ops find there), and the plugin registers
+ * static const tables of its operations with one line, PLUGIN_DEFINE.
+ *
+ *   typedef struct my_fs { plugin_fs base; ...the plugin's own... } my_fs;
+ *
+ *   static const TF_FilesystemOps my_ops = {
+ *       .init = my_init, ..., PLUGIN_CONFIGURATION_OPS};
+ *   static const plugin_scheme my_schemes[] = {
+ *       {"my", &my_ops, &my_reader_ops, &my_writer_ops, &my_region_ops}};
+ *   PLUGIN_DEFINE(my_schemes, "my", "1.0.0", 0)
+ */
+#ifndef ASYNCFS_PLUGIN_FS_H_
+#define ASYNCFS_PLUGIN_FS_H_
+
+#include "asyncfs/filesystem_interface.h"
+#include "plugin_config.h"
+#include "plugin_txn.h"
+
+typedef struct plugin_fs {
+  plugin_config config;
+  plugin_txn_table txns;
+} plugin_fs;
+
+static inline plugin_fs* plugin_fs_of(const TF_Filesystem* filesystem) {
+  return (plugin_fs*)filesystem->plugin_filesystem;
+}
+
+/* Sets up fs's settings from defaults (a settings struct of schema) and
+ * its transaction table (hooks NULL: no transactions). Returns 0, or -1
+ * with status set. */
+int plugin_fs_init(plugin_fs* fs, const plugin_schema* schema,
+                   const void* defaults, const plugin_txn_hooks* hooks,
+                   TF_Status* status);
+void plugin_fs_destroy(plugin_fs* fs);
+
+/* One scheme a plugin serves, and its operation tables. */
+typedef struct plugin_scheme {
+  const char* scheme;
+  const TF_FilesystemOps* filesystem_ops;
+  const TF_RandomAccessFileOps* random_access_file_ops;
+  const TF_WritableFileOps* writable_file_ops;
+  const TF_ReadOnlyMemoryRegionOps* read_only_memory_region_ops;
+} plugin_scheme;
+
+/* TF_InitPlugin's work: hands the core plugin-allocated copies of each
+ * scheme's tables, as TensorFlow's loader requires (it frees them). */
+void plugin_register(TF_FilesystemPluginInfo* info,
+                     const plugin_scheme* schemes, int count);
+
+/* Defines the plugin's two exports: TF_InitPlugin, registering schemes (a
+ * static array), and ASYNCFS_GetPluginMetadata. */
+#define PLUGIN_DEFINE(schemes, name, version, flags)                        \
+  ASYNCFS_PLUGIN_EXPORT void TF_InitPlugin(TF_FilesystemPluginInfo* info) { \
+    plugin_register(info, schemes,                                          \
+                    (int)(sizeof(schemes) / sizeof((schemes)[0])));         \
+  }                                                                         \
+  static const ASYNCFS_PluginMetadata plugin_metadata = {                   \
+      sizeof(ASYNCFS_PluginMetadata),                                       \
+      name,                                                                 \
+      version,                                                              \
+      "the asyncfs authors",                                                \
+      "https://github.com/asyncfs/asyncfs/issues",                          \
+      ASYNCFS_CORE_ABI_VERSION,                                             \
+      ASYNCFS_CORE_ABI_VERSION,                                             \
+      flags};                                                               \
+  ASYNCFS_PLUGIN_EXPORT const ASYNCFS_PluginMetadata*                       \
+  ASYNCFS_GetPluginMetadata(void) {                                         \
+    return &plugin_metadata;                                                \
+  }
+
+#endif /* ASYNCFS_PLUGIN_FS_H_ */
