@@ -84,3 +84,24 @@ void plugin_set_ok(TF_Status* status) { TF_SetStatus(status, TF_OK, ""); }
 void plugin_set_oom(TF_Status* status) {
   TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
 }
+
+int plugin_buf_append(plugin_buf* b, const char* data, size_t n) {
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 1024;
+    char* p;
+    while (cap < b->len + n + 1) cap *= 2;
+    p = realloc(b->data, cap);
+    if (p == NULL) return -1;
+    b->data = p;
+    b->cap = cap;
+  }
+  memcpy(b->data + b->len, data, n);
+  b->len += n;
+  b->data[b->len] = '\0';
+  return 0;
+}
+
+void plugin_buf_free(plugin_buf* b) {
+  free(b->data);
+  memset(b, 0, sizeof *b);
+}

@@ -42,4 +42,15 @@ void plugin_strlist_free(plugin_strlist* list);
 /* Hands items to the core (NULL when empty) and returns the count. */
 int plugin_strlist_release(plugin_strlist* list, char*** entries);
 
+/* A growable byte buffer, NUL-terminated after len bytes (for text). */
+typedef struct plugin_buf {
+  char* data;
+  size_t len;
+  size_t cap;
+} plugin_buf;
+
+/* 0, or -1 when out of memory (b keeps what it had). */
+int plugin_buf_append(plugin_buf* b, const char* data, size_t n);
+void plugin_buf_free(plugin_buf* b);
+
 #endif /* ASYNCFS_PLUGIN_COMMON_H_ */

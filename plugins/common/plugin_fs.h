@@ -36,6 +36,28 @@ int plugin_fs_init(plugin_fs* fs, const plugin_schema* schema,
                    TF_Status* status);
 void plugin_fs_destroy(plugin_fs* fs);
 
+/* Designated initializers naming a plugin's operations after one prefix
+ * (PLUGIN_NAMESPACE_OPS(fs_) sets .create_dir = fs_create_dir, ...). */
+#define PLUGIN_FILE_CONSTRUCTORS(p)                      \
+  .new_random_access_file = p##new_random_access_file, \
+  .new_writable_file = p##new_writable_file,           \
+  .new_appendable_file = p##new_appendable_file,       \
+  .new_read_only_memory_region_from_file =             \
+      p##new_read_only_memory_region_from_file
+#define PLUGIN_NAMESPACE_OPS(p)                          \
+  .create_dir = p##create_dir,                         \
+  .recursively_create_dir = p##recursively_create_dir, \
+  .delete_file = p##delete_file,                       \
+  .delete_dir = p##delete_dir,                         \
+  .delete_recursively = p##delete_recursively,         \
+  .rename_file = p##rename_file, .copy_file = p##copy_file
+#define PLUGIN_QUERY_OPS(p)                                                 \
+  .path_exists = p##path_exists, .paths_exist = p##paths_exist,           \
+  .stat = p##stat, .is_directory = p##is_directory,                       \
+  .get_file_size = p##get_file_size, .translate_name = p##translate_name, \
+  .get_children = p##get_children,                                        \
+  .get_matching_paths = p##get_matching_paths
+
 /* One scheme a plugin serves, and its operation tables. */
 typedef struct plugin_scheme {
   const char* scheme;

@@ -270,7 +270,7 @@ void mem_new_appendable_file(const TF_Filesystem* filesystem,
   open_writer(filesystem, path, 0, file, status);
 }
 
-void mem_new_memory_region(
+void mem_new_read_only_memory_region_from_file(
     const TF_Filesystem* filesystem, const char* path,
     TF_ReadOnlyMemoryRegion* region, TF_Status* status) {
   memfs* fs = mem_fs_of(filesystem);

@@ -119,7 +119,7 @@ void mem_new_writable_file(const TF_Filesystem* filesystem, const char* path,
 void mem_new_appendable_file(const TF_Filesystem* filesystem,
                              const char* path, TF_WritableFile* file,
                              TF_Status* status);
-void mem_new_memory_region(const TF_Filesystem* filesystem, const char* path,
+void mem_new_read_only_memory_region_from_file(const TF_Filesystem* filesystem, const char* path,
                            TF_ReadOnlyMemoryRegion* region, TF_Status* status);
 
 /* ---- transactions (memory_transactions.c) -------------------------------- */

@@ -19,28 +19,7 @@
 
 /* ---- small helpers --------------------------------------------------------- */
 
-int s3_buf_append(s3_buf* b, const char* data, size_t n) {
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 1024;
-    char* p;
-    while (cap < b->len + n + 1) cap *= 2;
-    p = realloc(b->data, cap);
-    if (p == NULL) return -1;
-    b->data = p;
-    b->cap = cap;
-  }
-  memcpy(b->data + b->len, data, n);
-  b->len += n;
-  b->data[b->len] = '\0';
-  return 0;
-}
-
-void s3_buf_free(s3_buf* b) {
-  free(b->data);
-  memset(b, 0, sizeof *b);
-}
-
-void s3_response_free(s3_response* r) { s3_buf_free(&r->body); }
+void s3_response_free(s3_response* r) { plugin_buf_free(&r->body); }
 
 char* s3_uri_encode(const char* s, size_t len, int keep_slash) {
   static const char hex[] = "0123456789ABCDEF";
@@ -215,7 +194,7 @@ static size_t on_body(char* data, size_t size, size_t n, void* arg) {
     t->resp->out_len += len;
     return len;
   }
-  return s3_buf_append(&t->resp->body, data, len) == 0 ? len : 0;
+  return plugin_buf_append(&t->resp->body, data, len) == 0 ? len : 0;
 }
 
 static size_t on_upload(char* buffer, size_t size, size_t n, void* arg) {
@@ -281,7 +260,7 @@ static int cmp_params(const void* a, const void* b) {
 }
 
 /* The canonical query: names sorted, names and values URI-encoded. */
-static int canonical_query(const s3_request* req, s3_buf* out) {
+static int canonical_query(const s3_request* req, plugin_buf* out) {
   s3_param sorted[16];
   int i, n = req->num_params < 16 ? req->num_params : 16;
   memcpy(sorted, req->params, (size_t)n * sizeof *sorted);
@@ -291,15 +270,15 @@ static int canonical_query(const s3_request* req, s3_buf* out) {
     char* name = s3_uri_encode(sorted[i].name, strlen(sorted[i].name), 0);
     char* value = s3_uri_encode(v, strlen(v), 0);
     int bad = name == NULL || value == NULL ||
-              (i > 0 && s3_buf_append(out, "&", 1) != 0) ||
-              s3_buf_append(out, name, strlen(name)) != 0 ||
-              s3_buf_append(out, "=", 1) != 0 ||
-              s3_buf_append(out, value, strlen(value)) != 0;
+              (i > 0 && plugin_buf_append(out, "&", 1) != 0) ||
+              plugin_buf_append(out, name, strlen(name)) != 0 ||
+              plugin_buf_append(out, "=", 1) != 0 ||
+              plugin_buf_append(out, value, strlen(value)) != 0;
     free(name);
     free(value);
     if (bad) return -1;
   }
-  if (out->data == NULL) return s3_buf_append(out, "", 0);
+  if (out->data == NULL) return plugin_buf_append(out, "", 0);
   return 0;
 }
 
@@ -327,7 +306,7 @@ static int sign(const s3_config* cfg, const s3_request* req,
   const char* key = req->key != NULL ? req->key : "";
   char* path_enc = NULL;
   char* copy_enc = NULL;
-  s3_buf query = {0}, canon = {0}, uri = {0}, sts = {0}, auth = {0};
+  plugin_buf query = {0}, canon = {0}, uri = {0}, sts = {0}, auth = {0};
   struct tm tm;
   time_t now = time(NULL);
   int ok = -1;
@@ -361,12 +340,12 @@ static int sign(const s3_config* cfg, const s3_request* req,
   /* Canonical URI: S3 encodes the key once, keeping "/". */
   path_enc = s3_uri_encode(key, strlen(key), 1);
   if (path_enc == NULL) goto done;
-  if (s3_buf_append(&uri, "/", 1) != 0) goto done;
+  if (plugin_buf_append(&uri, "/", 1) != 0) goto done;
   if (req->bucket != NULL && cfg->path_style) {
-    if (s3_buf_append(&uri, req->bucket, strlen(req->bucket)) != 0) goto done;
-    if (*key != '\0' && s3_buf_append(&uri, "/", 1) != 0) goto done;
+    if (plugin_buf_append(&uri, req->bucket, strlen(req->bucket)) != 0) goto done;
+    if (*key != '\0' && plugin_buf_append(&uri, "/", 1) != 0) goto done;
   }
-  if (s3_buf_append(&uri, path_enc, strlen(path_enc)) != 0) goto done;
+  if (plugin_buf_append(&uri, path_enc, strlen(path_enc)) != 0) goto done;
   if (canonical_query(req, &query) != 0) goto done;
 
   if (cfg->sign_payload || req->body_len == 0)
@@ -383,30 +362,30 @@ static int sign(const s3_config* cfg, const s3_request* req,
   {
     char line[1024];
     snprintf(line, sizeof line, "%s\n", req->method);
-    if (s3_buf_append(&canon, line, strlen(line)) != 0 ||
-        s3_buf_append(&canon, uri.data, uri.len) != 0 ||
-        s3_buf_append(&canon, "\n", 1) != 0 ||
-        s3_buf_append(&canon, query.data, query.len) != 0)
+    if (plugin_buf_append(&canon, line, strlen(line)) != 0 ||
+        plugin_buf_append(&canon, uri.data, uri.len) != 0 ||
+        plugin_buf_append(&canon, "\n", 1) != 0 ||
+        plugin_buf_append(&canon, query.data, query.len) != 0)
       goto done;
     snprintf(line, sizeof line, "\nhost:%s\nx-amz-content-sha256:%s\n", host,
              payload_hash);
-    if (s3_buf_append(&canon, line, strlen(line)) != 0) goto done;
+    if (plugin_buf_append(&canon, line, strlen(line)) != 0) goto done;
     if (copy_enc != NULL) {
-      if (s3_buf_append(&canon, "x-amz-copy-source:/", 19) != 0 ||
-          s3_buf_append(&canon, copy_enc, strlen(copy_enc)) != 0 ||
-          s3_buf_append(&canon, "\n", 1) != 0)
+      if (plugin_buf_append(&canon, "x-amz-copy-source:/", 19) != 0 ||
+          plugin_buf_append(&canon, copy_enc, strlen(copy_enc)) != 0 ||
+          plugin_buf_append(&canon, "\n", 1) != 0)
         goto done;
       if (req->copy_range != NULL) {
         snprintf(line, sizeof line, "x-amz-copy-source-range:%s\n", req->copy_range);
-        if (s3_buf_append(&canon, line, strlen(line)) != 0) goto done;
+        if (plugin_buf_append(&canon, line, strlen(line)) != 0) goto done;
       }
     }
     snprintf(line, sizeof line, "x-amz-date:%s\n", amz_date);
-    if (s3_buf_append(&canon, line, strlen(line)) != 0) goto done;
+    if (plugin_buf_append(&canon, line, strlen(line)) != 0) goto done;
     if (*cfg->session_token != '\0') {
-      if (s3_buf_append(&canon, "x-amz-security-token:", 21) != 0 ||
-          s3_buf_append(&canon, cfg->session_token, strlen(cfg->session_token)) != 0 ||
-          s3_buf_append(&canon, "\n", 1) != 0)
+      if (plugin_buf_append(&canon, "x-amz-security-token:", 21) != 0 ||
+          plugin_buf_append(&canon, cfg->session_token, strlen(cfg->session_token)) != 0 ||
+          plugin_buf_append(&canon, "\n", 1) != 0)
         goto done;
     }
     snprintf(signed_names, sizeof signed_names, "host;x-amz-content-sha256%s%s;x-amz-date%s",
@@ -414,7 +393,7 @@ static int sign(const s3_config* cfg, const s3_request* req,
              copy_enc != NULL && req->copy_range != NULL ? ";x-amz-copy-source-range" : "",
              *cfg->session_token != '\0' ? ";x-amz-security-token" : "");
     snprintf(line, sizeof line, "\n%s\n%s", signed_names, payload_hash);
-    if (s3_buf_append(&canon, line, strlen(line)) != 0) goto done;
+    if (plugin_buf_append(&canon, line, strlen(line)) != 0) goto done;
   }
   sha256_hex(canon.data, canon.len, request_hash);
 
@@ -422,7 +401,7 @@ static int sign(const s3_config* cfg, const s3_request* req,
     char line[512];
     snprintf(line, sizeof line, "AWS4-HMAC-SHA256\n%s\n%s/%s/s3/aws4_request\n%s",
              amz_date, date, cfg->region, request_hash);
-    if (s3_buf_append(&sts, line, strlen(line)) != 0) goto done;
+    if (plugin_buf_append(&sts, line, strlen(line)) != 0) goto done;
   }
   snprintf(key_material, sizeof key_material, "AWS4%s", cfg->secret_key);
   hmac(key_material, strlen(key_material), date, k1);
@@ -439,7 +418,7 @@ static int sign(const s3_config* cfg, const s3_request* req,
              "AWS4-HMAC-SHA256 Credential=%s/%s/%s/s3/aws4_request, "
              "SignedHeaders=%s, Signature=%s",
              cfg->access_key, date, cfg->region, signed_names, sig_hex);
-    if (s3_buf_append(&auth, line, strlen(line)) != 0) goto done;
+    if (plugin_buf_append(&auth, line, strlen(line)) != 0) goto done;
   }
 
   out->headers = NULL;
@@ -470,14 +449,14 @@ static int sign(const s3_config* cfg, const s3_request* req,
     goto done;
 
   {
-    s3_buf url = {0};
-    if (s3_buf_append(&url, scheme, strlen(scheme)) != 0 ||
-        s3_buf_append(&url, "://", 3) != 0 ||
-        s3_buf_append(&url, host, strlen(host)) != 0 ||
-        s3_buf_append(&url, uri.data, uri.len) != 0 ||
-        (query.len > 0 && (s3_buf_append(&url, "?", 1) != 0 ||
-                           s3_buf_append(&url, query.data, query.len) != 0))) {
-      s3_buf_free(&url);
+    plugin_buf url = {0};
+    if (plugin_buf_append(&url, scheme, strlen(scheme)) != 0 ||
+        plugin_buf_append(&url, "://", 3) != 0 ||
+        plugin_buf_append(&url, host, strlen(host)) != 0 ||
+        plugin_buf_append(&url, uri.data, uri.len) != 0 ||
+        (query.len > 0 && (plugin_buf_append(&url, "?", 1) != 0 ||
+                           plugin_buf_append(&url, query.data, query.len) != 0))) {
+      plugin_buf_free(&url);
       goto done;
     }
     out->url = url.data;
@@ -490,11 +469,11 @@ done:
   }
   free(path_enc);
   free(copy_enc);
-  s3_buf_free(&query);
-  s3_buf_free(&canon);
-  s3_buf_free(&uri);
-  s3_buf_free(&sts);
-  s3_buf_free(&auth);
+  plugin_buf_free(&query);
+  plugin_buf_free(&canon);
+  plugin_buf_free(&uri);
+  plugin_buf_free(&sts);
+  plugin_buf_free(&auth);
   return ok;
 }
 

@@ -226,7 +226,7 @@ typedef struct s3_region {
   uint64_t length;
 } s3_region;
 
-void s3_new_memory_region(const TF_Filesystem* filesystem, const char* path,
+void s3_new_read_only_memory_region_from_file(const TF_Filesystem* filesystem, const char* path,
                           TF_ReadOnlyMemoryRegion* region, TF_Status* status) {
   s3_reader* r = reader_open(filesystem, path, "map", status);
   s3_region* m;

@@ -3,6 +3,8 @@
  *   s3_config.c  settings (environment, ABI configuration ops)
  *   s3_client.c  one signed request with retries: curl, SigV4, errors
  *   s3_xml.c     the few XML documents S3 answers with (expat)
+ *   s3_objects.c paths, listings, HEAD: what is at a path
+ *   s3_multipart.c  multipart uploads and server-side copies
  *   s3_files.c   random-access files, writable files, memory regions
  *   s3.c         the filesystem ops and the plugin's registration
  */
@@ -63,15 +65,6 @@ static inline void s3_config_release(s3_fs* fs, s3_config* config) {
 
 /* ---- requests ------------------------------------------------------------ */
 
-typedef struct s3_buf {
-  char* data;
-  size_t len;
-  size_t cap;
-} s3_buf;
-
-int s3_buf_append(s3_buf* b, const char* data, size_t n);
-void s3_buf_free(s3_buf* b);
-
 typedef struct s3_param {
   const char* name;
   const char* value; /* raw; NULL for a bare "?uploads" */
@@ -96,7 +89,7 @@ typedef struct s3_request {
 
 typedef struct s3_response {
   long http;
-  s3_buf body;         /* the body, unless the request gave out */
+  plugin_buf body;         /* the body, unless the request gave out */
   size_t out_len;      /* bytes written to out */
   int64_t length;      /* Content-Length, -1 when absent */
   int64_t total;       /* object size from Content-Range, -1 when absent */
@@ -154,6 +147,8 @@ void s3_listing_free(s3_listing* l);
 int s3_parse_listing(const char* xml, size_t len, s3_listing* l);
 /* The text of the first element named name (e.g. "UploadId"), or NULL. */
 char* s3_xml_find(const char* xml, size_t len, const char* name);
+/* Appends s to b with XML's five special characters escaped. */
+void s3_xml_escape_into(plugin_buf* b, const char* s);
 /* DeleteObjects: the count of <Error> entries, the first one's key and code
  * copied into key/code. */
 int s3_parse_delete_errors(const char* xml, size_t len, char* key,
@@ -169,6 +164,20 @@ typedef struct s3_path {
 
 int s3_path_parse(const char* path, s3_path* out, TF_Status* status);
 void s3_path_free(s3_path* p);
+
+/* "a/b" + "/", malloc'd. */
+char* s3_key_with_slash(const char* key);
+/* One ListObjectsV2 page of bucket under prefix (delimiter may be NULL),
+ * at most max_keys keys, from token (NULL: the first page), appended to l. */
+int s3_list_page(s3_fs* fs, const s3_config* cfg, const char* bucket,
+                 const char* prefix, const char* delimiter, int max_keys,
+                 const char* token, s3_listing* l, TF_Status* status);
+/* A request with no parameters and no body: HEAD, DELETE, an empty PUT
+ * (a directory marker, CreateBucket). resp may be NULL when only the
+ * outcome matters. */
+int s3_simple_request(s3_fs* fs, const s3_config* cfg, const char* method,
+                      const char* bucket, const char* key, s3_response* resp,
+                      TF_Status* status);
 
 typedef enum s3_kind { S3_MISSING = 0, S3_FILE, S3_DIR } s3_kind;
 
@@ -218,7 +227,7 @@ void s3_new_writable_file(const TF_Filesystem* filesystem, const char* path,
                           TF_WritableFile* file, TF_Status* status);
 void s3_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
                             TF_WritableFile* file, TF_Status* status);
-void s3_new_memory_region(const TF_Filesystem* filesystem, const char* path,
+void s3_new_read_only_memory_region_from_file(const TF_Filesystem* filesystem, const char* path,
                           TF_ReadOnlyMemoryRegion* region, TF_Status* status);
 
 static inline s3_fs* s3_fs_of(const TF_Filesystem* filesystem) {

@@ -16,7 +16,7 @@
 typedef struct xml_driver {
   char names[8][48]; /* the open elements, innermost last (deeper: "") */
   int depth;
-  s3_buf text;
+  plugin_buf text;
   void (*on_element)(void* ctx, const char* name, const char* parent,
                      const char* text);
   void* ctx;
@@ -46,7 +46,7 @@ static void on_end(void* arg, const XML_Char* name) {
 
 static void on_text(void* arg, const XML_Char* s, int len) {
   xml_driver* d = arg;
-  if (s3_buf_append(&d->text, s, (size_t)len) != 0) d->failed = 1;
+  if (plugin_buf_append(&d->text, s, (size_t)len) != 0) d->failed = 1;
 }
 
 static int xml_parse(const char* xml, size_t len,
@@ -64,7 +64,7 @@ static int xml_parse(const char* xml, size_t len,
   XML_SetCharacterDataHandler(p, on_text);
   ok = XML_Parse(p, xml, (int)len, 1) == XML_STATUS_OK && !d.failed;
   XML_ParserFree(p);
-  s3_buf_free(&d.text);
+  plugin_buf_free(&d.text);
   return ok ? 0 : -1;
 }
 
@@ -192,4 +192,17 @@ int s3_parse_delete_errors(const char* xml, size_t len, char* key,
   key[0] = code[0] = '\0';
   if (xml_parse(xml, len, on_delete, &c) != 0) return -1;
   return c.errors;
+}
+
+void s3_xml_escape_into(plugin_buf* b, const char* s) {
+  for (; *s; ++s) {
+    switch (*s) {
+      case '&': plugin_buf_append(b, "&amp;", 5); break;
+      case '<': plugin_buf_append(b, "&lt;", 4); break;
+      case '>': plugin_buf_append(b, "&gt;", 4); break;
+      case '"': plugin_buf_append(b, "&quot;", 6); break;
+      case '\'': plugin_buf_append(b, "&apos;", 6); break;
+      default: plugin_buf_append(b, s, 1);
+    }
+  }
 }

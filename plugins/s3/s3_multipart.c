@@ -1,0 +1,220 @@
+/* Multipart uploads and server-side copies (whole objects, or in parts of
+ * part_size in parallel); the writable files of s3_files.c call back into
+ * these. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "s3_internal.h"
+
+char* s3_create_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
+                          TF_Status* status) {
+  s3_param params[1] = {{"uploads", NULL}};
+  s3_request req;
+  s3_response resp;
+  char* upload_id = NULL;
+  memset(&req, 0, sizeof req);
+  memset(&resp, 0, sizeof resp);
+  req.method = "POST";
+  req.bucket = dst->bucket;
+  req.key = dst->key;
+  req.params = params;
+  req.num_params = 1;
+  if (s3_execute(fs, cfg, &req, &resp, status) == 0) {
+    upload_id = s3_xml_find(resp.body.data, resp.body.len, "UploadId");
+    if (upload_id == NULL)
+      TF_SetStatus(status, TF_INTERNAL, "s3: CreateMultipartUpload gave no UploadId");
+  }
+  s3_response_free(&resp);
+  return upload_id;
+}
+
+int s3_upload_part(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
+                   const char* upload_id, int part_number, const char* data,
+                   size_t len, const char* copy_source, const char* copy_range,
+                   char* etag_out, size_t etag_cap, TF_Status* status) {
+  char number[16];
+  s3_param params[2];
+  s3_request req;
+  s3_response resp;
+  int rc;
+  snprintf(number, sizeof number, "%d", part_number);
+  params[0] = (s3_param){"partNumber", number};
+  params[1] = (s3_param){"uploadId", upload_id};
+  memset(&req, 0, sizeof req);
+  memset(&resp, 0, sizeof resp);
+  req.method = "PUT";
+  req.bucket = dst->bucket;
+  req.key = dst->key;
+  req.params = params;
+  req.num_params = 2;
+  req.body = copy_source != NULL ? "" : data;
+  req.body_len = copy_source != NULL ? 0 : len;
+  req.copy_source = copy_source;
+  req.copy_range = copy_range;
+  rc = s3_execute(fs, cfg, &req, &resp, status);
+  if (rc == 0) {
+    char* etag = copy_source != NULL ? s3_xml_find(resp.body.data, resp.body.len, "ETag") : NULL;
+    snprintf(etag_out, etag_cap, "%s", etag != NULL ? etag : resp.etag);
+    free(etag);
+  }
+  s3_response_free(&resp);
+  return rc;
+}
+
+int s3_complete_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
+                          const char* upload_id, char** etags, int parts,
+                          TF_Status* status) {
+  s3_param params[1] = {{"uploadId", upload_id}};
+  plugin_buf body = {0};
+  s3_request req;
+  s3_response resp;
+  int i, rc;
+  plugin_buf_append(&body, "<CompleteMultipartUpload>", 25);
+  for (i = 0; i < parts; ++i) {
+    char part[256];
+    snprintf(part, sizeof part, "<Part><PartNumber>%d</PartNumber><ETag>", i + 1);
+    plugin_buf_append(&body, part, strlen(part));
+    s3_xml_escape_into(&body, etags[i]);
+    plugin_buf_append(&body, "</ETag></Part>", 14);
+  }
+  if (plugin_buf_append(&body, "</CompleteMultipartUpload>", 26) != 0) {
+    plugin_buf_free(&body);
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  memset(&req, 0, sizeof req);
+  memset(&resp, 0, sizeof resp);
+  req.method = "POST";
+  req.bucket = dst->bucket;
+  req.key = dst->key;
+  req.params = params;
+  req.num_params = 1;
+  req.body = body.data;
+  req.body_len = body.len;
+  rc = s3_execute(fs, cfg, &req, &resp, status);
+  s3_response_free(&resp);
+  plugin_buf_free(&body);
+  return rc;
+}
+
+void s3_abort_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
+                        const char* upload_id) {
+  s3_param params[1] = {{"uploadId", upload_id}};
+  s3_request req;
+  s3_response resp;
+  TF_Status* ignored = TF_NewStatus();
+  memset(&req, 0, sizeof req);
+  memset(&resp, 0, sizeof resp);
+  req.method = "DELETE";
+  req.bucket = dst->bucket;
+  req.key = dst->key;
+  req.params = params;
+  req.num_params = 1;
+  s3_execute(fs, cfg, &req, &resp, ignored);
+  s3_response_free(&resp);
+  TF_DeleteStatus(ignored);
+}
+
+/* "bucket/key", as x-amz-copy-source names an object. */
+static char* copy_source(const s3_path* src, TF_Status* status) {
+  size_t n = strlen(src->bucket) + strlen(src->key) + 2;
+  char* source = malloc(n);
+  if (source == NULL) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+  else snprintf(source, n, "%s/%s", src->bucket, src->key);
+  return source;
+}
+
+typedef struct copy_job {
+  s3_fs* fs;
+  const s3_config* cfg;
+  const s3_path* dst;
+  const char* upload_id;
+  const char* source;
+  int64_t length;
+  char** etags;
+  s3_first_error error;
+} copy_job;
+
+static void copy_part(void* arg, int i) {
+  copy_job* job = arg;
+  int64_t first = (int64_t)i * job->cfg->part_size;
+  int64_t last = first + job->cfg->part_size - 1;
+  char range[64], etag[96];
+  TF_Status* status = TF_NewStatus();
+  if (last >= job->length) last = job->length - 1;
+  snprintf(range, sizeof range, "bytes=%lld-%lld", (long long)first, (long long)last);
+  if (!s3_first_error_failed(&job->error) &&
+      s3_upload_part(job->fs, job->cfg, job->dst, job->upload_id, i + 1, NULL, 0,
+                     job->source, range, etag, sizeof etag, status) == 0 &&
+      (job->etags[i] = strdup(etag)) == NULL)
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+  s3_first_error_record(&job->error, status);
+  TF_DeleteStatus(status);
+}
+
+int s3_copy_parts(s3_fs* fs, const s3_config* cfg, const s3_path* src, int64_t length,
+                  const s3_path* dst, const char* upload_id, char** etags,
+                  TF_Status* status) {
+  copy_job job;
+  int rc;
+  job.fs = fs;
+  job.cfg = cfg;
+  job.dst = dst;
+  job.upload_id = upload_id;
+  job.length = length;
+  job.etags = etags;
+  job.source = copy_source(src, status);
+  if (job.source == NULL) return -1;
+  s3_first_error_init(&job.error);
+  s3_parallel((int)((length + cfg->part_size - 1) / cfg->part_size), (int)cfg->concurrency,
+              copy_part, &job);
+  rc = s3_first_error_take(&job.error, status);
+  s3_first_error_destroy(&job.error);
+  free((char*)job.source);
+  return rc;
+}
+
+int s3_copy_object(s3_fs* fs, const s3_config* cfg, const s3_path* src,
+                   int64_t size, const s3_path* dst, TF_Status* status) {
+  int parts = (int)((size + cfg->part_size - 1) / cfg->part_size), i, rc = -1;
+  char** etags;
+  char* upload_id;
+  if (size <= cfg->part_size) {
+    s3_request req;
+    s3_response resp;
+    char* source = copy_source(src, status);
+    if (source == NULL) return -1;
+    memset(&req, 0, sizeof req);
+    memset(&resp, 0, sizeof resp);
+    req.method = "PUT";
+    req.bucket = dst->bucket;
+    req.key = dst->key;
+    req.body = "";
+    req.copy_source = source;
+    rc = s3_execute(fs, cfg, &req, &resp, status);
+    s3_response_free(&resp);
+    free(source);
+    return rc;
+  }
+  etags = calloc((size_t)parts, sizeof *etags);
+  if (etags == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  upload_id = s3_create_multipart(fs, cfg, dst, status);
+  if (upload_id != NULL) {
+    if (s3_copy_parts(fs, cfg, src, size, dst, upload_id, etags, status) == 0)
+      rc = s3_complete_multipart(fs, cfg, dst, upload_id, etags, parts, status);
+    if (rc != 0) s3_abort_multipart(fs, cfg, dst, upload_id);
+    free(upload_id);
+  }
+  for (i = 0; i < parts; ++i) free(etags[i]);
+  free(etags);
+  return rc;
+}
+
+/* Both rename and copy: the source must be a file, the target not a
+ * directory. */

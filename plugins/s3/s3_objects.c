@@ -1,0 +1,193 @@
+/* What is at an s3 path: parsing "/bucket/key", listings, HEAD, and the
+ * probe every operation starts with. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "s3_internal.h"
+
+/* ---- paths -------------------------------------------------------------------- */
+
+int s3_path_parse(const char* path, s3_path* out, TF_Status* status) {
+  const char* p = path;
+  const char* slash;
+  char msg[300];
+  out->bucket = out->key = NULL;
+  while (*p == '/') ++p;
+  slash = strchr(p, '/');
+  if (slash == NULL) slash = p + strlen(p);
+  out->bucket = strndup(p, (size_t)(slash - p));
+  while (*slash == '/') ++slash;
+  out->key = strdup(slash);
+  if (out->bucket == NULL || out->key == NULL) {
+    s3_path_free(out);
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  if (*out->bucket != '\0' && strlen(out->bucket) < 3) {
+    snprintf(msg, sizeof msg,
+             "s3://%s: bucket names have 3 to 63 characters", out->bucket);
+    s3_path_free(out);
+    TF_SetStatus(status, TF_INVALID_ARGUMENT, msg);
+    return -1;
+  }
+  return 0;
+}
+
+void s3_path_free(s3_path* p) {
+  free(p->bucket);
+  free(p->key);
+  p->bucket = p->key = NULL;
+}
+
+char* s3_key_with_slash(const char* key) {
+  size_t n = strlen(key);
+  char* out = malloc(n + 2);
+  if (out == NULL) return NULL;
+  memcpy(out, key, n);
+  out[n] = '/';
+  out[n + 1] = '\0';
+  return out;
+}
+
+/* ---- lookups ---------------------------------------------------------------------- */
+
+int s3_list_page(s3_fs* fs, const s3_config* cfg, const char* bucket,
+                 const char* prefix, const char* delimiter, int max_keys,
+                 const char* token, s3_listing* l, TF_Status* status) {
+  char max[16];
+  s3_param params[5];
+  int n = 0, rc;
+  s3_request req;
+  s3_response resp;
+  memset(&req, 0, sizeof req);
+  memset(&resp, 0, sizeof resp);
+  snprintf(max, sizeof max, "%d", max_keys);
+  params[n++] = (s3_param){"list-type", "2"};
+  params[n++] = (s3_param){"prefix", prefix};
+  params[n++] = (s3_param){"max-keys", max};
+  if (delimiter != NULL) params[n++] = (s3_param){"delimiter", delimiter};
+  if (token != NULL) params[n++] = (s3_param){"continuation-token", token};
+  req.method = "GET";
+  req.bucket = bucket;
+  req.params = params;
+  req.num_params = n;
+  rc = s3_execute(fs, cfg, &req, &resp, status);
+  if (rc == 0 && s3_parse_listing(resp.body.data, resp.body.len, l) != 0) {
+    TF_SetStatus(status, TF_INTERNAL, "s3: could not parse a listing");
+    rc = -1;
+  }
+  s3_response_free(&resp);
+  return rc;
+}
+
+/* Whether anything lies under key + "/" (a marker or a descendant). */
+static int is_prefix(s3_fs* fs, const s3_config* cfg, const s3_path* p,
+                     TF_Status* status) {
+  s3_listing l;
+  char* prefix = s3_key_with_slash(p->key);
+  int found;
+  memset(&l, 0, sizeof l);
+  if (prefix == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  found = s3_list_page(fs, cfg, p->bucket, prefix, "/", 1, NULL, &l, status);
+  if (found == 0) found = l.keys.count + l.prefixes.count > 0;
+  s3_listing_free(&l);
+  free(prefix);
+  return found;
+}
+
+int s3_simple_request(s3_fs* fs, const s3_config* cfg, const char* method,
+                      const char* bucket, const char* key, s3_response* resp,
+                      TF_Status* status) {
+  s3_request req;
+  s3_response ignored;
+  int rc;
+  memset(&req, 0, sizeof req);
+  memset(&ignored, 0, sizeof ignored);
+  req.method = method;
+  req.bucket = bucket;
+  req.key = key;
+  rc = s3_execute(fs, cfg, &req, resp != NULL ? resp : &ignored, status);
+  s3_response_free(&ignored);
+  return rc;
+}
+
+static int head(s3_fs* fs, const s3_config* cfg, const char* bucket,
+                const char* key, s3_response* resp, TF_Status* status) {
+  return s3_simple_request(fs, cfg, "HEAD", bucket, key, resp, status);
+}
+
+int s3_probe(s3_fs* fs, const s3_config* cfg, const s3_path* p, int64_t* size,
+             int64_t* mtime_nsec, TF_Status* status) {
+  s3_response resp;
+  int rc;
+  memset(&resp, 0, sizeof resp);
+  *size = 0;
+  *mtime_nsec = 0;
+  if (*p->bucket == '\0') {
+    TF_SetStatus(status, TF_OK, "");
+    return S3_DIR; /* the root: the account's buckets */
+  }
+  if (*p->key == '\0') {
+    rc = head(fs, cfg, p->bucket, NULL, &resp, status);
+    s3_response_free(&resp);
+    if (rc == 0) return S3_DIR;
+    if (resp.http == 404) {
+      TF_SetStatus(status, TF_OK, "");
+      return S3_MISSING;
+    }
+    return -1;
+  }
+  rc = head(fs, cfg, p->bucket, p->key, &resp, status);
+  s3_response_free(&resp);
+  if (rc == 0) {
+    *size = resp.length;
+    *mtime_nsec = resp.mtime_nsec;
+    return S3_FILE;
+  }
+  if (resp.http != 404) return -1;
+  rc = is_prefix(fs, cfg, p, status);
+  if (rc < 0) {
+    /* A missing bucket answers the listing with NoSuchBucket. */
+    if (TF_GetCode(status) == TF_NOT_FOUND) {
+      TF_SetStatus(status, TF_OK, "");
+      return S3_MISSING;
+    }
+    return -1;
+  }
+  TF_SetStatus(status, TF_OK, "");
+  return rc ? S3_DIR : S3_MISSING;
+}
+
+void s3_set_missing(s3_fs* fs, const s3_config* cfg, const s3_path* p,
+                    const char* what, TF_Status* status) {
+  char msg[1200];
+  char* slash = strrchr(p->key, '/');
+  if (slash != NULL) {
+    /* "file/x": S3 would hold both keys, but a file has no children. */
+    s3_response resp;
+    TF_Status* ignored = TF_NewStatus();
+    int rc;
+    *slash = '\0';
+    memset(&resp, 0, sizeof resp);
+    rc = head(fs, cfg, p->bucket, p->key, &resp, ignored);
+    s3_response_free(&resp);
+    TF_DeleteStatus(ignored);
+    if (rc == 0) {
+      snprintf(msg, sizeof msg, "%s s3://%s/%s/%s: s3://%s/%s is a file, not a directory",
+               what, p->bucket, p->key, slash + 1, p->bucket, p->key);
+      *slash = '/';
+      TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+      return;
+    }
+    *slash = '/';
+  }
+  snprintf(msg, sizeof msg, "%s s3://%s/%s: no such file or directory", what,
+           p->bucket, p->key);
+  TF_SetStatus(status, TF_NOT_FOUND, msg);
+}
