@@ -117,32 +117,30 @@ def scheme_of(uri: str, argument: str = "path") -> str:
 
 
 def clean_path(path: str) -> str:
-    """Collapse "//", "." and ".."; drop a trailing "/"; "" becomes "."."""
-    absolute = path.startswith("/")
-    parts: list[str] = []
-    for part in path.split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if parts and parts[-1] != "..":
-                parts.pop()
-            elif not absolute:
-                parts.append("..")
-            continue
-        parts.append(part)
-    cleaned = "/".join(parts)
-    if absolute:
-        return "/" + cleaned
-    return cleaned or "."
+    """Collapse "//", "." and ".."; drop a trailing "/"; "" becomes ".".
+
+    The rule lives once, in C (``plugins/common/plugin_paths.c``), where the
+    plugins and the runtime use it; this calls the runtime's copy."""
+    return _by_runtime("ASYNCFS_CleanPath", path)
 
 
 def translate_name(uri: str) -> str:
     """TensorFlow's generic TranslateName: "" stays "", an empty path is
-    "/", otherwise the cleaned path part of the URI."""
-    if not uri:
-        return uri
-    path = parse_uri(uri).path
-    return clean_path(path) if path else "/"
+    "/", otherwise the cleaned path part of the URI (the runtime's rule, as
+    :func:`clean_path`)."""
+    return _by_runtime("ASYNCFS_GenericTranslateName", uri)
+
+
+def _by_runtime(function: str, text: str) -> str:
+    from . import _ffi  # noqa: PLC0415 (the runtime loads on first use)
+
+    raw = text.encode("utf-8", "surrogateescape")
+    cap = len(raw) + 2  # cleaning never lengthens a path; "" becomes "." or "/"
+    out = _ffi.ffi.new("char[]", cap)
+    length = getattr(_ffi.runtime(), function)(raw, out, cap)
+    if length < 0:
+        raise MemoryError(f"{function} ran out of memory")
+    return bytes(_ffi.ffi.buffer(out, length)).decode("utf-8", "surrogateescape")
 
 
 def join(base: str, name: str) -> str:

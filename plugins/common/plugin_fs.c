@@ -1,26 +1,41 @@
 /* The base of every built-in filesystem, and registration (plugin_fs.h). */
 #include "plugin_fs.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "plugin_common.h"
 
-int plugin_fs_init(plugin_fs* fs, const plugin_schema* schema,
-                   const void* defaults, const plugin_txn_hooks* hooks,
-                   TF_Status* status) {
-  if (plugin_config_init(&fs->config, schema, defaults, status) != 0)
-    return -1;
+void* plugin_fs_create(TF_Filesystem* filesystem, size_t size,
+                       const plugin_schema* schema, const void* defaults,
+                       const plugin_txn_hooks* hooks, TF_Status* status) {
+  plugin_fs* fs = calloc(1, size);
+  if (fs == NULL) {
+    plugin_set_oom(status);
+    return NULL;
+  }
+  if (plugin_config_init(&fs->config, schema, defaults, status) != 0) {
+    free(fs);
+    return NULL;
+  }
   if (plugin_txn_table_init(&fs->txns, hooks) != 0) {
     plugin_config_destroy(&fs->config);
+    free(fs);
     plugin_set_oom(status);
-    return -1;
+    return NULL;
   }
-  return 0;
+  filesystem->plugin_filesystem = fs;
+  plugin_set_ok(status);
+  return fs;
 }
 
-void plugin_fs_destroy(plugin_fs* fs) {
+void plugin_fs_free(TF_Filesystem* filesystem) {
+  plugin_fs* fs = plugin_fs_of(filesystem);
+  if (fs == NULL) return;
   plugin_txn_table_destroy(&fs->txns);
   plugin_config_destroy(&fs->config);
+  free(fs);
+  filesystem->plugin_filesystem = NULL;
 }
 
 /* A plugin-allocated copy of size bytes of table. */

@@ -7,7 +7,7 @@
  *   typedef struct my_fs { plugin_fs base; ...the plugin's own... } my_fs;
  *
  *   static const TF_FilesystemOps my_ops = {
- *       .init = my_init, ..., PLUGIN_CONFIGURATION_OPS};
+ *       PLUGIN_FILESYSTEM_OPS(my_, my_), PLUGIN_CONFIGURATION_OPS};
  *   static const plugin_scheme my_schemes[] = {
  *       {"my", &my_ops, &my_reader_ops, &my_writer_ops, &my_region_ops}};
  *   PLUGIN_DEFINE(my_schemes, "my", "1.0.0", 0)
@@ -28,13 +28,17 @@ static inline plugin_fs* plugin_fs_of(const TF_Filesystem* filesystem) {
   return (plugin_fs*)filesystem->plugin_filesystem;
 }
 
-/* Sets up fs's settings from defaults (a settings struct of schema) and
- * its transaction table (hooks NULL: no transactions). Returns 0, or -1
- * with status set. */
-int plugin_fs_init(plugin_fs* fs, const plugin_schema* schema,
-                   const void* defaults, const plugin_txn_hooks* hooks,
-                   TF_Status* status);
-void plugin_fs_destroy(plugin_fs* fs);
+/* init's common part: allocates size zeroed bytes (a struct starting with
+ * plugin_fs) as filesystem's state, with settings from defaults (a
+ * settings struct of schema) and a transaction table (hooks NULL: no
+ * transactions). Returns the state with status OK, or NULL with status
+ * set. */
+void* plugin_fs_create(TF_Filesystem* filesystem, size_t size,
+                       const plugin_schema* schema, const void* defaults,
+                       const plugin_txn_hooks* hooks, TF_Status* status);
+/* cleanup's common part: frees what plugin_fs_create made (the plugin
+ * frees its own parts first). */
+void plugin_fs_free(TF_Filesystem* filesystem);
 
 /* Designated initializers naming a plugin's operations after one prefix
  * (PLUGIN_NAMESPACE_OPS(fs_) sets .create_dir = fs_create_dir, ...). */
@@ -57,6 +61,29 @@ void plugin_fs_destroy(plugin_fs* fs);
   .get_file_size = p##get_file_size, .translate_name = p##translate_name, \
   .get_children = p##get_children,                                        \
   .get_matching_paths = p##get_matching_paths
+
+/* Declares the four file constructors named after prefix, for plugins
+ * that define them in a file of their own. */
+#define PLUGIN_DECLARE_FILE_CONSTRUCTORS(p)                                    \
+  void p##new_random_access_file(const TF_Filesystem* filesystem,             \
+                                 const char* path, TF_RandomAccessFile* file, \
+                                 TF_Status* status);                          \
+  void p##new_writable_file(const TF_Filesystem* filesystem, const char* path, \
+                            TF_WritableFile* file, TF_Status* status);        \
+  void p##new_appendable_file(const TF_Filesystem* filesystem,                \
+                              const char* path, TF_WritableFile* file,        \
+                              TF_Status* status);                             \
+  void p##new_read_only_memory_region_from_file(                              \
+      const TF_Filesystem* filesystem, const char* path,                      \
+      TF_ReadOnlyMemoryRegion* region, TF_Status* status)
+
+/* Lifecycle, constructors, namespace changes and queries: the ops every
+ * plugin offers, with its constructors named after files_prefix and the
+ * rest after prefix. */
+#define PLUGIN_FILESYSTEM_OPS(files_prefix, prefix)                  \
+  .init = prefix##init, .cleanup = prefix##cleanup,                \
+  PLUGIN_FILE_CONSTRUCTORS(files_prefix), PLUGIN_NAMESPACE_OPS(prefix), \
+  PLUGIN_QUERY_OPS(prefix)
 
 /* One scheme a plugin serves, and its operation tables. */
 typedef struct plugin_scheme {

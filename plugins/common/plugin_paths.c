@@ -106,6 +106,22 @@ int plugin_path_within(const char* path, const char* root) {
   return strncmp(path, root, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
+int plugin_glob_split(const char* pattern, char* comp, size_t cap, size_t* len,
+                      const char** rest) {
+  const char* end;
+  while (*pattern == '/') ++pattern;
+  if (*pattern == '\0') return 0;
+  end = strchr(pattern, '/');
+  if (end == NULL) end = pattern + strlen(pattern);
+  *len = (size_t)(end - pattern);
+  if (*len >= cap) return -1;
+  memcpy(comp, pattern, *len);
+  comp[*len] = '\0';
+  while (*end == '/') ++end;
+  *rest = end;
+  return 1;
+}
+
 int plugin_has_glob_meta(const char* s, size_t len) {
   size_t i;
   for (i = 0; i < len; ++i)

@@ -29,6 +29,14 @@ size_t plugin_scheme_prefix_len(const char* uri);
 int plugin_paths_overlap(const char* a, const char* b);
 int plugin_path_within(const char* path, const char* root);
 
+/* Splits the next component off a glob pattern (leading "/"s skipped):
+ * 1 with the component copied NUL-terminated into comp, its length in
+ * *len and *rest pointing past it and its "/"s ("" after the last one); 0
+ * when the pattern is used up; -1 when the component needs cap bytes or
+ * more. */
+int plugin_glob_split(const char* pattern, char* comp, size_t cap, size_t* len,
+                      const char** rest);
+
 /* True when the glob component holds a metacharacter. */
 int plugin_has_glob_meta(const char* s, size_t len);
 

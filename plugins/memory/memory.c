@@ -46,36 +46,23 @@ static const plugin_schema mem_schema = {"mem", mem_options, 1,
 
 static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
   static const mem_settings defaults = {{0}, 0};
-  memfs* fs = calloc(1, sizeof *fs);
-  if (fs == NULL) {
-    set_oom(status);
-    return;
-  }
-  if (plugin_fs_init(&fs->base, &mem_schema, &defaults,
-                     &mem_transaction_hooks, status) != 0) {
-    free(fs);
-    return;
-  }
+  memfs* fs = plugin_fs_create(filesystem, sizeof *fs, &mem_schema, &defaults,
+                               &mem_transaction_hooks, status);
+  if (fs == NULL) return;
   fs->root = mem_node_new("", 0, 1);
   if (fs->root == NULL || pthread_rwlock_init(&fs->lock, NULL) != 0) {
     free(fs->root);
-    plugin_fs_destroy(&fs->base);
-    free(fs);
+    plugin_fs_free(filesystem);
     set_oom(status);
-    return;
   }
-  filesystem->plugin_filesystem = fs;
-  set_ok(status);
 }
 
 static void fs_cleanup(TF_Filesystem* filesystem) {
   memfs* fs = mem_fs_of(filesystem);
   if (fs == NULL) return;
-  plugin_fs_destroy(&fs->base);
   mem_node_release_tree(fs->root);
   pthread_rwlock_destroy(&fs->lock);
-  free(fs);
-  filesystem->plugin_filesystem = NULL;
+  plugin_fs_free(filesystem);
 }
 
 static void fs_create_dir(const TF_Filesystem* filesystem, const char* path,
@@ -136,8 +123,17 @@ done:
   pthread_rwlock_unlock(&fs->lock);
 }
 
-static void fs_delete_file(const TF_Filesystem* filesystem, const char* path,
-                           TF_Status* status) {
+/* Takes r's target out of its directory and frees it. Write lock held. */
+static void unlink_target(const resolved* r) {
+  mem_dirmap_remove(&r->parent->children, r->name, r->name_len);
+  r->parent->mtime = mem_now_nsec();
+  mem_node_release_tree(r->target);
+}
+
+/* delete_file (dir = 0) and delete_dir (dir = 1): the node must be of that
+ * kind, and a directory empty and not the root. */
+static void delete_node(const TF_Filesystem* filesystem, const char* path,
+                        int dir, TF_Status* status) {
   memfs* fs = mem_fs_of(filesystem);
   resolved r;
   mem_inject_latency(fs);
@@ -145,41 +141,29 @@ static void fs_delete_file(const TF_Filesystem* filesystem, const char* path,
   if (mem_resolve(fs, path, &r, status) != 0) goto done;
   if (r.target == NULL) {
     mem_set_not_found(status, path);
-  } else if (r.target->is_dir) {
-    TF_SetStatus(status, TF_FAILED_PRECONDITION, "path is a directory");
+  } else if (r.target->is_dir != dir) {
+    TF_SetStatus(status, TF_FAILED_PRECONDITION,
+                 dir ? "path is not a directory" : "path is a directory");
+  } else if (dir && r.target->children.count > 0) {
+    TF_SetStatus(status, TF_FAILED_PRECONDITION, "directory is not empty");
+  } else if (r.parent == NULL) {
+    TF_SetStatus(status, TF_FAILED_PRECONDITION, "cannot delete the root");
   } else {
-    mem_dirmap_remove(&r.parent->children, r.name, r.name_len);
-    r.parent->mtime = mem_now_nsec();
-    mem_node_release_tree(r.target);
+    unlink_target(&r);
     set_ok(status);
   }
 done:
   pthread_rwlock_unlock(&fs->lock);
 }
 
+static void fs_delete_file(const TF_Filesystem* filesystem, const char* path,
+                           TF_Status* status) {
+  delete_node(filesystem, path, 0, status);
+}
+
 static void fs_delete_dir(const TF_Filesystem* filesystem, const char* path,
                           TF_Status* status) {
-  memfs* fs = mem_fs_of(filesystem);
-  resolved r;
-  mem_inject_latency(fs);
-  pthread_rwlock_wrlock(&fs->lock);
-  if (mem_resolve(fs, path, &r, status) != 0) goto done;
-  if (r.target == NULL) {
-    mem_set_not_found(status, path);
-  } else if (!r.target->is_dir) {
-    TF_SetStatus(status, TF_FAILED_PRECONDITION, "path is not a directory");
-  } else if (r.target->children.count > 0) {
-    TF_SetStatus(status, TF_FAILED_PRECONDITION, "directory is not empty");
-  } else if (r.parent == NULL) {
-    TF_SetStatus(status, TF_FAILED_PRECONDITION, "cannot delete the root");
-  } else {
-    mem_dirmap_remove(&r.parent->children, r.name, r.name_len);
-    r.parent->mtime = mem_now_nsec();
-    mem_node_release_tree(r.target);
-    set_ok(status);
-  }
-done:
-  pthread_rwlock_unlock(&fs->lock);
+  delete_node(filesystem, path, 1, status);
 }
 
 static void fs_delete_recursively(const TF_Filesystem* filesystem,
@@ -209,9 +193,7 @@ static void fs_delete_recursively(const TF_Filesystem* filesystem,
     memset(&root->children, 0, sizeof root->children);
     set_ok(status);
   } else {
-    mem_dirmap_remove(&r.parent->children, r.name, r.name_len);
-    r.parent->mtime = mem_now_nsec();
-    mem_node_release_tree(r.target);
+    unlink_target(&r);
     set_ok(status);
   }
   pthread_rwlock_unlock(&fs->lock);
@@ -237,60 +219,57 @@ static int resolve_file_pair(memfs* fs, const char* src, const char* dst,
   }
   return 0;
 }
-static void fs_rename_file(const TF_Filesystem* filesystem, const char* src,
-                           const char* dst, TF_Status* status) {
+/* Moves s's node to d, renamed; on failure puts it back. */
+static int move_node(const resolved* s, const resolved* d) {
+  node* n = s->target;
+  mem_dirmap_remove(&s->parent->children, s->name, s->name_len);
+  s->parent->mtime = mem_now_nsec();
+  if (mem_rename_node(n, d->name, d->name_len) != 0 ||
+      mem_link_replacing(d->parent, n) != 0) {
+    /* the slot it left is still free */
+    mem_dirmap_insert(&s->parent->children, n);
+    return -1;
+  }
+  return 0;
+}
+
+/* Links a new node at d sharing s's content until either side changes. */
+static int copy_node(const resolved* s, const resolved* d) {
+  node* n = mem_node_new(d->name, d->name_len, 0);
+  if (n == NULL) return -1;
+  n->content = s->target->content;
+  mem_blob_ref(n->content);
+  if (mem_link_replacing(d->parent, n) != 0) {
+    mem_node_unref(n);
+    return -1;
+  }
+  return 0;
+}
+
+/* rename_file (move = 1) and copy_file. */
+static void transfer_file(const TF_Filesystem* filesystem, const char* src,
+                          const char* dst, int move, TF_Status* status) {
   memfs* fs = mem_fs_of(filesystem);
   resolved s, d;
-  node* n;
   mem_inject_latency(fs);
   pthread_rwlock_wrlock(&fs->lock);
   if (resolve_file_pair(fs, src, dst, &s, &d, status) != 0) goto done;
-  n = s.target;
-  if (n == d.target) {
-    set_ok(status);
-    goto done;
-  }
-  mem_dirmap_remove(&s.parent->children, s.name, s.name_len);
-  s.parent->mtime = mem_now_nsec();
-  if (mem_rename_node(n, d.name, d.name_len) != 0 ||
-      mem_link_replacing(d.parent, n) != 0) {
-    /* put it back where it was; the slot it left is still free */
-    mem_dirmap_insert(&s.parent->children, n);
+  if (s.target != d.target && (move ? move_node(&s, &d) : copy_node(&s, &d)) != 0)
     set_oom(status);
-    goto done;
-  }
-  set_ok(status);
+  else
+    set_ok(status);
 done:
   pthread_rwlock_unlock(&fs->lock);
 }
 
+static void fs_rename_file(const TF_Filesystem* filesystem, const char* src,
+                           const char* dst, TF_Status* status) {
+  transfer_file(filesystem, src, dst, 1, status);
+}
+
 static void fs_copy_file(const TF_Filesystem* filesystem, const char* src,
                          const char* dst, TF_Status* status) {
-  memfs* fs = mem_fs_of(filesystem);
-  resolved s, d;
-  node* n;
-  mem_inject_latency(fs);
-  pthread_rwlock_wrlock(&fs->lock);
-  if (resolve_file_pair(fs, src, dst, &s, &d, status) != 0) goto done;
-  if (s.target == d.target) {
-    set_ok(status);
-    goto done;
-  }
-  n = mem_node_new(d.name, d.name_len, 0);
-  if (n == NULL) {
-    set_oom(status);
-    goto done;
-  }
-  n->content = s.target->content; /* shared until either side changes */
-  mem_blob_ref(n->content);
-  if (mem_link_replacing(d.parent, n) != 0) {
-    mem_node_unref(n);
-    set_oom(status);
-    goto done;
-  }
-  set_ok(status);
-done:
-  pthread_rwlock_unlock(&fs->lock);
+  transfer_file(filesystem, src, dst, 0, status);
 }
 
 static void fs_path_exists(const TF_Filesystem* filesystem, const char* path,
@@ -429,19 +408,10 @@ static void glob_walk(mem_glob* g, node* dir, size_t len, const char* pattern) {
   int last;
   char comp[1024];
   size_t i;
-  while (*pattern == '/') ++pattern;
-  if (*pattern == '\0') {
-    if (plugin_strlist_push(g->out, g->path, len) != 0) g->failed = 1;
-    return;
-  }
-  end = strchr(pattern, '/');
-  if (end == NULL) end = pattern + strlen(pattern);
-  comp_len = (size_t)(end - pattern);
-  while (*end == '/') ++end;
+  int split = plugin_glob_split(pattern, comp, sizeof comp, &comp_len, &end);
+  if (split == 0 && plugin_strlist_push(g->out, g->path, len) != 0) g->failed = 1;
+  if (split <= 0) return;
   last = (*end == '\0');
-  if (comp_len >= sizeof comp) return;
-  memcpy(comp, pattern, comp_len);
-  comp[comp_len] = '\0';
   if (!plugin_has_glob_meta(comp, comp_len)) {
     node* child = mem_dirmap_get(&dir->children, comp, comp_len);
     size_t n = len;
@@ -518,13 +488,8 @@ static int fs_get_matching_paths(const TF_Filesystem* filesystem,
 
 /* ---- registration -------------------------------------------------------- */
 
-
 static const TF_FilesystemOps mem_filesystem_ops = {
-    .init = fs_init,
-    .cleanup = fs_cleanup,
-    PLUGIN_FILE_CONSTRUCTORS(mem_),
-    PLUGIN_NAMESPACE_OPS(fs_),
-    PLUGIN_QUERY_OPS(fs_),
+    PLUGIN_FILESYSTEM_OPS(mem_, fs_),
     PLUGIN_TRANSACTION_OPS,
     PLUGIN_CONFIGURATION_OPS};
 

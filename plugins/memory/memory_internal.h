@@ -111,16 +111,7 @@ extern const TF_RandomAccessFileOps mem_reader_ops;
 extern const TF_WritableFileOps mem_writer_ops;
 extern const TF_ReadOnlyMemoryRegionOps mem_region_ops;
 
-void mem_new_random_access_file(const TF_Filesystem* filesystem,
-                                const char* path, TF_RandomAccessFile* file,
-                                TF_Status* status);
-void mem_new_writable_file(const TF_Filesystem* filesystem, const char* path,
-                           TF_WritableFile* file, TF_Status* status);
-void mem_new_appendable_file(const TF_Filesystem* filesystem,
-                             const char* path, TF_WritableFile* file,
-                             TF_Status* status);
-void mem_new_read_only_memory_region_from_file(const TF_Filesystem* filesystem, const char* path,
-                           TF_ReadOnlyMemoryRegion* region, TF_Status* status);
+PLUGIN_DECLARE_FILE_CONSTRUCTORS(mem_);
 
 /* ---- transactions (memory_transactions.c) -------------------------------- */
 

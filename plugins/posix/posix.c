@@ -194,26 +194,12 @@ static uint64_t region_length(const TF_ReadOnlyMemoryRegion* region) {
 
 static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
   static const posix_settings defaults = {{0}, 0};
-  plugin_fs* fs = calloc(1, sizeof *fs);
-  if (fs == NULL) {
-    plugin_set_oom(status);
-    return;
-  }
-  if (plugin_fs_init(fs, &posix_schema, &defaults, &posix_transaction_hooks,
-                     status) != 0) {
-    free(fs);
-    return;
-  }
-  filesystem->plugin_filesystem = fs;
-  set_ok(status);
+  plugin_fs_create(filesystem, sizeof(plugin_fs), &posix_schema, &defaults,
+                   &posix_transaction_hooks, status);
 }
 
 static void fs_cleanup(TF_Filesystem* filesystem) {
-  plugin_fs* fs = plugin_fs_of(filesystem);
-  if (fs == NULL) return;
-  plugin_fs_destroy(fs);
-  free(fs);
-  filesystem->plugin_filesystem = NULL;
+  plugin_fs_free(filesystem);
 }
 
 /* Opens path read-only, refusing directories with FAILED_PRECONDITION. */
@@ -385,26 +371,26 @@ static void fs_recursively_create_dir(const TF_Filesystem* filesystem,
   posix_make_dirs(path, status);
 }
 
-static void fs_delete_file(const TF_Filesystem* filesystem, const char* path,
-                           TF_Status* status) {
-  (void)filesystem;
+/* A one-call change of path (unlink, rmdir), refused through a symlink
+ * inside a transaction's staging tree. */
+static void change(const TF_Filesystem* filesystem, const char* path,
+                   int (*call)(const char*), TF_Status* status) {
   if (posix_check_staged_path(filesystem, path, status) != 0) return;
-  if (unlink(path) != 0) {
+  if (call(path) != 0) {
     TF_SetStatusFromIOError(status, errno, path);
     return;
   }
   set_ok(status);
 }
 
+static void fs_delete_file(const TF_Filesystem* filesystem, const char* path,
+                           TF_Status* status) {
+  change(filesystem, path, unlink, status);
+}
+
 static void fs_delete_dir(const TF_Filesystem* filesystem, const char* path,
                           TF_Status* status) {
-  (void)filesystem;
-  if (posix_check_staged_path(filesystem, path, status) != 0) return;
-  if (rmdir(path) != 0) {
-    TF_SetStatusFromIOError(status, errno, path);
-    return;
-  }
-  set_ok(status);
+  change(filesystem, path, rmdir, status);
 }
 
 /* Deletes everything below the open directory dirfd, post-order, counting
@@ -642,14 +628,18 @@ static bool fs_paths_exist(const TF_Filesystem* filesystem, char** paths,
   return all;
 }
 
+/* stat(2), or -1 with status set. */
+static int stat_path(const char* path, struct stat* st, TF_Status* status) {
+  if (stat(path, st) == 0) return 0;
+  TF_SetStatusFromIOError(status, errno, path);
+  return -1;
+}
+
 static void fs_stat(const TF_Filesystem* filesystem, const char* path,
                     TF_FileStatistics* stats, TF_Status* status) {
   struct stat st;
   (void)filesystem;
-  if (stat(path, &st) != 0) {
-    TF_SetStatusFromIOError(status, errno, path);
-    return;
-  }
+  if (stat_path(path, &st, status) != 0) return;
   stats->length = S_ISDIR(st.st_mode) ? 0 : (int64_t)st.st_size;
   stats->mtime_nsec =
       (int64_t)st.st_mtim.tv_sec * 1000000000 + (int64_t)st.st_mtim.tv_nsec;
@@ -661,10 +651,7 @@ static bool fs_is_directory(const TF_Filesystem* filesystem, const char* path,
                             TF_Status* status) {
   struct stat st;
   (void)filesystem;
-  if (stat(path, &st) != 0) {
-    TF_SetStatusFromIOError(status, errno, path);
-    return false;
-  }
+  if (stat_path(path, &st, status) != 0) return false;
   if (!S_ISDIR(st.st_mode)) {
     TF_SetStatus(status, TF_FAILED_PRECONDITION, "path is not a directory");
     return false;
@@ -677,10 +664,7 @@ static int64_t fs_get_file_size(const TF_Filesystem* filesystem,
                                 const char* path, TF_Status* status) {
   struct stat st;
   (void)filesystem;
-  if (stat(path, &st) != 0) {
-    TF_SetStatusFromIOError(status, errno, path);
-    return -1;
-  }
+  if (stat_path(path, &st, status) != 0) return -1;
   if (S_ISDIR(st.st_mode)) {
     TF_SetStatus(status, TF_FAILED_PRECONDITION, "path is a directory");
     return -1;
@@ -738,26 +722,18 @@ static int path_exists_nofollow(const char* path) {
 /* path[0..len) is an existing directory (or "" for the current one);
  * pattern holds the components still to match. */
 static void glob_walk(glob_state* g, size_t len, const char* pattern) {
+  char comp[1024];
   const char* end;
   size_t comp_len;
   int last;
-  while (*pattern == '/') ++pattern;
-  if (*pattern == '\0') {
-    if (plugin_strlist_push(g->out, g->path, len) != 0) g->failed = 1;
-    return;
-  }
-  end = strchr(pattern, '/');
-  if (end == NULL) end = pattern + strlen(pattern);
-  comp_len = (size_t)(end - pattern);
+  int split = plugin_glob_split(pattern, comp, sizeof comp, &comp_len, &end);
+  if (split == 0 && plugin_strlist_push(g->out, g->path, len) != 0) g->failed = 1;
+  if (split <= 0 || len + comp_len + 2 >= sizeof g->path) return;
   last = (*end == '\0');
-  while (*end == '/') ++end;
-  last = last || (*end == '\0');
-  if (len + comp_len + 2 >= sizeof g->path) return;
-
-  if (!plugin_has_glob_meta(pattern, comp_len)) {
+  if (!plugin_has_glob_meta(comp, comp_len)) {
     size_t n = len;
     if (n > 0 && g->path[n - 1] != '/') g->path[n++] = '/';
-    memcpy(g->path + n, pattern, comp_len);
+    memcpy(g->path + n, comp, comp_len);
     n += comp_len;
     g->path[n] = '\0';
     if (last) {
@@ -770,12 +746,8 @@ static void glob_walk(glob_state* g, size_t len, const char* pattern) {
     g->path[len] = '\0';
     return;
   } else {
-    char comp[1024];
     DIR* dir;
     struct dirent* entry;
-    if (comp_len >= sizeof comp) return;
-    memcpy(comp, pattern, comp_len);
-    comp[comp_len] = '\0';
     dir = opendir(len == 0 ? "." : g->path);
     if (dir == NULL) return;
     while (!g->failed && (entry = readdir(dir)) != NULL) {
@@ -861,11 +833,7 @@ static const TF_ReadOnlyMemoryRegionOps posix_region_ops = {
     .cleanup = region_cleanup, .data = region_data, .length = region_length};
 
 static const TF_FilesystemOps posix_filesystem_ops = {
-    .init = fs_init,
-    .cleanup = fs_cleanup,
-    PLUGIN_FILE_CONSTRUCTORS(fs_),
-    PLUGIN_NAMESPACE_OPS(fs_),
-    PLUGIN_QUERY_OPS(fs_),
+    PLUGIN_FILESYSTEM_OPS(fs_, fs_),
     PLUGIN_TRANSACTION_OPS,
     PLUGIN_CONFIGURATION_OPS};
 

@@ -245,6 +245,29 @@ RUNTIME_EXPORT void ASYNCFS_StatusArrayCodes(TF_Status* const* statuses, int n,
 
 RUNTIME_EXPORT void ASYNCFS_Free(void* ptr) { free(ptr); }
 
+/* Copies a malloc'd result into out and frees it. */
+static int give(char* result, char* out, size_t cap) {
+  size_t n;
+  if (result == NULL) return -1;
+  n = strlen(result);
+  if (n >= cap) {
+    free(result);
+    return -1;
+  }
+  memcpy(out, result, n + 1);
+  free(result);
+  return (int)n;
+}
+
+RUNTIME_EXPORT int ASYNCFS_CleanPath(const char* path, char* out, size_t cap) {
+  return give(plugin_clean_path(path), out, cap);
+}
+
+RUNTIME_EXPORT int ASYNCFS_GenericTranslateName(const char* uri, char* out,
+                                                size_t cap) {
+  return give(plugin_translate_name(uri, 0), out, cap);
+}
+
 RUNTIME_EXPORT int ASYNCFS_TranslateName(const TF_FilesystemOps* ops,
                                          const TF_Filesystem* fs,
                                          void (*plugin_free)(void*),

@@ -66,19 +66,10 @@ static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
   s3_fs* fs;
   static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
   pthread_once(&curl_once, init_curl);
-  fs = calloc(1, sizeof *fs);
-  if (fs == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-    return;
-  }
   s3_config_from_environment(&defaults);
-  if (plugin_fs_init(&fs->base, &s3_schema, &defaults, NULL, status) != 0) {
-    free(fs);
-    return;
-  }
-  pthread_mutex_init(&fs->lock, NULL);
-  filesystem->plugin_filesystem = fs;
-  plugin_set_ok(status);
+  fs = plugin_fs_create(filesystem, sizeof *fs, &s3_schema, &defaults, NULL,
+                        status);
+  if (fs != NULL) pthread_mutex_init(&fs->lock, NULL);
 }
 
 static void fs_cleanup(TF_Filesystem* filesystem) {
@@ -87,10 +78,8 @@ static void fs_cleanup(TF_Filesystem* filesystem) {
   if (fs == NULL) return;
   for (i = 0; i < fs->idle_count; ++i) curl_easy_cleanup(fs->idle[i]);
   free(fs->idle);
-  plugin_fs_destroy(&fs->base);
   pthread_mutex_destroy(&fs->lock);
-  free(fs);
-  filesystem->plugin_filesystem = NULL;
+  plugin_fs_free(filesystem);
 }
 
 /* ---- queries ------------------------------------------------------------------------- */
@@ -589,10 +578,7 @@ static void delete_batch(void* arg, int batch) {
   }
   plugin_buf_append(&body, "</Delete>", 9);
   s3_md5_base64(body.data, body.len, md5);
-  memset(&req, 0, sizeof req);
-  memset(&resp, 0, sizeof resp);
-  req.method = "POST";
-  req.bucket = job->bucket;
+  s3_request_init(&req, &resp, "POST", job->bucket, NULL);
   req.params = params;
   req.num_params = 1;
   req.body = body.data;
@@ -755,11 +741,7 @@ static void fs_copy_file(const TF_Filesystem* filesystem, const char* src,
 /* ---- registration ------------------------------------------------------------------------ */
 
 static const TF_FilesystemOps s3_filesystem_ops = {
-    .init = fs_init,
-    .cleanup = fs_cleanup,
-    PLUGIN_FILE_CONSTRUCTORS(s3_),
-    PLUGIN_NAMESPACE_OPS(fs_),
-    PLUGIN_QUERY_OPS(fs_),
+    PLUGIN_FILESYSTEM_OPS(s3_, fs_),
     PLUGIN_CONFIGURATION_OPS};
 
 static const plugin_scheme s3_schemes[] = {

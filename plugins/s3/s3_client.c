@@ -19,6 +19,15 @@
 
 /* ---- small helpers --------------------------------------------------------- */
 
+void s3_request_init(s3_request* req, s3_response* resp, const char* method,
+                     const char* bucket, const char* key) {
+  memset(req, 0, sizeof *req);
+  memset(resp, 0, sizeof *resp);
+  req->method = method;
+  req->bucket = bucket;
+  req->key = key;
+}
+
 void s3_response_free(s3_response* r) { plugin_buf_free(&r->body); }
 
 char* s3_uri_encode(const char* s, size_t len, int keep_slash) {

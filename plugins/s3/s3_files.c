@@ -69,11 +69,7 @@ static s3_reader* reader_open(const TF_Filesystem* filesystem, const char* path,
     reader_free(r);
     return NULL;
   }
-  memset(&req, 0, sizeof req);
-  memset(&resp, 0, sizeof resp);
-  req.method = r->cfg->read_ahead > 0 ? "GET" : "HEAD";
-  req.bucket = r->path.bucket;
-  req.key = r->path.key;
+  s3_request_init(&req, &resp, r->cfg->read_ahead > 0 ? "GET" : "HEAD", r->path.bucket, r->path.key);
   snprintf(range, sizeof range, "bytes=0-%lld", (long long)r->cfg->read_ahead - 1);
   req.range = range;
   if (s3_execute(r->fs, r->cfg, &req, &resp, status) == 0) {
@@ -441,11 +437,7 @@ static void writer_close(const TF_WritableFile* file, TF_Status* status) {
   if (w->upload_id == NULL) {
     s3_request req;
     s3_response resp;
-    memset(&req, 0, sizeof req);
-    memset(&resp, 0, sizeof resp);
-    req.method = "PUT";
-    req.bucket = w->path.bucket;
-    req.key = w->path.key;
+    s3_request_init(&req, &resp, "PUT", w->path.bucket, w->path.key);
     req.body = w->buf;
     req.body_len = w->len;
     s3_execute(w->fs, w->cfg, &req, &resp, status);

@@ -98,6 +98,9 @@ typedef struct s3_response {
   char error_code[64]; /* S3's <Code>, or "" */
 } s3_response;
 
+/* Zeroes req and resp and sets what every request names. */
+void s3_request_init(s3_request* req, s3_response* resp, const char* method,
+                     const char* bucket, const char* key);
 void s3_response_free(s3_response* r);
 
 /* Runs req with retries. Returns 0 on a 2xx answer; otherwise sets status to
@@ -220,15 +223,7 @@ extern const TF_RandomAccessFileOps s3_random_access_file_ops;
 extern const TF_WritableFileOps s3_writable_file_ops;
 extern const TF_ReadOnlyMemoryRegionOps s3_memory_region_ops;
 
-void s3_new_random_access_file(const TF_Filesystem* filesystem,
-                               const char* path, TF_RandomAccessFile* file,
-                               TF_Status* status);
-void s3_new_writable_file(const TF_Filesystem* filesystem, const char* path,
-                          TF_WritableFile* file, TF_Status* status);
-void s3_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
-                            TF_WritableFile* file, TF_Status* status);
-void s3_new_read_only_memory_region_from_file(const TF_Filesystem* filesystem, const char* path,
-                          TF_ReadOnlyMemoryRegion* region, TF_Status* status);
+PLUGIN_DECLARE_FILE_CONSTRUCTORS(s3_);
 
 static inline s3_fs* s3_fs_of(const TF_Filesystem* filesystem) {
   return (s3_fs*)filesystem->plugin_filesystem;

@@ -15,11 +15,7 @@ char* s3_create_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
   s3_request req;
   s3_response resp;
   char* upload_id = NULL;
-  memset(&req, 0, sizeof req);
-  memset(&resp, 0, sizeof resp);
-  req.method = "POST";
-  req.bucket = dst->bucket;
-  req.key = dst->key;
+  s3_request_init(&req, &resp, "POST", dst->bucket, dst->key);
   req.params = params;
   req.num_params = 1;
   if (s3_execute(fs, cfg, &req, &resp, status) == 0) {
@@ -43,11 +39,7 @@ int s3_upload_part(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
   snprintf(number, sizeof number, "%d", part_number);
   params[0] = (s3_param){"partNumber", number};
   params[1] = (s3_param){"uploadId", upload_id};
-  memset(&req, 0, sizeof req);
-  memset(&resp, 0, sizeof resp);
-  req.method = "PUT";
-  req.bucket = dst->bucket;
-  req.key = dst->key;
+  s3_request_init(&req, &resp, "PUT", dst->bucket, dst->key);
   req.params = params;
   req.num_params = 2;
   req.body = copy_source != NULL ? "" : data;
@@ -85,11 +77,7 @@ int s3_complete_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
     return -1;
   }
-  memset(&req, 0, sizeof req);
-  memset(&resp, 0, sizeof resp);
-  req.method = "POST";
-  req.bucket = dst->bucket;
-  req.key = dst->key;
+  s3_request_init(&req, &resp, "POST", dst->bucket, dst->key);
   req.params = params;
   req.num_params = 1;
   req.body = body.data;
@@ -106,11 +94,7 @@ void s3_abort_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
   s3_request req;
   s3_response resp;
   TF_Status* ignored = TF_NewStatus();
-  memset(&req, 0, sizeof req);
-  memset(&resp, 0, sizeof resp);
-  req.method = "DELETE";
-  req.bucket = dst->bucket;
-  req.key = dst->key;
+  s3_request_init(&req, &resp, "DELETE", dst->bucket, dst->key);
   req.params = params;
   req.num_params = 1;
   s3_execute(fs, cfg, &req, &resp, ignored);
@@ -187,11 +171,7 @@ int s3_copy_object(s3_fs* fs, const s3_config* cfg, const s3_path* src,
     s3_response resp;
     char* source = copy_source(src, status);
     if (source == NULL) return -1;
-    memset(&req, 0, sizeof req);
-    memset(&resp, 0, sizeof resp);
-    req.method = "PUT";
-    req.bucket = dst->bucket;
-    req.key = dst->key;
+    s3_request_init(&req, &resp, "PUT", dst->bucket, dst->key);
     req.body = "";
     req.copy_source = source;
     rc = s3_execute(fs, cfg, &req, &resp, status);

@@ -107,11 +107,7 @@ int s3_simple_request(s3_fs* fs, const s3_config* cfg, const char* method,
   s3_request req;
   s3_response ignored;
   int rc;
-  memset(&req, 0, sizeof req);
-  memset(&ignored, 0, sizeof ignored);
-  req.method = method;
-  req.bucket = bucket;
-  req.key = key;
+  s3_request_init(&req, &ignored, method, bucket, key);
   rc = s3_execute(fs, cfg, &req, resp != NULL ? resp : &ignored, status);
   s3_response_free(&ignored);
   return rc;

@@ -72,6 +72,16 @@ char* ASYNCFS_PackStrings(char** items, int count, void (*plugin_free)(void*),
                           size_t* total);
 void ASYNCFS_Free(void* ptr);
 
+/* ---- the path rules every built-in plugin follows ---------------------- */
+
+/* TensorFlow's CleanPath of path ("//", "." and ".." collapsed, no
+ * trailing "/", "" becomes "."), written NUL-terminated to out; returns
+ * its length, -1 when it needs more than cap bytes or memory runs out. */
+int ASYNCFS_CleanPath(const char* path, char* out, size_t cap);
+/* TensorFlow's generic TranslateName of uri (the cleaned path part; "/"
+ * for none; "" stays ""), as ASYNCFS_CleanPath writes its result. */
+int ASYNCFS_GenericTranslateName(const char* uri, char* out, size_t cap);
+
 /* ---- reading what an untrusted plugin handed over, without crashing ---- */
 
 /* Whether n bytes at p can be read (the kernel is asked, so an unmapped
