@@ -14,13 +14,13 @@ the Env's worker pool, with the same results and errors. Cancellation:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import _fanout
+from . import _fanout, _plans
 from ._fallbacks import write_by_rename
 from ._marshal import Option, OptionValue
 from ._pool import WorkerPool
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 else:
     Buffer = object
     Self = object
+
+T = TypeVar("T")
 
 __all__ = [
     "AsyncModularFileSystem",
@@ -132,17 +134,36 @@ class AsyncModularFileSystem:
         it on its process-wide Env (:func:`asyncfs.env.default_env`)."""
         return (_rebuild_async, (self.sync,))
 
-    async def _read(self, fn: Any, *args: Any) -> Any:
+    # ---- composing sync calls: the one way in for the layers above ----------
+
+    async def run(self, fn: Callable[..., T], *args: Any, mutating: bool) -> T:
+        """Run ``fn(*args)`` on the worker pool and return its result.
+
+        This is how the layers above (streams, transactions, prefetch,
+        TFRecord, the Env, the CLI) compose several calls of :attr:`sync`
+        into one worker function: one round trip to the pool instead of one
+        per call (docs/architecture.md). ``mutating=True`` shields the call
+        from cancellation (the caller waits for it, then sees the
+        cancellation); a side-effect-free one may be abandoned."""
+        return await self.pool.run(fn, *args, mutating=mutating)
+
+    async def run_many(
+        self, fn: Callable[..., T], calls: Sequence[tuple[Any, ...]], *, mutating: bool
+    ) -> list[T | Exception]:
+        """``fn(*args)`` for every args in calls, spread over the workers as
+        one batch; results in order, each a value or the exception raised."""
+        return await self.pool.run_many(fn, calls, mutating=mutating)
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
         return await self.pool.run(fn, *args, mutating=False)
 
-    async def _mutate(self, fn: Any, *args: Any) -> Any:
+    async def _mutate(self, fn: Callable[..., T], *args: Any) -> T:
         return await self.pool.run(fn, *args, mutating=True)
 
     # ---- the sync adapter's operations, one to one --------------------------
 
     async def translate_name(self, uri: str) -> str:
-        result: str = await self._read(self.sync.translate_name, uri)
-        return result
+        return await self._read(self.sync.translate_name, uri)
 
     async def new_random_access_file(self, uri: str) -> AsyncRandomAccessFile:
         handle = await self.pool.run(self.sync.new_random_access_file, uri, mutating=False, discard=_close)
@@ -176,9 +197,8 @@ class AsyncModularFileSystem:
 
     async def delete_recursively(self, uri: str) -> tuple[int, int]:
         if self.sync.offers("delete_recursively"):
-            result: tuple[int, int] = await self._mutate(self.sync.delete_recursively, uri)
-            return result
-        return await _fanout.delete_tree(self, uri)
+            return await self._mutate(self.sync.delete_recursively, uri)
+        return await _plans.run_async(self, _plans.delete_tree(uri))
 
     async def rename_file(self, src: str, dst: str) -> None:
         await self._mutate(self.sync.rename_file, src, dst)
@@ -191,51 +211,45 @@ class AsyncModularFileSystem:
 
     async def paths_exist(self, uris: Sequence[str]) -> list[StatusError | None]:
         chunks = _fanout.chunked(list(uris), self.pool.workers)
-        parts = await self.pool.run_many(self.sync.paths_exist, [(c,) for c in chunks], mutating=False)
+        parts = await self.run_many(self.sync.paths_exist, [(c,) for c in chunks], mutating=False)
         return [status for part in _fanout.unwrap(parts) for status in part]
 
     async def files_exist(self, uris: Sequence[str]) -> list[bool]:
         """Whether each uri exists: chunks of the list, each one batch
         plugin call, run in parallel."""
         chunks = _fanout.chunked(list(uris), self.pool.workers)
-        parts = await self.pool.run_many(self.sync.files_exist, [(c,) for c in chunks], mutating=False)
+        parts = await self.run_many(self.sync.files_exist, [(c,) for c in chunks], mutating=False)
         return [found for part in _fanout.unwrap(parts) for found in part]
 
     async def stat(self, uri: str) -> FileStatistics:
-        result: FileStatistics = await self._read(self.sync.stat, uri)
-        return result
+        return await self._read(self.sync.stat, uri)
 
     async def is_directory(self, uri: str) -> bool:
-        result: bool = await self._read(self.sync.is_directory, uri)
-        return result
+        return await self._read(self.sync.is_directory, uri)
 
     async def get_file_size(self, uri: str) -> int:
-        result: int = await self._read(self.sync.get_file_size, uri)
-        return result
+        return await self._read(self.sync.get_file_size, uri)
 
     async def get_children(self, uri: str) -> list[str]:
-        result: list[str] = await self._read(self.sync.get_children, uri)
-        return result
+        return await self._read(self.sync.get_children, uri)
 
     async def get_matching_paths(self, pattern: str) -> list[str]:
         """Glob, expanding directory levels concurrently (see
-        :func:`asyncfs._fanout.glob`); equal to the sync result."""
-        return await _fanout.glob(self, pattern)
+        :func:`asyncfs._plans.glob`); equal to the sync result."""
+        native = self.sync.offers("get_matching_paths")
+        return await _plans.run_async(self, _plans.glob(pattern, native=native))
 
     async def flush_caches(self) -> None:
         await self._mutate(self.sync.flush_caches)
 
     async def configuration(self) -> list[Option]:
-        result: list[Option] = await self._read(self.sync.configuration)
-        return result
+        return await self._read(self.sync.configuration)
 
     async def configuration_keys(self) -> list[str]:
-        result: list[str] = await self._read(self.sync.configuration_keys)
-        return result
+        return await self._read(self.sync.configuration_keys)
 
     async def get_option(self, key: str) -> Option:
-        result: Option = await self._read(self.sync.get_option, key)
-        return result
+        return await self._read(self.sync.get_option, key)
 
     async def set_option(self, name: str, *values: OptionValue) -> None:
         await self._mutate(self.sync.set_option, name, *values)
@@ -246,13 +260,11 @@ class AsyncModularFileSystem:
     # ---- whole-file and Pythonic operations ---------------------------------
 
     async def read_file(self, uri: str) -> bytes:
-        result: bytes = await self._read(self.sync.read_file, uri)
-        return result
+        return await self._read(self.sync.read_file, uri)
 
     async def read_into(self, uri: str, buffer: Buffer, offset: int = 0) -> int:
         """Read from offset of uri into a caller-owned buffer (no copy)."""
-        result: int = await self._mutate(self.sync.read_into, uri, buffer, offset)
-        return result
+        return await self._mutate(self.sync.read_into, uri, buffer, offset)
 
     async def write_file(self, uri: str, data: Buffer, *, atomic: bool = True) -> None:
         """Create or replace uri with data. With atomic (the default) the
@@ -264,12 +276,10 @@ class AsyncModularFileSystem:
         await self._mutate(_append, self.sync, uri, data)
 
     async def exists(self, uri: str) -> bool:
-        result: bool = await self._read(self.sync.exists, uri)
-        return result
+        return await self._read(self.sync.exists, uri)
 
     async def isdir(self, uri: str) -> bool:
-        result: bool = await self._read(self.sync.isdir, uri)
-        return result
+        return await self._read(self.sync.isdir, uri)
 
     async def size(self, uri: str) -> int:
         return await self.get_file_size(uri)
@@ -281,7 +291,7 @@ class AsyncModularFileSystem:
     def walk(self, uri: str) -> AsyncIterator[tuple[str, list[str], list[str]]]:
         """Like :func:`os.walk`, top-down, names sorted, listing each level
         of directories concurrently."""
-        return _fanout.walk(self, uri)
+        return _plans.iterate_async(self, _plans.walk(uri))
 
     async def glob(self, pattern: str) -> list[str]:
         return await self.get_matching_paths(pattern)

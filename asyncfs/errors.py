@@ -87,6 +87,9 @@ class StatusError(AsyncFSError):
 
     code: Code = Code.UNKNOWN
     errno_value: int | None = None
+    #: Set by a recursive delete that failed: (undeleted files, undeleted
+    #: directories); None on every other error.
+    undeleted: tuple[int, int] | None = None
 
     def __init__(self, message: str, *, op: str = "", path: str | None = None) -> None:
         super().__init__(message)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import _fallbacks, _ffi, _uri
+from . import _fallbacks, _ffi, _plans, _uri
 from ._ffi import CData, ffi
 from ._loader import PluginMetadata, SchemeTables
 from ._marshal import (
@@ -245,7 +245,7 @@ class ModularFileSystem:
         undeleted dirs), which are (0, 0) on success. Raises on failure, with
         the counts in the exception's ``undeleted`` attribute."""
         if "delete_recursively" not in self._ops:
-            return _fallbacks.delete_recursively(self, uri)
+            return _plans.run(self, _plans.delete_tree(uri))
         files = ffi.new("uint64_t*")
         dirs = ffi.new("uint64_t*")
         fn = self._ops["delete_recursively"]
@@ -254,7 +254,7 @@ class ModularFileSystem:
         counts = (int(files[0]), int(dirs[0]))
         if status.code != Code.OK:
             error = _ffi.error_from(status, "delete_recursively", uri)
-            error.undeleted = counts  # type: ignore[attr-defined]
+            error.undeleted = counts
             raise error
         return counts
 
@@ -383,7 +383,7 @@ class ModularFileSystem:
         is one)."""
         _uri.check_uri(pattern, "pattern")
         if "get_matching_paths" not in self._ops:
-            return _fallbacks.get_matching_paths(self, pattern)
+            return _plans.run(self, _plans.glob(pattern, native=False))
         # TensorFlow hands plugins the pattern untranslated and expects URIs
         # back; a plugin that returns bare paths gets them made into URIs.
         entries = ffi.new("char***")
@@ -408,17 +408,7 @@ class ModularFileSystem:
         """Yield (directory, dir names, file names) for top and every
         directory below it, level by level, names sorted. Changing dir names
         in place prunes the walk; unreadable directories are skipped."""
-        level = [top]
-        while level:
-            following: list[str] = []
-            for directory in level:
-                try:
-                    dirs, files = self.scan_dir(directory)
-                except StatusError:
-                    continue
-                yield directory, dirs, files
-                following += [_uri.join(directory, name) for name in dirs]
-            level = following
+        return _plans.iterate(self, _plans.walk(top))
 
     def flush_caches(self) -> None:
         fn = self._ops.get("flush_caches")

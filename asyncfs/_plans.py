@@ -1,0 +1,268 @@
+"""Walk, glob and tree deletion, each written once.
+
+An algorithm here is a *plan*: a generator that says, step by step, which
+calls of :class:`~asyncfs.filesystem.ModularFileSystem` it needs
+(:class:`Calls`: one operation over a list of arguments, a whole directory
+level at once) and receives their results, each a value or the exception
+the call raised. It never calls a filesystem itself. Two drivers run a plan:
+
+- :func:`run` and :func:`iterate` make the calls one after another on the
+  calling thread (the sync adapter's fallbacks, ``ModularFileSystem.walk``);
+- :func:`run_async` and :func:`iterate_async` hand each step's calls to the
+  worker pool as one batch (``AsyncModularFileSystem``), so a level of N
+  directories costs about N / workers round trips, not N.
+
+A plan that produces items as it goes (walk) yields :class:`Emit`; the
+driver passes the item on and resumes the plan when the consumer asks for
+the next one, so changing a yielded list in place (walk's dirnames) steers
+the plan, as with :func:`os.walk`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import AsyncIterator, Generator, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+
+from . import _uri
+from .errors import StatusError
+
+if TYPE_CHECKING:
+    from .async_filesystem import AsyncModularFileSystem
+    from .filesystem import ModularFileSystem
+
+__all__ = [
+    "Calls",
+    "Emit",
+    "Plan",
+    "delete_tree",
+    "glob",
+    "has_glob_meta",
+    "iterate",
+    "iterate_async",
+    "run",
+    "run_async",
+    "walk",
+]
+
+R = TypeVar("R")
+
+_GLOB_META = re.compile(r"[*?\[\\]")
+
+
+@dataclass(frozen=True)
+class Calls:
+    """One step: ``op`` (a ModularFileSystem method) once per argument tuple."""
+
+    op: str
+    args: list[tuple[Any, ...]]
+    mutating: bool = False
+
+
+@dataclass(frozen=True)
+class Emit:
+    """An item the plan produces (a walk's ``(directory, dirs, files)``)."""
+
+    item: Any
+
+
+Plan: TypeAlias = Generator["Calls | Emit", list[Any], R]
+Walk: TypeAlias = tuple[str, list[str], list[str]]
+
+
+def has_glob_meta(text: str) -> bool:
+    """Whether text holds a glob metacharacter (``*``, ``?``, ``[``, ``\\``)."""
+    return _GLOB_META.search(text) is not None
+
+
+def _value(result: Any) -> Any:
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+# ---- the plans -------------------------------------------------------------------------
+
+
+def walk(top: str) -> Plan[None]:
+    """(directory, dir names, file names) for top and every directory below
+    it, level by level, names sorted; unreadable directories are skipped."""
+    level = [top]
+    while level:
+        listings = yield Calls("scan_dir", [(directory,) for directory in level])
+        following: list[str] = []
+        for directory, listing in zip(level, listings, strict=True):
+            if isinstance(listing, StatusError):
+                continue  # unreadable or vanished, as os.walk skips it
+            dirs, files = _value(listing)
+            yield Emit((directory, dirs, files))
+            following += [_uri.join(directory, name) for name in dirs]
+        level = following
+
+
+def _collect(plan: Plan[None]) -> Plan[list[Any]]:
+    """Run a plan that emits inside another plan, returning its items."""
+    items: list[Any] = []
+    try:
+        step = next(plan)
+        while True:
+            if isinstance(step, Emit):
+                items.append(step.item)
+                step = plan.send([])
+            else:
+                step = plan.send((yield step))
+    except StopIteration:
+        return items
+
+
+def delete_tree(uri: str) -> Plan[tuple[int, int]]:
+    """Delete uri and all below it: every file at once, then directories
+    from the deepest level up. Returns (0, 0); on failure raises the first
+    error with ``undeleted`` = (undeleted files, undeleted dirs)."""
+    (exists,) = yield Calls("path_exists", [(uri,)])
+    if isinstance(exists, StatusError):
+        exists.undeleted = (0, 1)
+        raise exists
+    (is_dir,) = yield Calls("isdir", [(uri,)])
+    if not _value(is_dir):
+        (deleted,) = yield Calls("delete_file", [(uri,)], mutating=True)
+        _value(deleted)
+        return (0, 0)
+    levels: dict[int, list[str]] = {}
+    files: list[str] = []
+    for directory, _, names in (yield from _collect(walk(uri))):
+        levels.setdefault(directory.count("/"), []).append(directory)
+        files += [_uri.join(directory, name) for name in names]
+    results = yield Calls("delete_file", [(f,) for f in files], mutating=True)
+    errors = [r for r in results if isinstance(r, Exception)]
+    undeleted_files, undeleted_dirs = len(errors), 0
+    for depth in sorted(levels, reverse=True):
+        results = yield Calls("delete_dir", [(d,) for d in levels[depth]], mutating=True)
+        failed = [r for r in results if isinstance(r, Exception)]
+        undeleted_dirs += len(failed)
+        errors += failed
+    if errors:
+        first = errors[0]
+        if isinstance(first, StatusError):
+            first.undeleted = (undeleted_files, undeleted_dirs)
+        raise first
+    return (0, 0)
+
+
+def glob(pattern: str, *, native: bool) -> Plan[list[str]]:
+    """The sorted paths matching pattern, expanded one directory level at a
+    time from the first level with a wildcard. With ``native`` each level is
+    the plugin's own get_matching_paths on every candidate directory at
+    once; without it, get_children and :func:`fnmatch.fnmatchcase` (then
+    isdir, to keep only directories above the last level)."""
+    parsed = _uri.parse_uri(pattern)
+    parts = parsed.path.split("/")
+    wild = [i for i, part in enumerate(parts) if has_glob_meta(part)]
+    if native and (not wild or wild == [len(parts) - 1]):
+        (found,) = yield Calls("get_matching_paths", [(pattern,)])  # one call does it
+        return list(_value(found))
+    if not wild:
+        (exists,) = yield Calls("exists", [(pattern,)])
+        return [pattern] if exists is True else []
+    first = wild[0]
+    base = "/".join(parts[:first])
+    if not base and parsed.path.startswith("/"):
+        base = "/"
+    candidates = [parsed.prefix() + base]
+    rest = [part for part in parts[first:] if part]
+    for depth, part in enumerate(rest):
+        last = depth == len(rest) - 1
+        if not last and not has_glob_meta(part):
+            candidates = [_uri.join(directory, part) for directory in candidates]  # no call
+            continue
+        if native:
+            found = yield Calls("get_matching_paths", [(_uri.join(d, part),) for d in candidates])
+            candidates = [match for result in found if not isinstance(result, Exception) for match in result]
+        else:
+            listings = yield Calls("get_children", [(d or ".",) for d in candidates])
+            candidates = [
+                _uri.join(directory, name)
+                for directory, names in zip(candidates, listings, strict=True)
+                if not isinstance(names, Exception)
+                for name in names
+                if fnmatch.fnmatchcase(name, part)
+            ]
+            if not last:
+                kinds = yield Calls("isdir", [(c,) for c in candidates])
+                candidates = [c for c, is_dir in zip(candidates, kinds, strict=True) if is_dir is True]
+        if not candidates:
+            return []
+    return sorted(candidates)
+
+
+# ---- the drivers -----------------------------------------------------------------------
+
+
+def _call_each(fs: ModularFileSystem, step: Calls) -> list[Any]:
+    method = getattr(fs, step.op)
+    results: list[Any] = []
+    for args in step.args:
+        try:
+            results.append(method(*args))
+        except Exception as exc:
+            results.append(exc)
+    return results
+
+
+def iterate(fs: ModularFileSystem, plan: Plan[Any]) -> Iterator[Any]:
+    """Run plan on the calling thread, yielding what it emits."""
+    try:
+        step = next(plan)
+        while True:
+            if isinstance(step, Emit):
+                yield step.item
+                step = plan.send([])
+            else:
+                step = plan.send(_call_each(fs, step))
+    except StopIteration:
+        return
+
+
+def run(fs: ModularFileSystem, plan: Plan[R]) -> R:
+    """Run a plan that emits nothing on the calling thread; its result."""
+    try:
+        step = next(plan)
+        while True:
+            assert isinstance(step, Calls), "run() is for plans that emit nothing"
+            step = plan.send(_call_each(fs, step))
+    except StopIteration as done:
+        result: R = done.value
+        return result
+
+
+async def _call_batch(afs: AsyncModularFileSystem, step: Calls) -> list[Any]:
+    return await afs.run_many(getattr(afs.sync, step.op), step.args, mutating=step.mutating)
+
+
+async def iterate_async(afs: AsyncModularFileSystem, plan: Plan[Any]) -> AsyncIterator[Any]:
+    """Run plan on the worker pool, a step's calls as one batch, yielding
+    what it emits."""
+    try:
+        step = next(plan)
+        while True:
+            if isinstance(step, Emit):
+                yield step.item
+                step = plan.send([])
+            else:
+                step = plan.send(await _call_batch(afs, step))
+    except StopIteration:
+        return
+
+
+async def run_async(afs: AsyncModularFileSystem, plan: Plan[R]) -> R:
+    """Run a plan that emits nothing on the worker pool; its result."""
+    try:
+        step = next(plan)
+        while True:
+            assert isinstance(step, Calls), "run_async() is for plans that emit nothing"
+            step = plan.send(await _call_batch(afs, step))
+    except StopIteration as done:
+        result: R = done.value
+        return result
