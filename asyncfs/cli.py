@@ -24,14 +24,14 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from . import __version__, core_abi_version
 from ._uri import join
 from .doctor import HOW_TO_GET, report
 from .env import Env
 from .errors import AsyncFSError
-from .filesystem import FILESYSTEM_OPS
+from .filesystem import ModularFileSystem
 
 __all__ = ["main"]
 
@@ -85,7 +85,7 @@ async def _plugins(env: Env) -> int:
         for scheme in info.schemes:
             fs = env.registry.get(scheme)
             api = "/".join(str(v) for v in fs.api_versions.values())
-            offers = f"{len(fs.offered_ops())}/{len(FILESYSTEM_OPS)}"
+            offers = f"{len(fs.offered_ops())}/{len(ModularFileSystem.abi_ops())}"
             txn = "native" if fs.offers_transactions() else "generic"
             row = f"{scheme or '(bare)':<8} {meta.name:<8} {meta.version or '-':<8} {api:<9} {offers:<7} {txn:<13}"
             print(f"{row} {meta.library}")
@@ -212,37 +212,39 @@ async def _exists(env: Env, uris: Sequence[str]) -> int:
     return 0 if all(found) else EXIT_MISSING
 
 
+async def _doctor(env: Env) -> int:
+    print(report(env.registry))
+    return 0
+
+
+async def _demo(env: Env, files: int) -> int:
+    from .demo import run_demo  # noqa: PLC0415 (only the demo needs it)
+
+    return await run_demo(env, files=files)
+
+
+# Each command: its parsed arguments to the coroutine that runs it.
+_COMMANDS: dict[str, Callable[[Env, argparse.Namespace], Awaitable[int]]] = {
+    "plugins": lambda env, a: _plugins(env),
+    "doctor": lambda env, a: _doctor(env),
+    "ls": lambda env, a: _ls(env, a.uri, a.long, a.recursive),
+    "stat": lambda env, a: _stat(env, a.uri),
+    "cat": lambda env, a: _cat(env, a.uris),
+    "cp": lambda env, a: _cp(env, a.src, a.dst, a.recursive, a.progress),
+    "mv": lambda env, a: _mv(env, a.src, a.dst),
+    "rm": lambda env, a: _rm(env, a.uris, a.recursive),
+    "mkdir": lambda env, a: _mkdir(env, a.uris, a.parents),
+    "glob": lambda env, a: _glob(env, a.pattern),
+    "exists": lambda env, a: _exists(env, a.uris),
+    "demo": lambda env, a: _demo(env, a.files),
+}
+
+
 async def _run(args: argparse.Namespace) -> int:
     async with Env() as env:
         for library in args.plugin:
             await env.load_plugin(library)
-        command = args.command
-        if command == "plugins":
-            return await _plugins(env)
-        if command == "doctor":
-            print(report(env.registry))
-            return 0
-        if command == "ls":
-            return await _ls(env, args.uri, args.long, args.recursive)
-        if command == "stat":
-            return await _stat(env, args.uri)
-        if command == "cat":
-            return await _cat(env, args.uris)
-        if command == "cp":
-            return await _cp(env, args.src, args.dst, args.recursive, args.progress)
-        if command == "mv":
-            return await _mv(env, args.src, args.dst)
-        if command == "rm":
-            return await _rm(env, args.uris, args.recursive)
-        if command == "mkdir":
-            return await _mkdir(env, args.uris, args.parents)
-        if command == "glob":
-            return await _glob(env, args.pattern)
-        if command == "exists":
-            return await _exists(env, args.uris)
-        from .demo import run_demo  # noqa: PLC0415 (only the demo needs it)
-
-        return await run_demo(env, files=args.files)
+        return await _COMMANDS[args.command](env, args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

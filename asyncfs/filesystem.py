@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 else:
     Buffer = object
 
-__all__ = ["FILESYSTEM_OPS", "FileStatistics", "ModularFileSystem"]
+__all__ = ["FileStatistics", "ModularFileSystem"]
 
 _SCRATCH = 4096
 _HEAD = 64 * 1024  # read_file reads this much before asking for the size
@@ -55,7 +55,7 @@ class _Scratch(threading.local):
 
 _scratch = _Scratch()
 
-FILESYSTEM_OPS: tuple[str, ...] = tuple(name for name, _ in ffi.typeof("TF_FilesystemOps").fields)
+_FILESYSTEM_OPS: tuple[str, ...] = tuple(name for name, _ in ffi.typeof("TF_FilesystemOps").fields)
 
 # Ops with a generic fallback: a plugin may leave them NULL at no loss.
 FALLBACK_OPS = frozenset(
@@ -107,7 +107,7 @@ class ModularFileSystem:
         ops = tables.filesystem_ops
         self._fs_ops = ops
         self._ops: dict[str, Any] = {
-            name: getattr(ops, name) for name in FILESYSTEM_OPS if getattr(ops, name) != ffi.NULL
+            name: getattr(ops, name) for name in _FILESYSTEM_OPS if getattr(ops, name) != ffi.NULL
         }
 
     def __repr__(self) -> str:
@@ -130,7 +130,7 @@ class ModularFileSystem:
     def offers(self, op: str) -> bool:
         """Whether the plugin itself implements op (an entry of
         TF_FilesystemOps, or ``read``/``append``/... of the file tables)."""
-        if op in FILESYSTEM_OPS:
+        if op in _FILESYSTEM_OPS:
             return op in self._ops
         for table in (
             self._tables.random_access_file_ops,
@@ -141,8 +141,13 @@ class ModularFileSystem:
                 return bool(getattr(table, op) != ffi.NULL)
         return False
 
+    @staticmethod
+    def abi_ops() -> tuple[str, ...]:
+        """Every operation of the ABI's filesystem table, in its order."""
+        return _FILESYSTEM_OPS
+
     def offered_ops(self) -> list[str]:
-        return [name for name in FILESYSTEM_OPS if name in self._ops]
+        return [name for name in _FILESYSTEM_OPS if name in self._ops]
 
     def available(self, op: str) -> bool:
         """Whether op works here, natively or through a generic fallback."""

@@ -46,7 +46,6 @@ __all__ = [
     "BLOCK_SIZE",
     "Stream",
     "StreamOpener",
-    "open_stream",
 ]
 
 BLOCK_SIZE = 1 << 20
