@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
@@ -211,8 +211,9 @@ def _call_each(fs: ModularFileSystem, step: Calls) -> list[Any]:
     return results
 
 
-def iterate(fs: ModularFileSystem, plan: Plan[Any]) -> Iterator[Any]:
-    """Run plan on the calling thread, yielding what it emits."""
+def iterate(fs: ModularFileSystem, plan: Plan[R]) -> Generator[Any, None, R]:
+    """Run plan on the calling thread, yielding what it emits; the
+    generator's return value is the plan's."""
     try:
         step = next(plan)
         while True:
@@ -221,20 +222,20 @@ def iterate(fs: ModularFileSystem, plan: Plan[Any]) -> Iterator[Any]:
                 step = plan.send([])
             else:
                 step = plan.send(_call_each(fs, step))
-    except StopIteration:
-        return
+    except StopIteration as done:
+        result: R = done.value
+        return result
 
 
 def run(fs: ModularFileSystem, plan: Plan[R]) -> R:
     """Run a plan that emits nothing on the calling thread; its result."""
+    driver = iterate(fs, plan)
     try:
-        step = next(plan)
-        while True:
-            assert isinstance(step, Calls), "run() is for plans that emit nothing"
-            step = plan.send(_call_each(fs, step))
+        next(driver)
     except StopIteration as done:
         result: R = done.value
         return result
+    raise AssertionError("run() is for plans that emit nothing")
 
 
 async def _call_batch(afs: AsyncModularFileSystem, step: Calls) -> list[Any]:

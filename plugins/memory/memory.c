@@ -28,9 +28,6 @@
 
 #include "memory_internal.h"
 
-#define set_ok plugin_set_ok
-#define set_oom plugin_set_oom
-
 static const plugin_option mem_options[] = {
     {"latency_us",
      "microseconds slept before every request, as a remote store would take: "
@@ -53,7 +50,7 @@ static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
   if (fs->root == NULL || pthread_rwlock_init(&fs->lock, NULL) != 0) {
     free(fs->root);
     plugin_fs_free(filesystem);
-    set_oom(status);
+    plugin_set_oom(status);
   }
 }
 
@@ -80,11 +77,11 @@ static void fs_create_dir(const TF_Filesystem* filesystem, const char* path,
   n = mem_node_new(r.name, r.name_len, 1);
   if (n == NULL || mem_dirmap_insert(&r.parent->children, n) != 0) {
     if (n != NULL) mem_node_unref(n);
-    set_oom(status);
+    plugin_set_oom(status);
     goto done;
   }
   r.parent->mtime = n->mtime;
-  set_ok(status);
+  plugin_set_ok(status);
 done:
   pthread_rwlock_unlock(&fs->lock);
 }
@@ -107,7 +104,7 @@ static void fs_recursively_create_dir(const TF_Filesystem* filesystem,
       child = mem_node_new(comp, len, 1);
       if (child == NULL || mem_dirmap_insert(&dir->children, child) != 0) {
         if (child != NULL) mem_node_unref(child);
-        set_oom(status);
+        plugin_set_oom(status);
         goto done;
       }
       dir->mtime = child->mtime;
@@ -118,7 +115,7 @@ static void fs_recursively_create_dir(const TF_Filesystem* filesystem,
     }
     dir = child;
   }
-  set_ok(status);
+  plugin_set_ok(status);
 done:
   pthread_rwlock_unlock(&fs->lock);
 }
@@ -150,7 +147,7 @@ static void delete_node(const TF_Filesystem* filesystem, const char* path,
     TF_SetStatus(status, TF_FAILED_PRECONDITION, "cannot delete the root");
   } else {
     unlink_target(&r);
-    set_ok(status);
+    plugin_set_ok(status);
   }
 done:
   pthread_rwlock_unlock(&fs->lock);
@@ -191,10 +188,10 @@ static void fs_delete_recursively(const TF_Filesystem* filesystem,
     }
     free(root->children.slots);
     memset(&root->children, 0, sizeof root->children);
-    set_ok(status);
+    plugin_set_ok(status);
   } else {
     unlink_target(&r);
-    set_ok(status);
+    plugin_set_ok(status);
   }
   pthread_rwlock_unlock(&fs->lock);
 }
@@ -255,9 +252,9 @@ static void transfer_file(const TF_Filesystem* filesystem, const char* src,
   pthread_rwlock_wrlock(&fs->lock);
   if (resolve_file_pair(fs, src, dst, &s, &d, status) != 0) goto done;
   if (s.target != d.target && (move ? move_node(&s, &d) : copy_node(&s, &d)) != 0)
-    set_oom(status);
+    plugin_set_oom(status);
   else
-    set_ok(status);
+    plugin_set_ok(status);
 done:
   pthread_rwlock_unlock(&fs->lock);
 }
@@ -277,7 +274,7 @@ static void fs_path_exists(const TF_Filesystem* filesystem, const char* path,
   memfs* fs = mem_fs_of(filesystem);
   mem_inject_latency(fs);
   pthread_rwlock_rdlock(&fs->lock);
-  if (mem_find_existing(fs, path, status) != NULL) set_ok(status);
+  if (mem_find_existing(fs, path, status) != NULL) plugin_set_ok(status);
   pthread_rwlock_unlock(&fs->lock);
 }
 
@@ -293,7 +290,7 @@ static bool fs_paths_exist(const TF_Filesystem* filesystem, char** paths,
   for (i = 0; i < num_files; ++i) {
     TF_Status* st = statuses != NULL ? statuses[i] : scratch;
     if (mem_find_existing(fs, paths[i], st) != NULL) {
-      set_ok(st);
+      plugin_set_ok(st);
       continue;
     }
     all = false;
@@ -317,7 +314,7 @@ static void fs_stat(const TF_Filesystem* filesystem, const char* path,
                         : 0;
     stats->mtime_nsec = n->mtime;
     stats->is_directory = n->is_dir != 0;
-    set_ok(status);
+    plugin_set_ok(status);
   }
   pthread_rwlock_unlock(&fs->lock);
 }
@@ -334,7 +331,7 @@ static bool fs_is_directory(const TF_Filesystem* filesystem, const char* path,
     TF_SetStatus(status, TF_FAILED_PRECONDITION, "path is not a directory");
   } else if (n != NULL) {
     result = true;
-    set_ok(status);
+    plugin_set_ok(status);
   }
   pthread_rwlock_unlock(&fs->lock);
   return result;
@@ -352,7 +349,7 @@ static int64_t fs_get_file_size(const TF_Filesystem* filesystem,
     TF_SetStatus(status, TF_FAILED_PRECONDITION, "path is a directory");
   } else if (n != NULL) {
     size = n->content != NULL ? (int64_t)n->content->len : 0;
-    set_ok(status);
+    plugin_set_ok(status);
   }
   pthread_rwlock_unlock(&fs->lock);
   return size;
@@ -384,13 +381,13 @@ static int fs_get_children(const TF_Filesystem* filesystem, const char* path,
     if (plugin_strlist_push(&list, c->name, c->name_len) != 0) {
       pthread_rwlock_unlock(&fs->lock);
       plugin_strlist_free(&list);
-      set_oom(status);
+      plugin_set_oom(status);
       return -1;
     }
   }
   pthread_rwlock_unlock(&fs->lock);
   if (n == NULL) return -1;
-  set_ok(status);
+  plugin_set_ok(status);
   return plugin_strlist_release(&list, entries);
 }
 
@@ -463,7 +460,7 @@ static int fs_get_matching_paths(const TF_Filesystem* filesystem,
   if (g == NULL || pattern == NULL) {
     free(g);
     plugin_memory_free(pattern);
-    set_oom(status);
+    plugin_set_oom(status);
     return -1;
   }
   g->out = &list;
@@ -478,11 +475,11 @@ static int fs_get_matching_paths(const TF_Filesystem* filesystem,
   plugin_memory_free(pattern);
   if (failed || plugin_strlist_prefix(&list, uri_pattern, prefix) != 0) {
     plugin_strlist_free(&list);
-    set_oom(status);
+    plugin_set_oom(status);
     return -1;
   }
   plugin_strlist_sort(&list);
-  set_ok(status);
+  plugin_set_ok(status);
   return plugin_strlist_release(&list, entries);
 }
 

@@ -6,9 +6,6 @@
 
 #include "memory_internal.h"
 
-#define set_ok plugin_set_ok
-#define set_oom plugin_set_oom
-
 /* ---- random access files ------------------------------------------------- */
 
 typedef struct mem_handle {
@@ -43,7 +40,7 @@ static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset,
   if (count < n) {
     TF_SetStatus(status, TF_OUT_OF_RANGE, "read past the end of the file");
   } else {
-    set_ok(status);
+    plugin_set_ok(status);
   }
   return (int64_t)count;
 }
@@ -107,14 +104,14 @@ static void writer_append(const TF_WritableFile* file, const char* buffer,
   pthread_rwlock_wrlock(&w->h.fs->lock);
   if (reserve_content(target, n) != 0) {
     pthread_rwlock_unlock(&w->h.fs->lock);
-    set_oom(status);
+    plugin_set_oom(status);
     return;
   }
   memcpy(target->content->data + target->content->len, buffer, n);
   target->content->len += n;
   target->mtime = mem_now_nsec();
   pthread_rwlock_unlock(&w->h.fs->lock);
-  set_ok(status);
+  plugin_set_ok(status);
 }
 
 static int64_t writer_tell(const TF_WritableFile* file, TF_Status* status) {
@@ -127,7 +124,7 @@ static int64_t writer_tell(const TF_WritableFile* file, TF_Status* status) {
   pthread_rwlock_rdlock(&w->h.fs->lock);
   len = w->h.node->content != NULL ? (int64_t)w->h.node->content->len : 0;
   pthread_rwlock_unlock(&w->h.fs->lock);
-  set_ok(status);
+  plugin_set_ok(status);
   return len;
 }
 
@@ -137,7 +134,7 @@ static void writer_flush(const TF_WritableFile* file, TF_Status* status) {
     TF_SetStatus(status, TF_FAILED_PRECONDITION, "file is closed");
     return;
   }
-  set_ok(status);
+  plugin_set_ok(status);
 }
 
 static void writer_close(const TF_WritableFile* file, TF_Status* status) {
@@ -148,7 +145,7 @@ static void writer_close(const TF_WritableFile* file, TF_Status* status) {
     return;
   }
   w->closed = 1;
-  set_ok(status);
+  plugin_set_ok(status);
 }
 
 /* ---- memory regions ------------------------------------------------------ */
@@ -189,7 +186,7 @@ void mem_new_random_access_file(const TF_Filesystem* filesystem,
   mem_handle* h = malloc(sizeof *h);
   node* n;
   if (h == NULL) {
-    set_oom(status);
+    plugin_set_oom(status);
     return;
   }
   pthread_rwlock_rdlock(&fs->lock);
@@ -202,7 +199,7 @@ void mem_new_random_access_file(const TF_Filesystem* filesystem,
   h->fs = fs;
   h->node = n;
   file->plugin_file = h;
-  set_ok(status);
+  plugin_set_ok(status);
 }
 
 /* Creates (or, for truncate, empties) the file at path and returns it with
@@ -221,7 +218,7 @@ static node* create_file_node(memfs* fs, const char* path, int truncate,
     n = mem_node_new(r.name, r.name_len, 0);
     if (n == NULL || mem_dirmap_insert(&r.parent->children, n) != 0) {
       if (n != NULL) mem_node_unref(n);
-      set_oom(status);
+      plugin_set_oom(status);
       return NULL;
     }
     r.parent->mtime = n->mtime;
@@ -242,7 +239,7 @@ static void open_writer(const TF_Filesystem* filesystem, const char* path,
   node* n;
   mem_inject_latency(fs);
   if (w == NULL) {
-    set_oom(status);
+    plugin_set_oom(status);
     return;
   }
   pthread_rwlock_wrlock(&fs->lock);
@@ -255,7 +252,7 @@ static void open_writer(const TF_Filesystem* filesystem, const char* path,
   w->h.fs = fs;
   w->h.node = n;
   file->plugin_file = w;
-  set_ok(status);
+  plugin_set_ok(status);
 }
 
 void mem_new_writable_file(const TF_Filesystem* filesystem,
@@ -290,9 +287,8 @@ void mem_new_read_only_memory_region_from_file(
   pthread_rwlock_unlock(&fs->lock);
   if (b == NULL) return;
   region->plugin_memory_region = b;
-  set_ok(status);
+  plugin_set_ok(status);
 }
-
 
 /* ---- tables ----------------------------------------------------------------- */
 

@@ -10,9 +10,6 @@
 
 #include "memory_internal.h"
 
-#define set_ok plugin_set_ok
-#define set_oom plugin_set_oom
-
 /* The staged tree's name in /.asyncfs-txn. */
 static const char* staged_name(const plugin_txn* txn) {
   return strrchr(txn->staging, '/') + 1;
@@ -44,7 +41,7 @@ static int txn_begin(const TF_Filesystem* filesystem, plugin_txn* txn,
   snprintf(name, sizeof name, "%lu", txn->serial);
   txn->staging = malloc(sizeof("/" TXN_DIR "/") + strlen(name));
   if (txn->staging == NULL) {
-    set_oom(status);
+    plugin_set_oom(status);
     return -1;
   }
   sprintf(txn->staging, "/" TXN_DIR "/%s", name);
@@ -63,7 +60,7 @@ static int txn_begin(const TF_Filesystem* filesystem, plugin_txn* txn,
                             : mem_node_new(name, strlen(name), 1);
   if (staged == NULL || mem_dirmap_insert(&area->children, staged) != 0) {
     if (staged != NULL) mem_node_release_tree(staged);
-    set_oom(status);
+    plugin_set_oom(status);
     goto done;
   }
   rc = 0;
@@ -91,7 +88,7 @@ static int txn_finish(const TF_Filesystem* filesystem, plugin_txn* txn,
     parent = parent_path != NULL ? mem_make_dirs(fs, parent_path, status) : NULL;
     if (parent == NULL || mem_rename_node(staged, name, strlen(name)) != 0 ||
         mem_link_replacing(parent, staged) != 0) {
-      if (parent_path == NULL || TF_GetCode(status) == TF_OK) set_oom(status);
+      if (parent_path == NULL || TF_GetCode(status) == TF_OK) plugin_set_oom(status);
       mem_node_release_tree(staged);
       rc = -1;
     }

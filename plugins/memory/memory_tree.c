@@ -9,9 +9,6 @@
 
 #include "memory_internal.h"
 
-#define set_ok plugin_set_ok
-#define set_oom plugin_set_oom
-
 static void sleep_us(int64_t us) {
   struct timespec ts;
   if (us <= 0) return;
@@ -266,7 +263,7 @@ node* mem_make_dirs(memfs* fs, const char* path, TF_Status* status) {
       child = mem_node_new(comp, len, 1);
       if (child == NULL || mem_dirmap_insert(&dir->children, child) != 0) {
         if (child != NULL) mem_node_unref(child);
-        set_oom(status);
+        plugin_set_oom(status);
         return NULL;
       }
     } else if (!child->is_dir) {

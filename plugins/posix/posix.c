@@ -42,8 +42,6 @@ static const plugin_option posix_options[] = {
 static const plugin_schema posix_schema = {"posix", posix_options, 1,
                                            sizeof(posix_settings)};
 
-#define set_ok plugin_set_ok
-
 /* ---- random access files ------------------------------------------------ */
 
 typedef struct posix_reader {
@@ -80,7 +78,7 @@ static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset,
       return -1;
     }
   }
-  set_ok(status);
+  plugin_set_ok(status);
   return (int64_t)done;
 }
 
@@ -119,7 +117,7 @@ static void writer_append(const TF_WritableFile* file, const char* buffer,
     }
   }
   w->position += (int64_t)n;
-  set_ok(status);
+  plugin_set_ok(status);
 }
 
 static int64_t writer_tell(const TF_WritableFile* file, TF_Status* status) {
@@ -128,13 +126,13 @@ static int64_t writer_tell(const TF_WritableFile* file, TF_Status* status) {
     TF_SetStatus(status, TF_FAILED_PRECONDITION, "file is closed");
     return -1;
   }
-  set_ok(status);
+  plugin_set_ok(status);
   return w->position;
 }
 
 static void writer_flush(const TF_WritableFile* file, TF_Status* status) {
   (void)file; /* no user-space buffer: every append is a write(2) */
-  set_ok(status);
+  plugin_set_ok(status);
 }
 
 static void writer_sync(const TF_WritableFile* file, TF_Status* status) {
@@ -143,7 +141,7 @@ static void writer_sync(const TF_WritableFile* file, TF_Status* status) {
     TF_SetStatusFromIOError(status, errno, "fdatasync");
     return;
   }
-  set_ok(status);
+  plugin_set_ok(status);
 }
 
 static void writer_close(const TF_WritableFile* file, TF_Status* status) {
@@ -164,7 +162,7 @@ static void writer_close(const TF_WritableFile* file, TF_Status* status) {
     TF_SetStatusFromIOError(status, errno, "close");
     return;
   }
-  set_ok(status);
+  plugin_set_ok(status);
 }
 
 /* ---- memory regions ------------------------------------------------------ */
@@ -240,7 +238,7 @@ static void fs_new_random_access_file(const TF_Filesystem* filesystem,
   }
   r->fd = fd;
   file->plugin_file = r;
-  set_ok(status);
+  plugin_set_ok(status);
 }
 
 static void open_writer(const TF_Filesystem* filesystem, const char* path,
@@ -264,7 +262,7 @@ static void open_writer(const TF_Filesystem* filesystem, const char* path,
       &plugin_fs_of(filesystem)->config, offsetof(posix_settings, sync_on_close));
   w->position = (flags & O_APPEND) ? (int64_t)lseek(fd, 0, SEEK_END) : 0;
   file->plugin_file = w;
-  set_ok(status);
+  plugin_set_ok(status);
 }
 
 static void fs_new_writable_file(const TF_Filesystem* filesystem,
@@ -309,7 +307,7 @@ static void fs_new_read_only_memory_region_from_file(
   r->address = address;
   r->length = (uint64_t)st.st_size;
   region->plugin_memory_region = r;
-  set_ok(status);
+  plugin_set_ok(status);
 }
 
 static void fs_create_dir(const TF_Filesystem* filesystem, const char* path,
@@ -320,7 +318,7 @@ static void fs_create_dir(const TF_Filesystem* filesystem, const char* path,
     TF_SetStatusFromIOError(status, errno, path);
     return;
   }
-  set_ok(status);
+  plugin_set_ok(status);
 }
 
 int posix_make_dirs(const char* path, TF_Status* status) {
@@ -360,7 +358,7 @@ int posix_make_dirs(const char* path, TF_Status* status) {
     }
   }
   free(buf);
-  set_ok(status);
+  plugin_set_ok(status);
   return 0;
 }
 
@@ -380,7 +378,7 @@ static void change(const TF_Filesystem* filesystem, const char* path,
     TF_SetStatusFromIOError(status, errno, path);
     return;
   }
-  set_ok(status);
+  plugin_set_ok(status);
 }
 
 static void fs_delete_file(const TF_Filesystem* filesystem, const char* path,
@@ -447,7 +445,7 @@ static void fs_delete_recursively(const TF_Filesystem* filesystem,
     TF_SetStatusFromIOError(status, errno, path);
     return;
   }
-  set_ok(status);
+  plugin_set_ok(status);
   if (!S_ISDIR(st.st_mode)) {
     if (unlink(path) != 0) {
       *undeleted_files = 1;
@@ -498,7 +496,7 @@ static void fs_rename_file(const TF_Filesystem* filesystem, const char* src,
     TF_SetStatusFromIOError(status, errno, dst);
     return;
   }
-  set_ok(status);
+  plugin_set_ok(status);
 }
 
 /* Copies every byte of in to out: copy_file_range, then sendfile, then a
@@ -598,7 +596,7 @@ static void fs_copy_file(const TF_Filesystem* filesystem, const char* src,
     unlink(tmp);
     return;
   }
-  set_ok(status);
+  plugin_set_ok(status);
 }
 
 static void fs_path_exists(const TF_Filesystem* filesystem, const char* path,
@@ -608,7 +606,7 @@ static void fs_path_exists(const TF_Filesystem* filesystem, const char* path,
     TF_SetStatusFromIOError(status, errno, path);
     return;
   }
-  set_ok(status);
+  plugin_set_ok(status);
 }
 
 static bool fs_paths_exist(const TF_Filesystem* filesystem, char** paths,
@@ -618,7 +616,7 @@ static bool fs_paths_exist(const TF_Filesystem* filesystem, char** paths,
   (void)filesystem;
   for (i = 0; i < num_files; ++i) {
     if (access(paths[i], F_OK) == 0) {
-      if (statuses != NULL) set_ok(statuses[i]);
+      if (statuses != NULL) plugin_set_ok(statuses[i]);
       continue;
     }
     all = false;
@@ -644,7 +642,7 @@ static void fs_stat(const TF_Filesystem* filesystem, const char* path,
   stats->mtime_nsec =
       (int64_t)st.st_mtim.tv_sec * 1000000000 + (int64_t)st.st_mtim.tv_nsec;
   stats->is_directory = S_ISDIR(st.st_mode);
-  set_ok(status);
+  plugin_set_ok(status);
 }
 
 static bool fs_is_directory(const TF_Filesystem* filesystem, const char* path,
@@ -656,7 +654,7 @@ static bool fs_is_directory(const TF_Filesystem* filesystem, const char* path,
     TF_SetStatus(status, TF_FAILED_PRECONDITION, "path is not a directory");
     return false;
   }
-  set_ok(status);
+  plugin_set_ok(status);
   return true;
 }
 
@@ -669,7 +667,7 @@ static int64_t fs_get_file_size(const TF_Filesystem* filesystem,
     TF_SetStatus(status, TF_FAILED_PRECONDITION, "path is a directory");
     return -1;
   }
-  set_ok(status);
+  plugin_set_ok(status);
   return (int64_t)st.st_size;
 }
 
@@ -702,7 +700,7 @@ static int fs_get_children(const TF_Filesystem* filesystem, const char* path,
     }
   }
   closedir(dir);
-  set_ok(status);
+  plugin_set_ok(status);
   return plugin_strlist_release(&list, entries);
 }
 
@@ -812,7 +810,7 @@ static int fs_get_matching_paths(const TF_Filesystem* filesystem,
     return -1;
   }
   plugin_strlist_sort(&list);
-  set_ok(status);
+  plugin_set_ok(status);
   return plugin_strlist_release(&list, entries);
 }
 

@@ -245,27 +245,28 @@ RUNTIME_EXPORT void ASYNCFS_StatusArrayCodes(TF_Status* const* statuses, int n,
 
 RUNTIME_EXPORT void ASYNCFS_Free(void* ptr) { free(ptr); }
 
-/* Copies a malloc'd result into out and frees it. */
-static int give(char* result, char* out, size_t cap) {
+/* Copies result into out (NUL-terminated) and frees it with release;
+ * returns its length, -1 when result is NULL or needs more than cap. */
+static int give(char* result, void (*release)(void*), char* out, size_t cap) {
   size_t n;
   if (result == NULL) return -1;
   n = strlen(result);
   if (n >= cap) {
-    free(result);
+    release(result);
     return -1;
   }
   memcpy(out, result, n + 1);
-  free(result);
+  release(result);
   return (int)n;
 }
 
 RUNTIME_EXPORT int ASYNCFS_CleanPath(const char* path, char* out, size_t cap) {
-  return give(plugin_clean_path(path), out, cap);
+  return give(plugin_clean_path(path), free, out, cap);
 }
 
 RUNTIME_EXPORT int ASYNCFS_GenericTranslateName(const char* uri, char* out,
                                                 size_t cap) {
-  return give(plugin_translate_name(uri, 0), out, cap);
+  return give(plugin_translate_name(uri, 0), free, out, cap);
 }
 
 RUNTIME_EXPORT int ASYNCFS_TranslateName(const TF_FilesystemOps* ops,
@@ -274,18 +275,10 @@ RUNTIME_EXPORT int ASYNCFS_TranslateName(const TF_FilesystemOps* ops,
                                          const char* uri, char* out,
                                          size_t cap) {
   char* translated;
-  size_t n;
   if (ops->translate_name == NULL) return -2;
   translated = ops->translate_name(fs, uri);
   if (translated == NULL) return -2;
-  n = strlen(translated);
-  if (n >= cap) {
-    plugin_free(translated);
-    return -1;
-  }
-  memcpy(out, translated, n + 1);
-  plugin_free(translated);
-  return (int)n;
+  return give(translated, plugin_free, out, cap);
 }
 
 /* The plugin's name for uri (TensorFlow's generic rule when it has no
