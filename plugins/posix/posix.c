@@ -677,14 +677,15 @@ static char* fs_translate_name(const TF_Filesystem* filesystem,
   return plugin_translate_name(uri, 0);
 }
 
-static int fs_get_children(const TF_Filesystem* filesystem, const char* path,
-                           char*** entries, TF_Status* status) {
-  plugin_strlist list = {NULL, 0, 0};
+/* The names in the directory at path, into list. Sets *same to whether
+ * path still names the directory that was read: a transaction's commit
+ * swaps a new tree in for the root and then empties the old one, so a
+ * listing that began on the old one may be cut short. */
+static int read_names(const char* path, plugin_strlist* list, int* same,
+                      TF_Status* status) {
   struct dirent* entry;
-  DIR* dir;
-  (void)filesystem;
-  *entries = NULL;
-  dir = opendir(path);
+  struct stat read_st, now_st;
+  DIR* dir = opendir(path);
   if (dir == NULL) {
     TF_SetStatusFromIOError(status, errno, path);
     return -1;
@@ -692,14 +693,33 @@ static int fs_get_children(const TF_Filesystem* filesystem, const char* path,
   while ((entry = readdir(dir)) != NULL) {
     const char* name = entry->d_name;
     if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
-    if (plugin_strlist_push(&list, name, strlen(name)) != 0) {
+    if (plugin_strlist_push(list, name, strlen(name)) != 0) {
       closedir(dir);
-      plugin_strlist_free(&list);
-      TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+      plugin_set_oom(status);
       return -1;
     }
   }
+  *same = fstat(dirfd(dir), &read_st) == 0 && stat(path, &now_st) == 0 &&
+          read_st.st_ino == now_st.st_ino && read_st.st_dev == now_st.st_dev;
   closedir(dir);
+  return 0;
+}
+
+static int fs_get_children(const TF_Filesystem* filesystem, const char* path,
+                           char*** entries, TF_Status* status) {
+  plugin_strlist list = {NULL, 0, 0};
+  int attempt, same = 0;
+  (void)filesystem;
+  *entries = NULL;
+  /* A listing that raced a commit is read again from the tree now in
+   * place, so a reader sees one whole generation of a transaction root. */
+  for (attempt = 0; attempt < 8 && !same; ++attempt) {
+    plugin_strlist_free(&list);
+    if (read_names(path, &list, &same, status) != 0) {
+      plugin_strlist_free(&list);
+      return -1;
+    }
+  }
   plugin_set_ok(status);
   return plugin_strlist_release(&list, entries);
 }
