@@ -1,4 +1,4 @@
-/* One S3 request: signed with SigV4 (OpenSSL's libcrypto), sent with libcurl
+/* One S3 request: signed (s3_sign.c), sent with libcurl
  * on a pooled handle whose connection stays open, retried with capped
  * exponential backoff and full jitter on 5xx, throttling and dropped
  * connections, and turned into a TF_Code with a message that names the
@@ -7,8 +7,6 @@
 
 #include <curl/curl.h>
 #include <errno.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,58 +27,6 @@ void s3_request_init(s3_request* req, s3_response* resp, const char* method,
 }
 
 void s3_response_free(s3_response* r) { plugin_buf_free(&r->body); }
-
-char* s3_uri_encode(const char* s, size_t len, int keep_slash) {
-  static const char hex[] = "0123456789ABCDEF";
-  char* out = malloc(len * 3 + 1);
-  size_t i, n = 0;
-  if (out == NULL) return NULL;
-  for (i = 0; i < len; ++i) {
-    unsigned char c = (unsigned char)s[i];
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-        (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' ||
-        c == '~' || (c == '/' && keep_slash)) {
-      out[n++] = (char)c;
-    } else {
-      out[n++] = '%';
-      out[n++] = hex[c >> 4];
-      out[n++] = hex[c & 15];
-    }
-  }
-  out[n] = '\0';
-  return out;
-}
-
-static void hex_encode(const unsigned char* in, size_t n, char* out) {
-  static const char hex[] = "0123456789abcdef";
-  size_t i;
-  for (i = 0; i < n; ++i) {
-    out[2 * i] = hex[in[i] >> 4];
-    out[2 * i + 1] = hex[in[i] & 15];
-  }
-  out[2 * n] = '\0';
-}
-
-static void sha256_hex(const char* data, size_t n, char out[65]) {
-  unsigned char md[32];
-  unsigned int len = 0;
-  EVP_Digest(data, n, md, &len, EVP_sha256(), NULL);
-  hex_encode(md, 32, out);
-}
-
-void s3_md5_base64(const char* data, size_t len, char out[32]) {
-  unsigned char md[16];
-  unsigned int n = 0;
-  EVP_Digest(data, len, md, &n, EVP_md5(), NULL);
-  EVP_EncodeBlock((unsigned char*)out, md, 16);
-}
-
-static void hmac(const void* key, size_t key_len, const char* msg,
-                 unsigned char out[32]) {
-  unsigned int len = 32;
-  HMAC(EVP_sha256(), key, (int)key_len, (const unsigned char*)msg,
-       strlen(msg), out, &len);
-}
 
 /* ---- parallel helper -------------------------------------------------------- */
 
@@ -257,235 +203,6 @@ static size_t on_header(char* line, size_t size, size_t n, void* arg) {
   return len;
 }
 
-/* ---- signing ----------------------------------------------------------------- */
-
-typedef struct signed_request {
-  char* url;
-  struct curl_slist* headers;
-} signed_request;
-
-static int cmp_params(const void* a, const void* b) {
-  return strcmp(((const s3_param*)a)->name, ((const s3_param*)b)->name);
-}
-
-/* The canonical query: names sorted, names and values URI-encoded. */
-static int canonical_query(const s3_request* req, plugin_buf* out) {
-  s3_param sorted[16];
-  int i, n = req->num_params < 16 ? req->num_params : 16;
-  memcpy(sorted, req->params, (size_t)n * sizeof *sorted);
-  qsort(sorted, (size_t)n, sizeof *sorted, cmp_params);
-  for (i = 0; i < n; ++i) {
-    const char* v = sorted[i].value != NULL ? sorted[i].value : "";
-    char* name = s3_uri_encode(sorted[i].name, strlen(sorted[i].name), 0);
-    char* value = s3_uri_encode(v, strlen(v), 0);
-    int bad = name == NULL || value == NULL ||
-              (i > 0 && plugin_buf_append(out, "&", 1) != 0) ||
-              plugin_buf_append(out, name, strlen(name)) != 0 ||
-              plugin_buf_append(out, "=", 1) != 0 ||
-              plugin_buf_append(out, value, strlen(value)) != 0;
-    free(name);
-    free(value);
-    if (bad) return -1;
-  }
-  if (out->data == NULL) return plugin_buf_append(out, "", 0);
-  return 0;
-}
-
-static int add_header(struct curl_slist** list, const char* name,
-                      const char* value) {
-  char line[2048];
-  struct curl_slist* next;
-  /* "Name:" with nothing after it removes a header curl would add. */
-  snprintf(line, sizeof line, *value ? "%s: %s" : "%s:", name, value);
-  next = curl_slist_append(*list, line);
-  if (next == NULL) return -1;
-  *list = next;
-  return 0;
-}
-
-/* Builds the URL and the signed headers of req (AWS Signature Version 4). */
-static int sign(const s3_config* cfg, const s3_request* req,
-                signed_request* out) {
-  char amz_date[17], date[9], payload_hash[65], request_hash[65];
-  char host[512], scheme[16];
-  unsigned char k1[32], k2[32], k3[32], k4[32], sig[32];
-  char sig_hex[65], key_material[512];
-  const char* endpoint = cfg->endpoint;
-  const char* hostpart;
-  const char* key = req->key != NULL ? req->key : "";
-  char* path_enc = NULL;
-  char* copy_enc = NULL;
-  plugin_buf query = {0}, canon = {0}, uri = {0}, sts = {0}, auth = {0};
-  struct tm tm;
-  time_t now = time(NULL);
-  int ok = -1;
-  char signed_names[128];
-
-  gmtime_r(&now, &tm);
-  strftime(amz_date, sizeof amz_date, "%Y%m%dT%H%M%SZ", &tm);
-  memcpy(date, amz_date, 8);
-  date[8] = '\0';
-
-  /* Endpoint: scheme and host[:port]. */
-  if (*endpoint == '\0') {
-    snprintf(scheme, sizeof scheme, "https");
-    if (req->bucket != NULL && !cfg->path_style)
-      snprintf(host, sizeof host, "%s.s3.%s.amazonaws.com", req->bucket, cfg->region);
-    else
-      snprintf(host, sizeof host, "s3.%s.amazonaws.com", cfg->region);
-  } else {
-    const char* sep = strstr(endpoint, "://");
-    size_t len;
-    snprintf(scheme, sizeof scheme, "%.*s", sep ? (int)(sep - endpoint) : 4,
-             sep ? endpoint : "http");
-    hostpart = sep ? sep + 3 : endpoint;
-    len = strcspn(hostpart, "/");
-    if (req->bucket != NULL && !cfg->path_style)
-      snprintf(host, sizeof host, "%s.%.*s", req->bucket, (int)len, hostpart);
-    else
-      snprintf(host, sizeof host, "%.*s", (int)len, hostpart);
-  }
-
-  /* Canonical URI: S3 encodes the key once, keeping "/". */
-  path_enc = s3_uri_encode(key, strlen(key), 1);
-  if (path_enc == NULL) goto done;
-  if (plugin_buf_append(&uri, "/", 1) != 0) goto done;
-  if (req->bucket != NULL && cfg->path_style) {
-    if (plugin_buf_append(&uri, req->bucket, strlen(req->bucket)) != 0) goto done;
-    if (*key != '\0' && plugin_buf_append(&uri, "/", 1) != 0) goto done;
-  }
-  if (plugin_buf_append(&uri, path_enc, strlen(path_enc)) != 0) goto done;
-  if (canonical_query(req, &query) != 0) goto done;
-
-  if (cfg->sign_payload || req->body_len == 0)
-    sha256_hex(req->body != NULL ? req->body : "", req->body_len, payload_hash);
-  else
-    snprintf(payload_hash, sizeof payload_hash, "UNSIGNED-PAYLOAD");
-
-  if (req->copy_source != NULL) {
-    copy_enc = s3_uri_encode(req->copy_source, strlen(req->copy_source), 1);
-    if (copy_enc == NULL) goto done;
-  }
-
-  /* Canonical request; headers in sorted order. */
-  {
-    char line[1024];
-    snprintf(line, sizeof line, "%s\n", req->method);
-    if (plugin_buf_append(&canon, line, strlen(line)) != 0 ||
-        plugin_buf_append(&canon, uri.data, uri.len) != 0 ||
-        plugin_buf_append(&canon, "\n", 1) != 0 ||
-        plugin_buf_append(&canon, query.data, query.len) != 0)
-      goto done;
-    snprintf(line, sizeof line, "\nhost:%s\nx-amz-content-sha256:%s\n", host,
-             payload_hash);
-    if (plugin_buf_append(&canon, line, strlen(line)) != 0) goto done;
-    if (copy_enc != NULL) {
-      if (plugin_buf_append(&canon, "x-amz-copy-source:/", 19) != 0 ||
-          plugin_buf_append(&canon, copy_enc, strlen(copy_enc)) != 0 ||
-          plugin_buf_append(&canon, "\n", 1) != 0)
-        goto done;
-      if (req->copy_range != NULL) {
-        snprintf(line, sizeof line, "x-amz-copy-source-range:%s\n", req->copy_range);
-        if (plugin_buf_append(&canon, line, strlen(line)) != 0) goto done;
-      }
-    }
-    snprintf(line, sizeof line, "x-amz-date:%s\n", amz_date);
-    if (plugin_buf_append(&canon, line, strlen(line)) != 0) goto done;
-    if (*cfg->session_token != '\0') {
-      if (plugin_buf_append(&canon, "x-amz-security-token:", 21) != 0 ||
-          plugin_buf_append(&canon, cfg->session_token, strlen(cfg->session_token)) != 0 ||
-          plugin_buf_append(&canon, "\n", 1) != 0)
-        goto done;
-    }
-    snprintf(signed_names, sizeof signed_names, "host;x-amz-content-sha256%s%s;x-amz-date%s",
-             copy_enc != NULL ? ";x-amz-copy-source" : "",
-             copy_enc != NULL && req->copy_range != NULL ? ";x-amz-copy-source-range" : "",
-             *cfg->session_token != '\0' ? ";x-amz-security-token" : "");
-    snprintf(line, sizeof line, "\n%s\n%s", signed_names, payload_hash);
-    if (plugin_buf_append(&canon, line, strlen(line)) != 0) goto done;
-  }
-  sha256_hex(canon.data, canon.len, request_hash);
-
-  {
-    char line[512];
-    snprintf(line, sizeof line, "AWS4-HMAC-SHA256\n%s\n%s/%s/s3/aws4_request\n%s",
-             amz_date, date, cfg->region, request_hash);
-    if (plugin_buf_append(&sts, line, strlen(line)) != 0) goto done;
-  }
-  snprintf(key_material, sizeof key_material, "AWS4%s", cfg->secret_key);
-  hmac(key_material, strlen(key_material), date, k1);
-  memset(key_material, 0, sizeof key_material);
-  hmac(k1, 32, cfg->region, k2);
-  hmac(k2, 32, "s3", k3);
-  hmac(k3, 32, "aws4_request", k4);
-  hmac(k4, 32, sts.data, sig);
-  hex_encode(sig, 32, sig_hex);
-
-  {
-    char line[1024];
-    snprintf(line, sizeof line,
-             "AWS4-HMAC-SHA256 Credential=%s/%s/%s/s3/aws4_request, "
-             "SignedHeaders=%s, Signature=%s",
-             cfg->access_key, date, cfg->region, signed_names, sig_hex);
-    if (plugin_buf_append(&auth, line, strlen(line)) != 0) goto done;
-  }
-
-  out->headers = NULL;
-  if (add_header(&out->headers, "Authorization", auth.data) != 0 ||
-      add_header(&out->headers, "x-amz-content-sha256", payload_hash) != 0 ||
-      add_header(&out->headers, "x-amz-date", amz_date) != 0 ||
-      add_header(&out->headers, "Expect", "") != 0)
-    goto done;
-  if (*cfg->session_token != '\0' &&
-      add_header(&out->headers, "x-amz-security-token", cfg->session_token) != 0)
-    goto done;
-  if (copy_enc != NULL) {
-    char source[1100];
-    snprintf(source, sizeof source, "/%s", copy_enc);
-    if (add_header(&out->headers, "x-amz-copy-source", source) != 0) goto done;
-    if (req->copy_range != NULL &&
-        add_header(&out->headers, "x-amz-copy-source-range", req->copy_range) != 0)
-      goto done;
-  }
-  if (req->range != NULL && add_header(&out->headers, "Range", req->range) != 0)
-    goto done;
-  if (req->if_match != NULL && add_header(&out->headers, "If-Match", req->if_match) != 0)
-    goto done;
-  if (req->content_md5 != NULL &&
-      add_header(&out->headers, "Content-MD5", req->content_md5) != 0)
-    goto done;
-  if (req->body != NULL && add_header(&out->headers, "Content-Type", "application/octet-stream") != 0)
-    goto done;
-
-  {
-    plugin_buf url = {0};
-    if (plugin_buf_append(&url, scheme, strlen(scheme)) != 0 ||
-        plugin_buf_append(&url, "://", 3) != 0 ||
-        plugin_buf_append(&url, host, strlen(host)) != 0 ||
-        plugin_buf_append(&url, uri.data, uri.len) != 0 ||
-        (query.len > 0 && (plugin_buf_append(&url, "?", 1) != 0 ||
-                           plugin_buf_append(&url, query.data, query.len) != 0))) {
-      plugin_buf_free(&url);
-      goto done;
-    }
-    out->url = url.data;
-  }
-  ok = 0;
-done:
-  if (ok != 0 && out->headers != NULL) {
-    curl_slist_free_all(out->headers);
-    out->headers = NULL;
-  }
-  free(path_enc);
-  free(copy_enc);
-  plugin_buf_free(&query);
-  plugin_buf_free(&canon);
-  plugin_buf_free(&uri);
-  plugin_buf_free(&sts);
-  plugin_buf_free(&auth);
-  return ok;
-}
-
 /* ---- errors ------------------------------------------------------------------ */
 
 static int retryable(long http, const char* code, CURLcode curl_code) {
@@ -617,20 +334,19 @@ int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
   unsigned seed = jitter_seed();
   int attempt;
   for (attempt = 1;; ++attempt) {
-    signed_request sr = {NULL, NULL};
+    s3_signed sr = {NULL, NULL};
     transfer t = {req, resp, 0, 0};
     char detail[CURL_ERROR_SIZE] = "";
     CURLcode rc;
     CURL* h;
     reset_response(resp);
-    if (sign(cfg, req, &sr) != 0) {
+    if (s3_sign(cfg, req, time(NULL), &sr) != 0) {
       TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "s3: out of memory signing a request");
       return -1;
     }
     h = take_handle(fs);
     if (h == NULL) {
-      free(sr.url);
-      curl_slist_free_all(sr.headers);
+      s3_signed_free(&sr);
       TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "s3: no curl handle");
       return -1;
     }
@@ -674,8 +390,7 @@ int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
       snprintf(detail, sizeof detail, "the answer was longer than asked for");
     }
     give_handle(fs, h, rc == CURLE_OK);
-    free(sr.url);
-    curl_slist_free_all(sr.headers);
+    s3_signed_free(&sr);
 
     /* Error answers carry an <Error> document; so do some 200s
      * (CompleteMultipartUpload, the copies). An object's own bytes are

@@ -1,7 +1,8 @@
 /*
  * The s3 plugin's internals, shared by its files:
  *   s3_config.c  settings (environment, ABI configuration ops)
- *   s3_client.c  one signed request with retries: curl, SigV4, errors
+ *   s3_client.c  one request with retries: curl, errors
+ *   s3_sign.c    AWS Signature Version 4: URL, canonical request, signature
  *   s3_xml.c     the few XML documents S3 answers with (expat)
  *   s3_objects.c paths, listings, HEAD: what is at a path
  *   s3_multipart.c  multipart uploads and server-side copies
@@ -14,6 +15,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "asyncfs/filesystem_interface.h"
 #include "plugin_common.h"
@@ -129,9 +131,21 @@ int s3_first_error_failed(s3_first_error* e);
 /* Copies the failure (or OK) into status; -1 when there was one. */
 int s3_first_error_take(s3_first_error* e, TF_Status* status);
 
+/* ---- signing (s3_sign.c) ------------------------------------------------ */
+
 /* URI-encodes s (RFC 3986 unreserved kept; "/" kept when keep_slash). */
 char* s3_uri_encode(const char* s, size_t len, int keep_slash);
 void s3_md5_base64(const char* data, size_t len, char out[32]);
+
+/* A request ready to send: its URL and its headers, signed. */
+typedef struct s3_signed {
+  char* url;
+  struct curl_slist* headers;
+} s3_signed;
+
+/* Signs req as of now (AWS Signature Version 4); -1 when out of memory. */
+int s3_sign(const s3_config* cfg, const s3_request* req, time_t now, s3_signed* out);
+void s3_signed_free(s3_signed* s);
 
 /* ---- XML ----------------------------------------------------------------- */
 

@@ -1,0 +1,325 @@
+/* AWS Signature Version 4 for one S3 request (OpenSSL's libcrypto), in the
+ * steps the specification names: the request's target (URL), the
+ * canonical request, the string to sign and its signature, and the headers
+ * that carry it. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "s3_internal.h"
+
+/* ---- encodings and digests ------------------------------------------------- */
+
+char* s3_uri_encode(const char* s, size_t len, int keep_slash) {
+  static const char hex[] = "0123456789ABCDEF";
+  char* out = malloc(len * 3 + 1);
+  size_t i, n = 0;
+  if (out == NULL) return NULL;
+  for (i = 0; i < len; ++i) {
+    unsigned char c = (unsigned char)s[i];
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+        (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' ||
+        c == '~' || (c == '/' && keep_slash)) {
+      out[n++] = (char)c;
+    } else {
+      out[n++] = '%';
+      out[n++] = hex[c >> 4];
+      out[n++] = hex[c & 15];
+    }
+  }
+  out[n] = '\0';
+  return out;
+}
+
+static void hex_encode(const unsigned char* in, size_t n, char* out) {
+  static const char hex[] = "0123456789abcdef";
+  size_t i;
+  for (i = 0; i < n; ++i) {
+    out[2 * i] = hex[in[i] >> 4];
+    out[2 * i + 1] = hex[in[i] & 15];
+  }
+  out[2 * n] = '\0';
+}
+
+static void sha256_hex(const char* data, size_t n, char out[65]) {
+  unsigned char md[32];
+  unsigned int len = 0;
+  EVP_Digest(data, n, md, &len, EVP_sha256(), NULL);
+  hex_encode(md, 32, out);
+}
+
+void s3_md5_base64(const char* data, size_t len, char out[32]) {
+  unsigned char md[16];
+  unsigned int n = 0;
+  EVP_Digest(data, len, md, &n, EVP_md5(), NULL);
+  EVP_EncodeBlock((unsigned char*)out, md, 16);
+}
+
+static void hmac(const void* key, size_t key_len, const char* msg,
+                 unsigned char out[32]) {
+  unsigned int len = 32;
+  HMAC(EVP_sha256(), key, (int)key_len, (const unsigned char*)msg,
+       strlen(msg), out, &len);
+}
+
+static int append_str(plugin_buf* b, const char* s) {
+  return plugin_buf_append(b, s, strlen(s));
+}
+
+/* ---- the target: scheme, host, canonical path and query ---------------------- */
+
+typedef struct target {
+  char scheme[16];
+  char host[512];
+  plugin_buf path;  /* "/" + [bucket "/"] + the key, encoded once */
+  plugin_buf query; /* names sorted, names and values encoded */
+} target;
+
+static void target_free(target* t) {
+  plugin_buf_free(&t->path);
+  plugin_buf_free(&t->query);
+}
+
+static int cmp_params(const void* a, const void* b) {
+  return strcmp(((const s3_param*)a)->name, ((const s3_param*)b)->name);
+}
+
+static int canonical_query(const s3_request* req, plugin_buf* out) {
+  s3_param sorted[16];
+  int i, n = req->num_params < 16 ? req->num_params : 16;
+  memcpy(sorted, req->params, (size_t)n * sizeof *sorted);
+  qsort(sorted, (size_t)n, sizeof *sorted, cmp_params);
+  for (i = 0; i < n; ++i) {
+    const char* v = sorted[i].value != NULL ? sorted[i].value : "";
+    char* name = s3_uri_encode(sorted[i].name, strlen(sorted[i].name), 0);
+    char* value = s3_uri_encode(v, strlen(v), 0);
+    int bad = name == NULL || value == NULL ||
+              (i > 0 && append_str(out, "&") != 0) ||
+              append_str(out, name) != 0 || append_str(out, "=") != 0 ||
+              append_str(out, value) != 0;
+    free(name);
+    free(value);
+    if (bad) return -1;
+  }
+  return out->data == NULL ? plugin_buf_append(out, "", 0) : 0;
+}
+
+/* AWS's own endpoint unless one is configured; the bucket in the host
+ * (virtual-hosted style) or in the path (path style). */
+static void endpoint_host(const s3_config* cfg, const s3_request* req,
+                          target* t) {
+  const char* endpoint = cfg->endpoint;
+  int virtual_host = req->bucket != NULL && !cfg->path_style;
+  if (*endpoint == '\0') {
+    snprintf(t->scheme, sizeof t->scheme, "https");
+    if (virtual_host)
+      snprintf(t->host, sizeof t->host, "%s.s3.%s.amazonaws.com", req->bucket, cfg->region);
+    else
+      snprintf(t->host, sizeof t->host, "s3.%s.amazonaws.com", cfg->region);
+  } else {
+    const char* sep = strstr(endpoint, "://");
+    const char* hostpart = sep ? sep + 3 : endpoint;
+    int len = (int)strcspn(hostpart, "/");
+    snprintf(t->scheme, sizeof t->scheme, "%.*s", sep ? (int)(sep - endpoint) : 4,
+             sep ? endpoint : "http");
+    if (virtual_host)
+      snprintf(t->host, sizeof t->host, "%s.%.*s", req->bucket, len, hostpart);
+    else
+      snprintf(t->host, sizeof t->host, "%.*s", len, hostpart);
+  }
+}
+
+static int build_target(const s3_config* cfg, const s3_request* req, target* t) {
+  const char* key = req->key != NULL ? req->key : "";
+  char* encoded = s3_uri_encode(key, strlen(key), 1); /* S3 encodes once, keeping "/" */
+  int bad;
+  if (encoded == NULL) return -1;
+  endpoint_host(cfg, req, t);
+  bad = append_str(&t->path, "/") != 0 ||
+        (req->bucket != NULL && cfg->path_style &&
+         (append_str(&t->path, req->bucket) != 0 ||
+          (*key != '\0' && append_str(&t->path, "/") != 0))) ||
+        append_str(&t->path, encoded) != 0 || canonical_query(req, &t->query) != 0;
+  free(encoded);
+  return bad ? -1 : 0;
+}
+
+static char* build_url(const target* t) {
+  plugin_buf url = {0};
+  if (append_str(&url, t->scheme) != 0 || append_str(&url, "://") != 0 ||
+      append_str(&url, t->host) != 0 ||
+      plugin_buf_append(&url, t->path.data, t->path.len) != 0 ||
+      (t->query.len > 0 && (append_str(&url, "?") != 0 ||
+                            plugin_buf_append(&url, t->query.data, t->query.len) != 0))) {
+    plugin_buf_free(&url);
+    return NULL;
+  }
+  return url.data;
+}
+
+/* ---- the canonical request ------------------------------------------------- */
+
+/* What the signature covers besides the target. */
+typedef struct signing {
+  char amz_date[17];     /* 20260102T030405Z */
+  char date[9];          /* 20260102 */
+  char payload_hash[65]; /* hex SHA-256 of the body, or UNSIGNED-PAYLOAD */
+  char* copy_source;     /* the encoded x-amz-copy-source, or NULL */
+  char signed_names[128];
+} signing;
+
+static int signing_init(const s3_config* cfg, const s3_request* req, time_t now,
+                        signing* s) {
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(s->amz_date, sizeof s->amz_date, "%Y%m%dT%H%M%SZ", &tm);
+  memcpy(s->date, s->amz_date, 8);
+  s->date[8] = '\0';
+  if (cfg->sign_payload || req->body_len == 0)
+    sha256_hex(req->body != NULL ? req->body : "", req->body_len, s->payload_hash);
+  else
+    snprintf(s->payload_hash, sizeof s->payload_hash, "UNSIGNED-PAYLOAD");
+  s->copy_source = NULL;
+  if (req->copy_source != NULL) {
+    s->copy_source = s3_uri_encode(req->copy_source, strlen(req->copy_source), 1);
+    if (s->copy_source == NULL) return -1;
+  }
+  snprintf(s->signed_names, sizeof s->signed_names,
+           "host;x-amz-content-sha256%s%s;x-amz-date%s",
+           s->copy_source != NULL ? ";x-amz-copy-source" : "",
+           s->copy_source != NULL && req->copy_range != NULL ? ";x-amz-copy-source-range" : "",
+           *cfg->session_token != '\0' ? ";x-amz-security-token" : "");
+  return 0;
+}
+
+/* One "name:value\n" line of the canonical headers. */
+static int header_line(plugin_buf* b, const char* name, const char* prefix,
+                       const char* value) {
+  return append_str(b, name) != 0 || append_str(b, ":") != 0 ||
+         append_str(b, prefix) != 0 || append_str(b, value) != 0 ||
+         append_str(b, "\n") != 0;
+}
+
+/* Method, path, query, the signed headers in sorted order, their names,
+ * and the payload hash, one per line. */
+static int canonical_request(const s3_config* cfg, const s3_request* req,
+                             const target* t, const signing* s, plugin_buf* out) {
+  const char* token = cfg->session_token;
+  return append_str(out, req->method) != 0 || append_str(out, "\n") != 0 ||
+         plugin_buf_append(out, t->path.data, t->path.len) != 0 ||
+         append_str(out, "\n") != 0 ||
+         plugin_buf_append(out, t->query.data, t->query.len) != 0 ||
+         append_str(out, "\n") != 0 || header_line(out, "host", "", t->host) != 0 ||
+         header_line(out, "x-amz-content-sha256", "", s->payload_hash) != 0 ||
+         (s->copy_source != NULL &&
+          (header_line(out, "x-amz-copy-source", "/", s->copy_source) != 0 ||
+           (req->copy_range != NULL &&
+            header_line(out, "x-amz-copy-source-range", "", req->copy_range) != 0))) ||
+         header_line(out, "x-amz-date", "", s->amz_date) != 0 ||
+         (*token != '\0' && header_line(out, "x-amz-security-token", "", token) != 0) ||
+         append_str(out, "\n") != 0 || append_str(out, s->signed_names) != 0 ||
+         append_str(out, "\n") != 0 || append_str(out, s->payload_hash) != 0;
+}
+
+/* ---- the signature ------------------------------------------------------------ */
+
+/* HMAC of the string to sign under the key derived from the secret, the
+ * date, the region and the service. */
+static void signature(const s3_config* cfg, const signing* s,
+                      const char* request_hash, char out[65]) {
+  char string_to_sign[512], key_material[512];
+  unsigned char k1[32], k2[32], k3[32], k4[32], sig[32];
+  snprintf(string_to_sign, sizeof string_to_sign,
+           "AWS4-HMAC-SHA256\n%s\n%s/%s/s3/aws4_request\n%s", s->amz_date,
+           s->date, cfg->region, request_hash);
+  snprintf(key_material, sizeof key_material, "AWS4%s", cfg->secret_key);
+  hmac(key_material, strlen(key_material), s->date, k1);
+  memset(key_material, 0, sizeof key_material);
+  hmac(k1, 32, cfg->region, k2);
+  hmac(k2, 32, "s3", k3);
+  hmac(k3, 32, "aws4_request", k4);
+  hmac(k4, 32, string_to_sign, sig);
+  hex_encode(sig, 32, out);
+}
+
+/* ---- the headers ---------------------------------------------------------------- */
+
+static int add_header(struct curl_slist** list, const char* name,
+                      const char* value) {
+  char line[2048];
+  struct curl_slist* next;
+  /* "Name:" with nothing after it removes a header curl would add. */
+  snprintf(line, sizeof line, *value ? "%s: %s" : "%s:", name, value);
+  next = curl_slist_append(*list, line);
+  if (next == NULL) return -1;
+  *list = next;
+  return 0;
+}
+
+static int build_headers(const s3_config* cfg, const s3_request* req,
+                         const signing* s, const char* sig_hex,
+                         struct curl_slist** out) {
+  char auth[1024], source[1100];
+  snprintf(auth, sizeof auth,
+           "AWS4-HMAC-SHA256 Credential=%s/%s/%s/s3/aws4_request, "
+           "SignedHeaders=%s, Signature=%s",
+           cfg->access_key, s->date, cfg->region, s->signed_names, sig_hex);
+  if (s->copy_source != NULL) snprintf(source, sizeof source, "/%s", s->copy_source);
+  return add_header(out, "Authorization", auth) != 0 ||
+         add_header(out, "x-amz-content-sha256", s->payload_hash) != 0 ||
+         add_header(out, "x-amz-date", s->amz_date) != 0 ||
+         add_header(out, "Expect", "") != 0 ||
+         (*cfg->session_token != '\0' &&
+          add_header(out, "x-amz-security-token", cfg->session_token) != 0) ||
+         (s->copy_source != NULL &&
+          (add_header(out, "x-amz-copy-source", source) != 0 ||
+           (req->copy_range != NULL &&
+            add_header(out, "x-amz-copy-source-range", req->copy_range) != 0))) ||
+         (req->range != NULL && add_header(out, "Range", req->range) != 0) ||
+         (req->if_match != NULL && add_header(out, "If-Match", req->if_match) != 0) ||
+         (req->content_md5 != NULL &&
+          add_header(out, "Content-MD5", req->content_md5) != 0) ||
+         (req->body != NULL &&
+          add_header(out, "Content-Type", "application/octet-stream") != 0);
+}
+
+/* ---- all of it ------------------------------------------------------------------- */
+
+int s3_sign(const s3_config* cfg, const s3_request* req, time_t now,
+            s3_signed* out) {
+  target t;
+  signing s;
+  plugin_buf canon = {0};
+  char request_hash[65], sig_hex[65];
+  int ok = -1;
+  memset(&t, 0, sizeof t);
+  out->url = NULL;
+  out->headers = NULL;
+  if (signing_init(cfg, req, now, &s) != 0) return -1;
+  if (build_target(cfg, req, &t) != 0 || canonical_request(cfg, req, &t, &s, &canon) != 0)
+    goto done;
+  sha256_hex(canon.data, canon.len, request_hash);
+  signature(cfg, &s, request_hash, sig_hex);
+  if (build_headers(cfg, req, &s, sig_hex, &out->headers) != 0) goto done;
+  out->url = build_url(&t);
+  if (out->url != NULL) ok = 0;
+done:
+  if (ok != 0) s3_signed_free(out);
+  free(s.copy_source);
+  target_free(&t);
+  plugin_buf_free(&canon);
+  return ok;
+}
+
+void s3_signed_free(s3_signed* s) {
+  free(s->url);
+  curl_slist_free_all(s->headers);
+  s->url = NULL;
+  s->headers = NULL;
+}
