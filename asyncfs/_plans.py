@@ -239,7 +239,7 @@ def run(fs: ModularFileSystem, plan: Plan[R]) -> R:
 
 
 async def _call_batch(afs: AsyncModularFileSystem, step: Calls) -> list[Any]:
-    return await afs.run_many(getattr(afs.sync, step.op), step.args, mutating=step.mutating)
+    return await afs.run_many(getattr(afs.wrapped, step.op), step.args, mutating=step.mutating)
 
 
 async def iterate_async(afs: AsyncModularFileSystem, plan: Plan[Any]) -> AsyncIterator[Any]:

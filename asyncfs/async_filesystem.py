@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from . import _fanout, _plans
 from ._fallbacks import write_by_rename
 from ._marshal import Option, OptionValue
-from ._pool import WorkerPool
+from ._pool import Pending, Sink, WorkerPool
 from .errors import AlreadyExistsError, StatusError
 from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
 from .filesystem import FileStatistics, ModularFileSystem
@@ -50,19 +50,19 @@ def _close(handle: RandomAccessFile | WritableFile | ReadOnlyMemoryRegion) -> No
 
 class _AsyncHandle:
     def __init__(self, handle: Any, pool: WorkerPool) -> None:
-        self.sync = handle
+        self.wrapped = handle
         self._pool = pool
 
     @property
     def uri(self) -> str:
-        return str(self.sync.uri)
+        return str(self.wrapped.uri)
 
     @property
     def closed(self) -> bool:
-        return bool(self.sync.closed)
+        return bool(self.wrapped.closed)
 
     async def close(self) -> None:
-        await self._pool.run(self.sync.close, mutating=True)
+        await self._pool.run(self.wrapped.close, mutating=True)
 
     async def __aenter__(self) -> Self:
         return self
@@ -77,209 +77,243 @@ class _AsyncHandle:
 
 
 class AsyncRandomAccessFile(_AsyncHandle):
-    sync: RandomAccessFile
+    wrapped: RandomAccessFile
 
     async def read(self, offset: int, n: int, *, strict: bool = False) -> bytes:
-        return await self._pool.run(partial(self.sync.read, strict=strict), offset, n, mutating=False)
+        return await self._pool.run(partial(self.wrapped.read, strict=strict), offset, n, mutating=False)
 
     async def read_into(self, offset: int, buffer: Buffer, *, strict: bool = False) -> int:
         # shielded: the buffer is the caller's, and a read it gave up on must
         # not go on writing into it
-        return await self._pool.run(partial(self.sync.read_into, strict=strict), offset, buffer, mutating=True)
+        return await self._pool.run(partial(self.wrapped.read_into, strict=strict), offset, buffer, mutating=True)
 
 
 class AsyncWritableFile(_AsyncHandle):
-    sync: WritableFile
+    wrapped: WritableFile
 
     async def append(self, data: Buffer) -> None:
-        await self._pool.run(self.sync.append, data, mutating=True)
+        await self._pool.run(self.wrapped.append, data, mutating=True)
 
     async def tell(self) -> int:
-        return await self._pool.run(self.sync.tell, mutating=False)
+        return await self._pool.run(self.wrapped.tell, mutating=False)
 
     async def flush(self) -> None:
-        await self._pool.run(self.sync.flush, mutating=True)
+        await self._pool.run(self.wrapped.flush, mutating=True)
 
-    async def sync_data(self) -> None:
-        await self._pool.run(self.sync.sync, mutating=True)
+    async def sync(self) -> None:
+        """Make what was appended durable (the plugin's Sync: fsync on posix)."""
+        await self._pool.run(self.wrapped.sync, mutating=True)
 
 
 class AsyncReadOnlyMemoryRegion(_AsyncHandle):
-    sync: ReadOnlyMemoryRegion
+    wrapped: ReadOnlyMemoryRegion
 
     @property
     def data(self) -> memoryview:
-        return self.sync.data
+        return self.wrapped.data
 
     def __len__(self) -> int:
-        return len(self.sync)
+        return len(self.wrapped)
 
 
 class AsyncModularFileSystem:
     """One scheme's filesystem, async. Get it from :meth:`Env.filesystem`."""
 
     def __init__(self, fs: ModularFileSystem, pool: WorkerPool) -> None:
-        self.sync = fs
-        self.pool = pool
+        self.wrapped = fs
+        self._pool = pool
 
     @property
     def scheme(self) -> str:
-        return self.sync.scheme
+        return self.wrapped.scheme
 
     def __repr__(self) -> str:
-        return f"<AsyncModularFileSystem {self.scheme!r} from {self.sync.metadata.name}>"
+        return f"<AsyncModularFileSystem {self.scheme!r} from {self.wrapped.metadata.name}>"
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickles as its synchronous filesystem; the receiving process runs
         it on its process-wide Env (:func:`asyncfs.env.default_env`)."""
-        return (_rebuild_async, (self.sync,))
+        return (_rebuild_async, (self.wrapped,))
+
+    @property
+    def network(self) -> bool:
+        """Whether its calls wait on a network (the plugin's
+        ASYNCFS_PLUGIN_NETWORK flag): they run on the Env's network pool."""
+        return self.wrapped.metadata.network
 
     # ---- composing sync calls: the one way in for the layers above ----------
+    #
+    # Streams, transactions, prefetch, TFRecord, the Env and the CLI compose
+    # several calls of :attr:`wrapped` into one plain function and hand it to
+    # one of these: one round trip to the pool instead of one per call, and
+    # the pool stays this layer's own (docs/architecture.md).
 
-    async def run(self, fn: Callable[..., T], *args: Any, mutating: bool) -> T:
+    async def run(
+        self, fn: Callable[..., T], *args: Any, mutating: bool, discard: Callable[[T], Any] | None = None
+    ) -> T:
         """Run ``fn(*args)`` on the worker pool and return its result.
 
-        This is how the layers above (streams, transactions, prefetch,
-        TFRecord, the Env, the CLI) compose several calls of :attr:`sync`
-        into one worker function: one round trip to the pool instead of one
-        per call (docs/architecture.md). ``mutating=True`` shields the call
-        from cancellation (the caller waits for it, then sees the
-        cancellation); a side-effect-free one may be abandoned."""
-        return await self.pool.run(fn, *args, mutating=mutating)
+        ``mutating=True`` shields the call from cancellation (the caller
+        waits for it, then sees the cancellation); a side-effect-free one may
+        be abandoned, and if its result holds something to release (an open
+        handle), ``discard(result)`` then runs on a worker."""
+        return await self._pool.run(fn, *args, mutating=mutating, discard=discard)
 
     async def run_many(
         self, fn: Callable[..., T], calls: Sequence[tuple[Any, ...]], *, mutating: bool
     ) -> list[T | Exception]:
         """``fn(*args)`` for every args in calls, spread over the workers as
         one batch; results in order, each a value or the exception raised."""
-        return await self.pool.run_many(fn, calls, mutating=mutating)
+        return await self._pool.run_many(fn, calls, mutating=mutating)
+
+    def start(self, fn: Callable[..., T], *args: Any) -> Pending[T] | None:
+        """Start side-effect-free ``fn(*args)`` now and await its
+        :meth:`~asyncfs._pool.Pending.result` later (read-ahead); None when
+        the in-flight cap leaves no room."""
+        return self._pool.submit(fn, *args)
+
+    def sink(self) -> Sink:
+        """A fan-in for :meth:`run_into`, on the running event loop. Any
+        filesystem of the same Env may deliver into it."""
+        return self._pool.sink()
+
+    async def run_into(self, sink: Sink, tag: Any, fn: Callable[..., Any], *args: Any) -> None:
+        """Start side-effect-free ``fn(*args)``; ``(tag, result, error)``
+        arrives in sink when it is done, in the order calls finish. Waits
+        for room under the in-flight cap."""
+        await self._pool.submit_to(sink, tag, fn, *args)
+
+    @property
+    def workers(self) -> int:
+        """How many calls its pool runs at once."""
+        return self._pool.workers
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
-        return await self.pool.run(fn, *args, mutating=False)
+        return await self._pool.run(fn, *args, mutating=False)
 
     async def _mutate(self, fn: Callable[..., T], *args: Any) -> T:
-        return await self.pool.run(fn, *args, mutating=True)
+        return await self._pool.run(fn, *args, mutating=True)
 
     # ---- the sync adapter's operations, one to one --------------------------
 
     async def translate_name(self, uri: str) -> str:
-        return await self._read(self.sync.translate_name, uri)
+        return await self._read(self.wrapped.translate_name, uri)
 
     async def new_random_access_file(self, uri: str) -> AsyncRandomAccessFile:
-        handle = await self.pool.run(self.sync.new_random_access_file, uri, mutating=False, discard=_close)
-        return AsyncRandomAccessFile(handle, self.pool)
+        handle = await self._pool.run(self.wrapped.new_random_access_file, uri, mutating=False, discard=_close)
+        return AsyncRandomAccessFile(handle, self._pool)
 
     async def new_writable_file(self, uri: str) -> AsyncWritableFile:
-        handle = await self.pool.run(self.sync.new_writable_file, uri, mutating=True)
-        return AsyncWritableFile(handle, self.pool)
+        handle = await self._pool.run(self.wrapped.new_writable_file, uri, mutating=True)
+        return AsyncWritableFile(handle, self._pool)
 
     async def new_appendable_file(self, uri: str) -> AsyncWritableFile:
-        handle = await self.pool.run(self.sync.new_appendable_file, uri, mutating=True)
-        return AsyncWritableFile(handle, self.pool)
+        handle = await self._pool.run(self.wrapped.new_appendable_file, uri, mutating=True)
+        return AsyncWritableFile(handle, self._pool)
 
     async def new_read_only_memory_region_from_file(self, uri: str) -> AsyncReadOnlyMemoryRegion:
-        region = await self.pool.run(
-            self.sync.new_read_only_memory_region_from_file, uri, mutating=False, discard=_close
+        region = await self._pool.run(
+            self.wrapped.new_read_only_memory_region_from_file, uri, mutating=False, discard=_close
         )
-        return AsyncReadOnlyMemoryRegion(region, self.pool)
+        return AsyncReadOnlyMemoryRegion(region, self._pool)
 
     async def create_dir(self, uri: str) -> None:
-        await self._mutate(self.sync.create_dir, uri)
+        await self._mutate(self.wrapped.create_dir, uri)
 
     async def recursively_create_dir(self, uri: str) -> None:
-        await self._mutate(self.sync.recursively_create_dir, uri)
+        await self._mutate(self.wrapped.recursively_create_dir, uri)
 
     async def delete_file(self, uri: str) -> None:
-        await self._mutate(self.sync.delete_file, uri)
+        await self._mutate(self.wrapped.delete_file, uri)
 
     async def delete_dir(self, uri: str) -> None:
-        await self._mutate(self.sync.delete_dir, uri)
+        await self._mutate(self.wrapped.delete_dir, uri)
 
     async def delete_recursively(self, uri: str) -> tuple[int, int]:
-        if self.sync.offers("delete_recursively"):
-            return await self._mutate(self.sync.delete_recursively, uri)
+        if self.wrapped.offers("delete_recursively"):
+            return await self._mutate(self.wrapped.delete_recursively, uri)
         return await _plans.run_async(self, _plans.delete_tree(uri))
 
     async def rename_file(self, src: str, dst: str) -> None:
-        await self._mutate(self.sync.rename_file, src, dst)
+        await self._mutate(self.wrapped.rename_file, src, dst)
 
     async def copy_file(self, src: str, dst: str) -> None:
-        await self._mutate(self.sync.copy_file, src, dst)
+        await self._mutate(self.wrapped.copy_file, src, dst)
 
     async def path_exists(self, uri: str) -> None:
-        await self._read(self.sync.path_exists, uri)
+        await self._read(self.wrapped.path_exists, uri)
 
     async def paths_exist(self, uris: Sequence[str]) -> list[StatusError | None]:
-        chunks = _fanout.chunked(list(uris), self.pool.workers)
-        parts = await self.run_many(self.sync.paths_exist, [(c,) for c in chunks], mutating=False)
+        chunks = _fanout.chunked(list(uris), self.workers)
+        parts = await self.run_many(self.wrapped.paths_exist, [(c,) for c in chunks], mutating=False)
         return [status for part in _fanout.unwrap(parts) for status in part]
 
     async def files_exist(self, uris: Sequence[str]) -> list[bool]:
         """Whether each uri exists: chunks of the list, each one batch
         plugin call, run in parallel."""
-        chunks = _fanout.chunked(list(uris), self.pool.workers)
-        parts = await self.run_many(self.sync.files_exist, [(c,) for c in chunks], mutating=False)
+        chunks = _fanout.chunked(list(uris), self.workers)
+        parts = await self.run_many(self.wrapped.files_exist, [(c,) for c in chunks], mutating=False)
         return [found for part in _fanout.unwrap(parts) for found in part]
 
     async def stat(self, uri: str) -> FileStatistics:
-        return await self._read(self.sync.stat, uri)
+        return await self._read(self.wrapped.stat, uri)
 
     async def is_directory(self, uri: str) -> bool:
-        return await self._read(self.sync.is_directory, uri)
+        return await self._read(self.wrapped.is_directory, uri)
 
     async def get_file_size(self, uri: str) -> int:
-        return await self._read(self.sync.get_file_size, uri)
+        return await self._read(self.wrapped.get_file_size, uri)
 
     async def get_children(self, uri: str) -> list[str]:
-        return await self._read(self.sync.get_children, uri)
+        return await self._read(self.wrapped.get_children, uri)
 
     async def get_matching_paths(self, pattern: str) -> list[str]:
         """Glob, expanding directory levels concurrently (see
         :func:`asyncfs._plans.glob`); equal to the sync result."""
-        native = self.sync.offers("get_matching_paths")
+        native = self.wrapped.offers("get_matching_paths")
         return await _plans.run_async(self, _plans.glob(pattern, native=native))
 
     async def flush_caches(self) -> None:
-        await self._mutate(self.sync.flush_caches)
+        await self._mutate(self.wrapped.flush_caches)
 
     async def configuration(self) -> list[Option]:
-        return await self._read(self.sync.configuration)
+        return await self._read(self.wrapped.configuration)
 
     async def configuration_keys(self) -> list[str]:
-        return await self._read(self.sync.configuration_keys)
+        return await self._read(self.wrapped.configuration_keys)
 
     async def get_option(self, key: str) -> Option:
-        return await self._read(self.sync.get_option, key)
+        return await self._read(self.wrapped.get_option, key)
 
     async def set_option(self, name: str, *values: OptionValue) -> None:
-        await self._mutate(self.sync.set_option, name, *values)
+        await self._mutate(self.wrapped.set_option, name, *values)
 
     async def set_configuration(self, options: list[Option]) -> None:
-        await self._mutate(self.sync.set_configuration, options)
+        await self._mutate(self.wrapped.set_configuration, options)
 
     # ---- whole-file and Pythonic operations ---------------------------------
 
     async def read_file(self, uri: str) -> bytes:
-        return await self._read(self.sync.read_file, uri)
+        return await self._read(self.wrapped.read_file, uri)
 
     async def read_into(self, uri: str, buffer: Buffer, offset: int = 0) -> int:
         """Read from offset of uri into a caller-owned buffer (no copy)."""
-        return await self._mutate(self.sync.read_into, uri, buffer, offset)
+        return await self._mutate(self.wrapped.read_into, uri, buffer, offset)
 
     async def write_file(self, uri: str, data: Buffer, *, atomic: bool = True) -> None:
         """Create or replace uri with data. With atomic (the default) the
         data goes to a temporary sibling that is renamed over uri, so uri
         holds the old or the new content, never a part."""
-        await self._mutate(_write_file, self.sync, uri, data, atomic)
+        await self._mutate(_write_file, self.wrapped, uri, data, atomic)
 
     async def append(self, uri: str, data: Buffer) -> None:
-        await self._mutate(_append, self.sync, uri, data)
+        await self._mutate(_append, self.wrapped, uri, data)
 
     async def exists(self, uri: str) -> bool:
-        return await self._read(self.sync.exists, uri)
+        return await self._read(self.wrapped.exists, uri)
 
     async def isdir(self, uri: str) -> bool:
-        return await self._read(self.sync.isdir, uri)
+        return await self._read(self.wrapped.isdir, uri)
 
     async def size(self, uri: str) -> int:
         return await self.get_file_size(uri)

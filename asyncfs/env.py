@@ -72,6 +72,11 @@ class Env:
     flag) run on a second pool of ``network_workers`` threads (default 64):
     their threads mostly sleep on sockets, and so many requests can be in
     flight without crowding the few threads that copy local files.
+
+    Inside a transaction, call the same methods on the
+    :class:`~asyncfs.Transaction` instead (``await txn.write_file(...)``):
+    it has the reading, writing and stream methods below, with paths
+    relative to its root.
     """
 
     def __init__(
@@ -177,9 +182,9 @@ class Env:
         scheme = _uri.scheme_of(_uri.check_uri(uri))
         fs = self._filesystems.get(scheme)
         if fs is None:
-            sync = self.registry.get(scheme)
-            pool = self.network_pool if sync.metadata.network else self.pool
-            fs = self._filesystems[scheme] = AsyncModularFileSystem(sync, pool)
+            wrapped = self.registry.get(scheme)
+            pool = self.network_pool if wrapped.metadata.network else self.pool
+            fs = self._filesystems[scheme] = AsyncModularFileSystem(wrapped, pool)
         return fs
 
     # ---- transactions ------------------------------------------------------------
@@ -204,9 +209,7 @@ class Env:
 
     # ---- reading -----------------------------------------------------------------
 
-    async def read_file(self, uri: str, *, transaction: Transaction | None = None) -> bytes:
-        if transaction is not None:
-            return await transaction.read_file(uri)
+    async def read_file(self, uri: str) -> bytes:
         return await self.filesystem(uri).read_file(uri)
 
     async def read_into(self, uri: str, buffer: Buffer, offset: int = 0) -> int:
@@ -242,14 +245,11 @@ class Env:
         compression ("infer" from the suffix, a codec name, or None),
         block_size (bytes per plugin call, 1 MiB), readahead (blocks read
         ahead, 2), atomic ("w" modes: a temporary sibling renamed over the
-        target on close; True), transaction (stage the stream in it)."""
-        transaction = options.pop("transaction", None)
-        if transaction is not None:
-            return transaction.open(uri, mode, **options)  # type: ignore[no-any-return]
+        target on close; True). Inside a transaction, ``txn.open``."""
         from .streams import StreamOpener, open_stream  # noqa: PLC0415 (lazy: see the imports)
 
         fs = self.filesystem(uri)
-        return StreamOpener(lambda: open_stream(fs.pool, fs.sync, uri, mode, **options))
+        return StreamOpener(lambda: open_stream(fs, uri, mode, **options))
 
     # ---- datasets ---------------------------------------------------------------------
 
@@ -267,9 +267,7 @@ class Env:
 
     # ---- queries -------------------------------------------------------------------
 
-    async def exists(self, uri: str, *, transaction: Transaction | None = None) -> bool:
-        if transaction is not None:
-            return await transaction.exists(uri)
+    async def exists(self, uri: str) -> bool:
         return await self.filesystem(uri).exists(uri)
 
     async def files_exist(self, uris: Sequence[str]) -> list[bool]:
@@ -285,22 +283,16 @@ class Env:
                 result[i] = value
         return result
 
-    async def stat(self, uri: str, *, transaction: Transaction | None = None) -> FileStatistics:
-        if transaction is not None:
-            return await transaction.stat(uri)
+    async def stat(self, uri: str) -> FileStatistics:
         return await self.filesystem(uri).stat(uri)
 
-    async def isdir(self, uri: str, *, transaction: Transaction | None = None) -> bool:
-        if transaction is not None:
-            return await transaction.isdir(uri)
+    async def isdir(self, uri: str) -> bool:
         return await self.filesystem(uri).isdir(uri)
 
     async def size(self, uri: str) -> int:
         return await self.filesystem(uri).size(uri)
 
-    async def listdir(self, uri: str, *, transaction: Transaction | None = None) -> list[str]:
-        if transaction is not None:
-            return await transaction.listdir(uri)
+    async def listdir(self, uri: str) -> list[str]:
         return await self.filesystem(uri).listdir(uri)
 
     def walk(self, uri: str) -> AsyncIterator[tuple[str, list[str], list[str]]]:
@@ -314,21 +306,13 @@ class Env:
 
     # ---- writing ---------------------------------------------------------------------
 
-    async def write_file(
-        self, uri: str, data: Buffer, *, atomic: bool = True, transaction: Transaction | None = None
-    ) -> None:
+    async def write_file(self, uri: str, data: Buffer, *, atomic: bool = True) -> None:
         """Create or replace uri with data; atomically (temporary sibling,
         then rename) unless atomic is false or the plugin cannot rename."""
-        if transaction is not None:
-            await transaction.write_file(uri, data)
-        else:
-            await self.filesystem(uri).write_file(uri, data, atomic=atomic)
+        await self.filesystem(uri).write_file(uri, data, atomic=atomic)
 
-    async def append(self, uri: str, data: Buffer, *, transaction: Transaction | None = None) -> None:
-        if transaction is not None:
-            await transaction.append(uri, data)
-        else:
-            await self.filesystem(uri).append(uri, data)
+    async def append(self, uri: str, data: Buffer) -> None:
+        await self.filesystem(uri).append(uri, data)
 
     async def new_writable_file(self, uri: str) -> AsyncWritableFile:
         return await self.filesystem(uri).new_writable_file(uri)
@@ -336,39 +320,24 @@ class Env:
     async def new_appendable_file(self, uri: str) -> AsyncWritableFile:
         return await self.filesystem(uri).new_appendable_file(uri)
 
-    async def mkdir(self, uri: str, *, transaction: Transaction | None = None) -> None:
-        if transaction is not None:
-            await transaction.mkdir(uri)
-        else:
-            await self.filesystem(uri).mkdir(uri)
+    async def mkdir(self, uri: str) -> None:
+        await self.filesystem(uri).mkdir(uri)
 
-    async def makedirs(self, uri: str, *, exist_ok: bool = True, transaction: Transaction | None = None) -> None:
-        if transaction is not None:
-            await transaction.makedirs(uri)
-        else:
-            await self.filesystem(uri).makedirs(uri, exist_ok=exist_ok)
+    async def makedirs(self, uri: str, *, exist_ok: bool = True) -> None:
+        await self.filesystem(uri).makedirs(uri, exist_ok=exist_ok)
 
-    async def rm(self, uri: str, *, transaction: Transaction | None = None) -> None:
-        if transaction is not None:
-            await transaction.rm(uri)
-        else:
-            await self.filesystem(uri).rm(uri)
+    async def rm(self, uri: str) -> None:
+        await self.filesystem(uri).rm(uri)
 
     async def rmdir(self, uri: str) -> None:
         await self.filesystem(uri).rmdir(uri)
 
-    async def rmtree(self, uri: str, *, transaction: Transaction | None = None) -> tuple[int, int]:
+    async def rmtree(self, uri: str) -> tuple[int, int]:
         """Delete uri and all below it; (undeleted files, dirs), (0, 0) when
         all went."""
-        if transaction is not None:
-            await transaction.rmtree(uri)
-            return (0, 0)
         return await self.filesystem(uri).rmtree(uri)
 
-    async def rename(self, src: str, dst: str, *, transaction: Transaction | None = None) -> None:
-        if transaction is not None:
-            await transaction.rename(src, dst)
-            return
+    async def rename(self, src: str, dst: str) -> None:
         source, target = self.filesystem(src), self.filesystem(dst)
         if source is not target:
             raise UnimplementedError(
@@ -385,11 +354,8 @@ class Env:
         source, target = self.filesystem(src), self.filesystem(dst)
         if recursive and await source.isdir(src):
             await _transfer.copy_tree(source, src, target, dst, self.copy_chunk)
-        elif source is target:
-            await source.copy_file(src, dst)
         else:
-            pool = target.pool if target.pool is self.network_pool else source.pool
-            await pool.run(_transfer.stream_copy, source.sync, src, target.sync, dst, self.copy_chunk, mutating=True)
+            await _transfer.copy_file(source, src, target, dst, self.copy_chunk)
 
 
 def _rebuild_env(recipe: RegistryRecipe | None, options: dict[str, Any]) -> Env:

@@ -27,19 +27,26 @@ import heapq
 import threading
 from collections import deque
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from ._pool import Sink
 from .errors import InvalidArgumentError, StatusError
 from .filesystem import ModularFileSystem
+from .streams import Opener
 from .tfrecord import TFRecordReader, _compression
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-    from .env import Env
+    from ._pool import Sink
+    from .async_filesystem import AsyncModularFileSystem
 
-__all__ = ["Budget", "Prefetch", "PrefetchRecords", "prefetch", "prefetch_records"]
+__all__ = ["Budget", "Prefetch", "PrefetchRecords", "Resolver", "prefetch", "prefetch_records"]
+
+
+class Resolver(Protocol):
+    """What maps a URI to its filesystem: an :class:`~asyncfs.Env`."""
+
+    def filesystem(self, uri: str) -> AsyncModularFileSystem: ...
 
 
 class Budget:
@@ -116,7 +123,7 @@ class Prefetch(_Items):
 
     def __init__(
         self,
-        env: Env,
+        resolver: Resolver,
         uris: Iterable[str],
         *,
         in_flight: int,
@@ -130,7 +137,7 @@ class Prefetch(_Items):
             raise InvalidArgumentError("in_flight and max_bytes must be positive")
         if errors not in ("raise", "deliver"):
             raise InvalidArgumentError(f"errors must be 'raise' or 'deliver', not {errors!r}")
-        self._env = env
+        self._resolver = resolver
         self._paths = list(uris)
         self._in_flight = in_flight
         self._ordered = ordered
@@ -177,9 +184,6 @@ class Prefetch(_Items):
             # only now may the next file pass the budget: the one handed over
             # is released, so at most one file is ever held beyond the limit
             self.budget.head = self._next_due
-        pool = self._env.pool
-        if self._sink is None:
-            self._sink = pool.sink()
         while True:
             taken = self._take_ready()
             if taken is not None:
@@ -204,11 +208,14 @@ class Prefetch(_Items):
             while self._running < self._in_flight and self._startable:
                 index = heapq.heappop(self._startable)
                 path = self._paths[index]
-                fs = self._env.filesystem(path)
-                await fs.pool.submit_to(self._sink, index, _read, fs.sync, path, self.budget, index, self._scratch_size)
+                fs = self._resolver.filesystem(path)
+                if self._sink is None:
+                    self._sink = fs.sink()
+                await fs.run_into(self._sink, index, _read, fs.wrapped, path, self.budget, index, self._scratch_size)
                 self._running += 1
             if self._running == 0:
                 raise RuntimeError(f"prefetch stalled with {len(self._paths) - self._delivered} files left")
+            assert self._sink is not None
             index, result, error = await self._sink.next()
             self._running -= 1
             if result is _DEFERRED:
@@ -218,7 +225,7 @@ class Prefetch(_Items):
 
 
 def prefetch(
-    env: Env,
+    resolver: Resolver,
     uris: Iterable[str],
     *,
     in_flight: int = 32,
@@ -231,7 +238,7 @@ def prefetch(
     """(path, data) for every path in uris; see the module's documentation.
     Pass a :class:`Budget` to watch its ``peak``."""
     return Prefetch(
-        env,
+        resolver,
         uris,
         in_flight=in_flight,
         max_bytes=max_bytes,
@@ -247,7 +254,7 @@ class PrefetchRecords(_Items):
 
     def __init__(
         self,
-        env: Env,
+        opener: Opener,
         uris: Iterable[str],
         *,
         cycle_length: int,
@@ -260,7 +267,7 @@ class PrefetchRecords(_Items):
             raise InvalidArgumentError("cycle_length must be positive")
         if errors not in ("raise", "deliver"):
             raise InvalidArgumentError(f"errors must be 'raise' or 'deliver', not {errors!r}")
-        self._env = env
+        self._opener = opener
         self._queue = deque(uris)
         self._cycle = cycle_length
         self._compression = _compression(compression)
@@ -284,7 +291,7 @@ class PrefetchRecords(_Items):
             while self._queue and len(self._open) < self._cycle:
                 path = self._queue.popleft()
                 try:
-                    stream = await self._env.open(path, "rb", compression=self._compression, block_size=self._block)
+                    stream = await self._opener.open(path, "rb", compression=self._compression, block_size=self._block)
                 except StatusError as exc:
                     if self._errors == "raise":
                         raise
@@ -307,7 +314,7 @@ class PrefetchRecords(_Items):
 
 
 def prefetch_records(
-    env: Env,
+    opener: Opener,
     uris: Iterable[str],
     *,
     cycle_length: int = 4,
@@ -320,7 +327,7 @@ def prefetch_records(
     record from each of cycle_length open files in turn. Each open file
     buffers at most max_bytes / cycle_length bytes, read ahead."""
     return PrefetchRecords(
-        env,
+        opener,
         uris,
         cycle_length=cycle_length,
         compression=compression,

@@ -22,18 +22,19 @@ import re
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from . import _uri
 from . import compression as _compression
-from ._backends import current_loop
-from ._pool import Pending, WorkerPool
 from .errors import FailedPreconditionError, InvalidArgumentError
 from .files import RandomAccessFile, WritableFile
 from .filesystem import ModularFileSystem
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer, Self
+
+    from ._pool import Pending
+    from .async_filesystem import AsyncModularFileSystem
 else:
     Buffer = object
     Self = object
@@ -44,6 +45,7 @@ __all__ = [
     "AsyncTextReader",
     "AsyncTextWriter",
     "BLOCK_SIZE",
+    "Opener",
     "Stream",
     "StreamOpener",
 ]
@@ -74,7 +76,11 @@ def _native_lines() -> bool:
     """Lines come from a native async generator on asyncio, twice as fast
     per line; on trio, whose rules warn about an unfinished async generator
     left behind by a ``break``, from the reader's own ``__anext__``."""
-    return isinstance(current_loop(), asyncio.AbstractEventLoop)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio: trio
+        return False
+    return True
 
 
 class _Stream:
@@ -235,7 +241,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
 
     def __init__(
         self,
-        pool: WorkerPool,
+        afs: AsyncModularFileSystem,
         file: RandomAccessFile,
         uri: str,
         size: int,
@@ -246,7 +252,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
     ) -> None:
         self.uri = uri
         self.closed = False
-        self._pool = pool
+        self._afs = afs
         self._file = file
         self._size = size
         self._block = block_size
@@ -274,7 +280,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
                 data = await pending.result()
         if data is None:
             await self._drop_ahead()
-            data = await self._pool.run(self._file.read, offset, self._block, mutating=False)
+            data = await self._afs.run(self._file.read, offset, self._block, mutating=False)
         self._raw_offset += len(data)
         if len(data) < self._block:
             self._raw_eof = True
@@ -286,7 +292,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         """Keep up to readahead next blocks on their way."""
         start = self._ahead[-1][0] + self._block if self._ahead else self._raw_offset
         while len(self._ahead) < self._readahead and start < self._size:
-            self._ahead.append((start, self._pool.submit(self._file.read, start, self._block)))
+            self._ahead.append((start, self._afs.start(self._file.read, start, self._block)))
             start += self._block
 
     async def _drop_ahead(self) -> None:
@@ -325,7 +331,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         start = self.tell()
         await self._drop_ahead()
         wanted = max(self._size - start, 0)
-        data = await self._pool.run(self._file.read, start, wanted, mutating=False) if wanted else b""
+        data = await self._afs.run(self._file.read, start, wanted, mutating=False) if wanted else b""
         self._raw_offset = self._buf_start = start + len(data)
         self._buf, self._pos = b"", 0
         self._raw_eof = len(data) < wanted
@@ -340,7 +346,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
             return b"".join(parts)
         # bytes.join releases the GIL for large joins: on a worker, the
         # loop runs meanwhile
-        return await self._pool.run(b"".join, parts, mutating=False)
+        return await self._afs.run(b"".join, parts, mutating=False)
 
     async def readinto(self, buffer: Buffer) -> int:
         view = memoryview(buffer).cast("B")
@@ -400,7 +406,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
             return
         self.closed = True
         await self._drop_ahead()
-        await self._pool.run(self._file.close, mutating=True)
+        await self._afs.run(self._file.close, mutating=True)
 
 
 class _Writer(_Stream):
@@ -425,8 +431,7 @@ class AsyncBinaryWriter(_Writer):
 
     def __init__(
         self,
-        pool: WorkerPool,
-        fs: ModularFileSystem,
+        afs: AsyncModularFileSystem,
         file: WritableFile,
         uri: str,
         *,
@@ -436,8 +441,7 @@ class AsyncBinaryWriter(_Writer):
     ) -> None:
         self.uri = uri
         self.closed = False
-        self._pool = pool
-        self._fs = fs
+        self._afs = afs
         self._file = file
         self._staged = staged
         self._block = block_size
@@ -457,7 +461,7 @@ class AsyncBinaryWriter(_Writer):
         self._written += len(view)
         chunk: Buffer = self._compressor.compress(view) if self._compressor is not None else view
         if not self._buffer and len(memoryview(chunk)) >= self._block:
-            await self._pool.run(self._file.append, chunk, mutating=True)  # large: no copy
+            await self._afs.run(self._file.append, chunk, mutating=True)  # large: no copy
         else:
             self._buffer += chunk
             if len(self._buffer) >= self._block:
@@ -471,7 +475,7 @@ class AsyncBinaryWriter(_Writer):
     async def _push(self) -> None:
         if self._buffer:
             buffer, self._buffer = self._buffer, bytearray()
-            await self._pool.run(self._file.append, buffer, mutating=True)
+            await self._afs.run(self._file.append, buffer, mutating=True)
 
     def tell(self) -> int:
         """Bytes written so far (before compression)."""
@@ -481,12 +485,12 @@ class AsyncBinaryWriter(_Writer):
         """Hand buffered data to the plugin (a compressor keeps what it has)."""
         self._check_open()
         await self._push()
-        await self._pool.run(self._file.flush, mutating=True)
+        await self._afs.run(self._file.flush, mutating=True)
 
     async def sync(self) -> None:
         """flush, then make the data durable."""
         await self.flush()
-        await self._pool.run(self._file.sync, mutating=True)
+        await self._afs.run(self._file.sync, mutating=True)
 
     async def close(self) -> None:
         """Write what is buffered, close, and (atomic writers) replace the
@@ -497,9 +501,9 @@ class AsyncBinaryWriter(_Writer):
             self._buffer += self._compressor.flush()
         try:
             await self._push()
-            await self._pool.run(self._file.close, mutating=True)
+            await self._afs.run(self._file.close, mutating=True)
             if self._staged is not None:
-                await self._pool.run(self._fs.rename_file, self._staged, self.uri, mutating=True)
+                await self._afs.run(self._afs.wrapped.rename_file, self._staged, self.uri, mutating=True)
         except BaseException:
             await self.abort()
             raise
@@ -510,7 +514,7 @@ class AsyncBinaryWriter(_Writer):
         if self.closed:
             return
         self.closed = True
-        await self._pool.run(_discard, self._fs, self._file, self._staged, mutating=True)
+        await self._afs.run(_discard, self._afs.wrapped, self._file, self._staged, mutating=True)
 
 
 def _discard(fs: ModularFileSystem, file: WritableFile, staged: str | None) -> None:
@@ -630,6 +634,14 @@ class StreamOpener(Generic[S]):
         await self._stream.__aexit__(exc_type, exc, tb)
 
 
+class Opener(Protocol):
+    """What opens streams by URI: an :class:`~asyncfs.Env`, or a
+    :class:`~asyncfs.Transaction` (its streams are staged in it). TFRecord
+    readers and writers take either."""
+
+    def open(self, uri: str, mode: str = "rb", **options: Any) -> StreamOpener[Any]: ...
+
+
 def _open_for_reading(fs: ModularFileSystem, uri: str) -> tuple[RandomAccessFile, int]:
     file = fs.new_random_access_file(uri)
     try:
@@ -650,8 +662,7 @@ def _open_for_writing(fs: ModularFileSystem, uri: str, staged: str | None) -> Wr
 
 
 async def open_stream(
-    pool: WorkerPool,
-    fs: ModularFileSystem,
+    afs: AsyncModularFileSystem,
     uri: str,
     mode: str = "rb",
     *,
@@ -673,18 +684,19 @@ async def open_stream(
         raise InvalidArgumentError(f"block_size must be positive, not {block_size}")
     codec = _compression.codec_for(uri, compression)
     encoding = encoding or "utf-8"
+    fs = afs.wrapped
     if kind == "r":
-        file, size = await pool.run(_open_for_reading, fs, uri, mutating=False, discard=_close_opened)
-        reader = AsyncBinaryReader(pool, file, uri, size, block_size=block_size, readahead=readahead, codec=codec)
+        file, size = await afs.run(_open_for_reading, fs, uri, mutating=False, discard=_close_opened)
+        reader = AsyncBinaryReader(afs, file, uri, size, block_size=block_size, readahead=readahead, codec=codec)
         return AsyncTextReader(reader, encoding, errors) if text else reader
     if kind == "w":
         staged = _uri.staging_name(uri) if atomic and fs.stages_atomic_writes() else None
-        writable = await pool.run(_open_for_writing, fs, uri, staged, mutating=True)
+        writable = await afs.run(_open_for_writing, fs, uri, staged, mutating=True)
     else:
         staged = None
-        writable = await pool.run(fs.new_appendable_file, uri, mutating=True)
-    writer = AsyncBinaryWriter(pool, fs, writable, uri, staged=staged, block_size=block_size, codec=codec)
+        writable = await afs.run(fs.new_appendable_file, uri, mutating=True)
+    writer = AsyncBinaryWriter(afs, writable, uri, staged=staged, block_size=block_size, codec=codec)
     if not text:
         return writer
-    continuing = kind == "a" and await pool.run(writable.tell, mutating=False) > 0
+    continuing = kind == "a" and await afs.run(writable.tell, mutating=False) > 0
     return AsyncTextWriter(writer, encoding, errors, continuing=continuing)

@@ -23,12 +23,10 @@ import google_crc32c
 
 from . import _ffi
 from .errors import DataLossError
-from .streams import AsyncBinaryReader, AsyncBinaryWriter
+from .streams import AsyncBinaryReader, AsyncBinaryWriter, Opener
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
-
-    from .env import Env
 
 __all__ = ["TFRecordCorruptionError", "TFRecordReader", "TFRecordWriter", "masked_crc32c", "reader", "writer"]
 
@@ -174,25 +172,26 @@ def _find_header(window: bytes) -> int:
     return int(_ffi.runtime().ASYNCFS_FindRecordHeader(window, len(window)))
 
 
-async def writer(env: Env, uri: str, *, compression: str | None = "infer", atomic: bool = True) -> TFRecordWriter:
+async def writer(opener: Opener, uri: str, *, compression: str | None = "infer", atomic: bool = True) -> TFRecordWriter:
     """A TFRecord writer on uri (landing by rename on close unless atomic is
-    false). compression: "GZIP", "ZLIB", zstd, snappy, None, or "infer"."""
-    stream = await env.open(uri, "wb", compression=_compression(compression), atomic=atomic)
+    false). compression: "GZIP", "ZLIB", zstd, snappy, None, or "infer".
+    opener is an Env, or a Transaction to write the file inside it."""
+    stream = await opener.open(uri, "wb", compression=_compression(compression), atomic=atomic)
     return TFRecordWriter(stream)
 
 
 def reader(
-    env: Env,
+    opener: Opener,
     uri: str,
     *,
     compression: str | None = "infer",
     skip_corrupt: bool = False,
     verify: bool = True,
 ) -> AsyncIterator[bytes]:
-    """The records of uri, in order."""
+    """The records of uri, in order (opener: an Env, or a Transaction)."""
 
     async def records() -> AsyncIterator[bytes]:
-        stream = await env.open(uri, "rb", compression=_compression(compression))
+        stream = await opener.open(uri, "rb", compression=_compression(compression))
         async for record in TFRecordReader(stream, skip_corrupt=skip_corrupt, verify=verify):
             yield record
 

@@ -85,7 +85,7 @@ def bench_s3(repeat: int, quick: bool) -> list[Row]:
 def _bench(gw: Gateway, repeat: int, quick: bool) -> list[Row]:
     small_count, big_size, list_count = (500, 32 * MiB, 2000) if quick else (2000, 256 * MiB, 10_000)
     env = started_env()
-    fs = env.filesystem("s3://").sync
+    fs = env.filesystem("s3://").wrapped
     for name, value in gw.environ().items():
         option = {
             "AWS_ENDPOINT_URL": "endpoint",

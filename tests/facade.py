@@ -14,7 +14,6 @@ from anyio.from_thread import BlockingPortal
 import asyncfs
 
 _HANDLES = (asyncfs.AsyncRandomAccessFile, asyncfs.AsyncWritableFile, asyncfs.AsyncReadOnlyMemoryRegion)
-_RENAMED = {"sync": "sync_data"}  # the async handle keeps .sync for the wrapped handle
 
 
 class BlockingFacade:
@@ -24,9 +23,9 @@ class BlockingFacade:
 
     def __getattr__(self, name: str) -> Any:
         target = self._target
-        attr = getattr(target, _RENAMED.get(name, name), None)
-        if attr is None and hasattr(target, "sync") and not isinstance(target, _HANDLES):
-            return getattr(target.sync, name)  # metadata, offers(), available(), ...
+        attr = getattr(target, name, None)
+        if attr is None and hasattr(target, "wrapped") and not isinstance(target, _HANDLES):
+            return getattr(target.wrapped, name)  # metadata, offers(), available(), ...
         if attr is None:
             raise AttributeError(name)
         if inspect.iscoroutinefunction(attr):

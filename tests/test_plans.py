@@ -21,7 +21,7 @@ PATTERNS = ["*", "*.txt", "*/x.txt", "a/*/*.txt", "a/b/*", "*/*/c/*", "a/[xy].*"
 @pytest.fixture(params=["mem", "file"])
 def tree(request: pytest.FixtureRequest, tmp_path: Path, env: asyncfs.Env) -> str:
     root = f"mem:///plans-{tmp_path.name}" if request.param == "mem" else str(tmp_path / "tree")
-    fs = env.filesystem(root).sync
+    fs = env.filesystem(root).wrapped
     for name in FILES:
         fs.recursively_create_dir(root + "/" + name.rpartition("/")[0])
         fs.write_file(f"{root}/{name}", name.encode())
@@ -33,14 +33,14 @@ def tree(request: pytest.FixtureRequest, tmp_path: Path, env: asyncfs.Env) -> st
 async def test_glob_drivers_agree(tree: str, env: asyncfs.Env, pattern: str, native: bool) -> None:
     afs = env.filesystem(tree)
     full = f"{tree}/{pattern}"
-    synchronous = _plans.run(afs.sync, _plans.glob(full, native=native))
+    synchronous = _plans.run(afs.wrapped, _plans.glob(full, native=native))
     concurrent = await _plans.run_async(afs, _plans.glob(full, native=native))
-    assert synchronous == concurrent == afs.sync.get_matching_paths(full)
+    assert synchronous == concurrent == afs.wrapped.get_matching_paths(full)
 
 
 async def test_walk_drivers_agree_and_prune(tree: str, env: asyncfs.Env) -> None:
     afs = env.filesystem(tree)
-    synchronous = list(afs.sync.walk(tree))
+    synchronous = list(afs.wrapped.walk(tree))
     concurrent = [entry async for entry in afs.walk(tree)]
     assert synchronous == concurrent
     assert [d for d, _, _ in synchronous] == [tree, f"{tree}/a", f"{tree}/d", f"{tree}/a/b", f"{tree}/a/b/c"]
@@ -55,10 +55,10 @@ async def test_walk_drivers_agree_and_prune(tree: str, env: asyncfs.Env) -> None
 async def test_delete_tree_drivers(tree: str, env: asyncfs.Env, driver: str) -> None:
     afs = env.filesystem(tree)
     plan = _plans.delete_tree(f"{tree}/a")
-    counts = _plans.run(afs.sync, plan) if driver == "sync" else await _plans.run_async(afs, plan)
+    counts = _plans.run(afs.wrapped, plan) if driver == "sync" else await _plans.run_async(afs, plan)
     assert counts == (0, 0)
-    assert not afs.sync.exists(f"{tree}/a")
-    assert afs.sync.exists(f"{tree}/d/x.txt")
+    assert not afs.wrapped.exists(f"{tree}/a")
+    assert afs.wrapped.exists(f"{tree}/d/x.txt")
 
 
 async def test_delete_tree_of_a_missing_path_counts_its_root(env: asyncfs.Env, tmp_path: Path) -> None:

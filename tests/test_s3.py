@@ -162,7 +162,7 @@ def test_dropped_writer_aborts_its_multipart_upload(
 
 
 def test_atomic_writes_need_no_temporary_and_rename(env: asyncfs.Env, s3_gateway: Gateway, bucket: str) -> None:
-    fs = env.filesystem("s3://").sync
+    fs = env.filesystem("s3://").wrapped
     assert fs.metadata.atomic_writes and not fs.stages_atomic_writes()
 
     async def main() -> None:
@@ -245,7 +245,7 @@ def test_pagination_glob_and_batched_delete_over_2600_keys(env: asyncfs.Env, s3_
         assert len(posts) == 3  # DeleteObjects: 1000 + 1000 + 600 keys
     finally:
         proxy.close()
-    assert not env.filesystem("s3://").sync.exists(f"s3://{bucket}/d")
+    assert not env.filesystem("s3://").wrapped.exists(f"s3://{bucket}/d")
 
 
 def test_server_side_copy_single_and_multipart(s3_gateway: Gateway, bucket: str) -> None:
@@ -272,7 +272,7 @@ def test_server_side_copy_single_and_multipart(s3_gateway: Gateway, bucket: str)
 
 
 def test_files_exist_answers_concurrently(env: asyncfs.Env, bucket: str) -> None:
-    fs = env.filesystem("s3://").sync
+    fs = env.filesystem("s3://").wrapped
     for i in range(0, 50, 2):
         fs.write_file(f"s3://{bucket}/e{i}", b"x")
     uris = [f"s3://{bucket}/e{i}" for i in range(50)]

@@ -269,7 +269,7 @@ async def test_streams_in_a_transaction(env: asyncfs.Env, base: str) -> None:
     async with env.transaction(root) as txn:
         async with txn.open("weights.bin", "wb") as f:
             await f.write(b"w" * 1000)
-        async with env.open(f"{root}/log.txt", "a", transaction=txn) as f:
+        async with txn.open(f"{root}/log.txt", "a") as f:
             await f.write("line 2\n")
         async with txn.open("log.txt", "r") as f:
             assert [line async for line in f] == ["line 1\n", "line 2\n"]
@@ -277,6 +277,24 @@ async def test_streams_in_a_transaction(env: asyncfs.Env, base: str) -> None:
         assert not await env.exists(f"{root}/weights.bin")
     assert await env.read_file(f"{root}/log.txt") == b"line 1\nline 2\n"
     assert await env.read_file(f"{root}/weights.bin") == b"w" * 1000
+
+
+@pytest.mark.parametrize("native", [True, False])
+async def test_tfrecords_written_inside_a_transaction(env: asyncfs.Env, base: str, native: bool) -> None:
+    """A Transaction opens streams as an Env does, so TFRecord readers and
+    writers take it: the file lands with the commit, not before."""
+    root = f"{base}/shards-{native}"
+    async with env.transaction(root, native=native) as txn:
+        async with await tfrecord.writer(txn, "train.tfrecord.gz") as out:
+            for i in range(3):
+                await out.write(b"record %d" % i)
+        assert [r async for r in tfrecord.reader(txn, "train.tfrecord.gz")] == [b"record 0", b"record 1", b"record 2"]
+        assert not await env.exists(f"{root}/train.tfrecord.gz")
+    assert [r async for r in tfrecord.reader(env, f"{root}/train.tfrecord.gz")] == [
+        b"record 0",
+        b"record 1",
+        b"record 2",
+    ]
 
 
 # ---- prefetch ---------------------------------------------------------------------------------
