@@ -20,6 +20,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import _uri
@@ -276,20 +277,19 @@ class GenericStaging(Staging):
         return sorted(n for n in names if not self._gone(prefix + n))
 
     def rm(self, rel: str) -> None:
-        in_root = not self._gone(rel) and self.fs.exists(self.at_root(rel))
-        if self.fs.exists(self.staged(rel)):
-            self.fs.delete_file(self.staged(rel))
-        elif not in_root:
-            raise NotFoundError("no such file", op="rm", path=self.at_root(rel))
-        if in_root:
-            self.deleted.add(rel)
+        self._remove(rel, self.fs.delete_file, "no such file", "rm")
 
     def rmtree(self, rel: str) -> None:
+        self._remove(rel, self.fs.delete_recursively, "no such directory", "rmtree")
+
+    def _remove(self, rel: str, delete: Callable[[str], object], missing: str, op: str) -> None:
+        """Delete rel's staged copy, and remember to delete it from the root
+        at commit if it is there."""
         in_root = not self._gone(rel) and self.fs.exists(self.at_root(rel))
         if self.fs.exists(self.staged(rel)):
-            self.fs.delete_recursively(self.staged(rel))
+            delete(self.staged(rel))
         elif not in_root:
-            raise NotFoundError("no such directory", op="rmtree", path=self.at_root(rel))
+            raise NotFoundError(missing, op=op, path=self.at_root(rel))
         if in_root:
             self.deleted.add(rel)
 

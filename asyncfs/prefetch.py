@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import threading
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
@@ -90,7 +91,7 @@ def _read(fs: ModularFileSystem, uri: str, budget: Budget, index: int, scratch_s
     return _DEFERRED if data is None else data
 
 
-class _Items:
+class _Items(ABC):
     """An async iterator that needs no finalizing on the event loop: leaving
     the loop early (break, an exception, a cancellation) drops the work in
     flight at once or when the iterator is collected. ``aclose()`` and
@@ -99,11 +100,12 @@ class _Items:
     def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> tuple[str, bytes | Exception]:
-        raise NotImplementedError
+    @abstractmethod
+    async def __anext__(self) -> tuple[str, bytes | Exception]: ...
 
+    @abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Drop what is in flight; safe to call more than once."""
 
     async def aclose(self) -> None:
         self.close()

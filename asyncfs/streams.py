@@ -19,6 +19,7 @@ import codecs
 import contextlib
 import io
 import re
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
 from types import TracebackType
@@ -83,12 +84,12 @@ def _native_lines() -> bool:
     return True
 
 
-class _Stream:
+class _Stream(ABC):
     uri: str
     closed: bool
 
-    async def close(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    async def close(self) -> None: ...
 
     async def __aenter__(self) -> Self:
         return self
@@ -114,9 +115,9 @@ class _BufferedReader(_Stream, Generic[T]):
 
     _empty: T
 
+    @abstractmethod
     async def _more(self) -> T | None:
         """The next decoded chunk of the stream; None at its end."""
-        raise NotImplementedError
 
     async def _fill(self) -> bool:
         """Add to the buffer; False at the end of the stream."""
@@ -126,9 +127,9 @@ class _BufferedReader(_Stream, Generic[T]):
         self._append(data)
         return True
 
+    @abstractmethod
     def _splittable(self, chunk: T) -> bool:
         """Whether chunk.splitlines() breaks only at newlines."""
-        raise NotImplementedError
 
     def _append(self, data: T) -> None:
         rest = self._buf[self._pos :]
@@ -412,8 +413,9 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
 class _Writer(_Stream):
     """A writer keeps what its block wrote only if the block succeeded."""
 
+    @abstractmethod
     async def abort(self) -> None:
-        raise NotImplementedError
+        """Drop what was written: the target is left as it was."""
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
