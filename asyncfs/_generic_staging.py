@@ -138,7 +138,7 @@ class GenericStaging(Staging):
                 continue  # nobody can lock that folder either: its parent is not writable
             self.markers.append(marker)
             lock = beside.lock
-            if self.fs.exists(lock) and not _stale_lock(self.fs, lock):
+            if self.fs.exists(lock) and not _lock_state(self.fs, lock)[1]:
                 raise TransactionConflictError(
                     f"an enclosing folder, {folder}, is in another transaction", op="transaction", path=self.root
                 )
@@ -201,19 +201,30 @@ class GenericStaging(Staging):
         self._unlock()
 
     def _lock(self) -> None:
-        """A directory made with create_dir, which fails if it exists, is the
-        lock; one left by a dead process on this host is taken over."""
+        """Take the root's lock (see :func:`_lock_state`): a directory made
+        with create_dir, which fails if it exists (on an object store, a
+        conditional PUT that the server decides). A lock left by a dead
+        process is taken over by creating its next claim, which only one of
+        several processes that found it stale can do."""
         try:
             self.fs.create_dir(self.lock)
+            claim = 1
         except AlreadyExistsError:
-            if not _stale_lock(self.fs, self.lock):
+            claims, stale = _lock_state(self.fs, self.lock)
+            if not stale:
                 raise TransactionConflictError(
                     "the root is in another transaction", op="transaction", path=self.root
                 ) from None
-            self.fs.delete_recursively(self.lock)
-            self.fs.create_dir(self.lock)
+            claim = claims + 1
+        try:
+            self.fs.create_dir(f"{self.lock}/claim.{claim}")
+        except (AlreadyExistsError, NotFoundError):  # another process took it (or took and freed it) first
+            raise TransactionConflictError(
+                "another process took over the root's stale lock first", op="transaction", path=self.root
+            ) from None
         # whole or absent, never a truncated pid that names another process
-        write_by_rename(self.fs, f"{self.lock}/owner", _owner_record(os.getpid()).encode())
+        record = _owner_record(os.getpid()).encode()
+        write_by_rename(self.fs, f"{self.lock}/claim.{claim}/owner", record)
 
     def _unlock(self) -> None:
         try:
@@ -321,19 +332,31 @@ def _owner_record(pid: int) -> str:
     return f"{pid} {_start_time(pid)} {socket.gethostname()}"
 
 
-def _stale_lock(fs: ModularFileSystem, lock: str) -> bool:
-    """Whether a lock directory was left by a process of this host that is
-    gone (its pid is free, or names a process started at another time), or
-    by one killed before it recorded itself, some seconds ago."""
+def _lock_state(fs: ModularFileSystem, lock: str) -> tuple[int, bool]:
+    """(claims, stale) of a lock directory. Its holder is the latest of its
+    claims: ``claim.<n>`` directories, each made with create_dir (so one
+    process makes each) with its claimer's owner record inside. The lock is
+    stale when that holder is a process of this host that is gone (its pid
+    free, or naming a process started at another time), or when the latest
+    claim (or the lock, before any) has had no owner record for some
+    seconds: its claimer was killed before it wrote one. A lock released
+    meanwhile is stale too: create_dir decides who has it next."""
     try:
-        record = fs.read_file(f"{lock}/owner").decode()
+        names = fs.get_children(lock)
     except NotFoundError:
+        return 0, True
+    claims = max((int(name[6:]) for name in names if name.startswith("claim.") and name[6:].isdigit()), default=0)
+    latest = f"{lock}/claim.{claims}" if claims else lock
+    if claims:
         try:
-            age = time.time_ns() - fs.stat(lock).mtime_nsec
+            return claims, _owner_gone(fs.read_file(f"{latest}/owner").decode())
         except NotFoundError:
-            return True
-        return age > _OWNERLESS_GRACE_NS
-    return _owner_gone(record)
+            pass  # claimed, and not yet recorded
+    try:
+        age = time.time_ns() - fs.stat(latest).mtime_nsec
+    except NotFoundError:
+        return claims, True
+    return claims, age > _OWNERLESS_GRACE_NS
 
 
 def _owner_gone(record: str) -> bool:

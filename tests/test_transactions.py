@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
+from txn_holder import Holder, race
 
 import asyncfs
 from asyncfs import _generic_staging
@@ -285,7 +285,7 @@ async def test_generic_recovery_rolls_a_whole_journal_forward(
         await txn.commit()
     monkeypatch.undo()
     # as a killed process leaves it: its lock names a pid that is gone
-    owner = tmp_path / ".ckpt.asyncfs-lock.d" / "owner"
+    owner = tmp_path / ".ckpt.asyncfs-lock.d" / "claim.1" / "owner"
     owner.write_text(f"{dead_pid()} {socket.gethostname()}")
     assert (tmp_path / ".ckpt.asyncfs-journal").exists()
     await env.recover(root, native=False)
@@ -344,32 +344,6 @@ def test_the_abi_transaction_ops_directly(scheme: str, tmp_path: Path) -> None:
 
 # ---- nested roots across processes ------------------------------------------------------
 
-HOLDER = Path(__file__).parent / "txn_holder.py"
-
-
-class Holder:
-    """A transaction held open by another process (tests/txn_holder.py)."""
-
-    def __init__(self, root: str, native: bool, name: str) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, str(HOLDER), root, "native" if native else "generic", name],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        self.state = self.process.stdout.readline().strip()
-
-    def finish(self, order: str = "commit") -> None:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        with self.process:
-            if self.state == "held":
-                self.process.stdin.write(order + "\n")
-                self.process.stdin.flush()
-                assert self.process.stdout.readline().strip() == "done"
-            self.process.stdin.close()
-            assert self.process.wait(timeout=60) == 0
-
 
 def run_holder(root: str, native: bool, name: str) -> str:
     holder = Holder(root, native, name)
@@ -413,3 +387,27 @@ async def test_a_bare_path_root_and_a_nested_file_uri_root_conflict(env: asyncfs
     finally:
         await outer.abort()
     assert [p.name for p in tmp_path.iterdir()] == ["root"] or list(tmp_path.iterdir()) == []
+
+
+# ---- the generic lock between processes ---------------------------------------------------
+
+
+@pytest.mark.parametrize("stale", [False, True], ids=["free-root", "stale-lock"])
+def test_processes_racing_for_one_root_never_both_hold_it(tmp_path: Path, stale: bool) -> None:
+    """Two processes released into begin() at the same moment: one holds
+    the root, the other conflicts, and the winner's commit stays. With a
+    lock left by a dead process, both find it stale at once; only one may
+    take it over (deleting and re-making it let both in)."""
+    root = f"file://{tmp_path}/root"
+    lock = tmp_path / ".root.asyncfs-lock.d"
+    for trial in range(4):
+        if stale:
+            claim = lock / "claim.1"
+            claim.mkdir(parents=True)
+            (claim / "owner").write_text(f"{dead_pid()} 0 {socket.gethostname()}")
+        outcomes = race(root, native=False)
+        assert sorted(outcomes) == ["conflict", "held"], f"trial {trial}: {outcomes}"
+        winner = f"f{outcomes.index('held')}"
+        assert (tmp_path / "root" / winner).read_text() == f"written by {root}"
+        (tmp_path / "root" / winner).unlink()
+        assert not lock.exists()
