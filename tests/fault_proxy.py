@@ -1,8 +1,11 @@
 """An HTTP proxy on loopback that injects faults in front of the S3 gateway.
 
 Each request is read whole, then, by the next entry of the plan (``pass``
-when the plan is empty), answered with 503 SlowDown, dropped without an
-answer, cut off halfway through the gateway's answer, or forwarded. The
+when the plan is empty), answered with 503 SlowDown, AWS's 301
+PermanentRedirect to another region or 403 RequestTimeTooSkewed, dropped
+without an answer, cut off halfway through the gateway's answer, or
+forwarded. A proxy made with a port listens on it, so a test can start one
+where a client has been failing to connect (a gateway coming back). The
 request bytes go upstream unchanged, so SigV4 signatures (which cover the
 Host header the client sent) still hold. Every request is answered with
 ``Connection: close``: one request per connection keeps the framing trivial.
@@ -17,12 +20,34 @@ from typing import Literal
 
 __all__ = ["FaultProxy"]
 
-Fault = Literal["pass", "503", "drop", "cut"]
+Fault = Literal["pass", "503", "301", "skewed", "drop", "cut"]
 
-SLOW_DOWN = (
-    b"<?xml version='1.0' encoding='UTF-8'?>"
-    b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
-)
+
+def _error(status: str, code: str, message: str, *headers: str) -> bytes:
+    body = (
+        f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code><Message>{message}</Message></Error>"
+    ).encode()
+    head = "".join(f"{h}\r\n" for h in headers)
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Type: application/xml\r\n{head}"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
+
+
+CANNED = {
+    "503": _error("503 Service Unavailable", "SlowDown", "Please reduce your request rate."),
+    "301": _error(
+        "301 Moved Permanently",
+        "PermanentRedirect",
+        "The bucket you are attempting to access must be addressed using the specified endpoint.",
+        "x-amz-bucket-region: eu-west-3",
+    ),
+    "skewed": _error(
+        "403 Forbidden",
+        "RequestTimeTooSkewed",
+        "The difference between the request time and the current time is too large.",
+    ),
+}
 
 
 def _read_request(conn: socket.socket) -> bytes | None:
@@ -50,13 +75,13 @@ def _read_request(conn: socket.socket) -> bytes | None:
 
 
 class FaultProxy:
-    def __init__(self, upstream: str) -> None:
-        host, _, port = upstream.removeprefix("http://").partition(":")
-        self.upstream = (host, int(port))
+    def __init__(self, upstream: str, port: int = 0) -> None:
+        host, _, upstream_port = upstream.removeprefix("http://").partition(":")
+        self.upstream = (host, int(upstream_port))
         self.plan: list[Fault] = []
         self.requests: list[tuple[str, Fault]] = []  # (request line, what was done)
         self._lock = threading.Lock()
-        self._server = socket.create_server(("127.0.0.1", 0))
+        self._server = socket.create_server(("127.0.0.1", port))
         self.endpoint = f"http://127.0.0.1:{self._server.getsockname()[1]}"
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
@@ -86,12 +111,8 @@ class FaultProxy:
             fault = self._next()
             with self._lock:
                 self.requests.append((request.split(b"\r\n", 1)[0].decode(), fault))
-            if fault == "503":
-                conn.sendall(
-                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\n"
-                    + f"Content-Length: {len(SLOW_DOWN)}\r\nConnection: close\r\n\r\n".encode()
-                    + SLOW_DOWN
-                )
+            if fault in CANNED:
+                conn.sendall(CANNED[fault])
                 return
             if fault == "drop":
                 return

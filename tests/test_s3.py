@@ -8,8 +8,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,6 +21,7 @@ import pytest
 from ceph_gateway import Gateway
 from conftest import configure_s3
 from fault_proxy import FaultProxy
+from txn_holder import race
 
 import asyncfs
 from asyncfs import _libs
@@ -323,6 +326,44 @@ def test_the_retry_budget_bounds_the_time(s3_gateway: Gateway, proxy: FaultProxy
     assert 1 < len(proxy.requests) < 10
 
 
+def test_a_gateway_that_comes_back_is_waited_for(
+    s3_gateway: Gateway, s3_fs: asyncfs.ModularFileSystem, bucket: str
+) -> None:
+    """With the default retries, a request rides out a gateway that refuses
+    connections for a while (a restart): they used to give up in 0.3 s."""
+    s3_fs.write_file(f"s3://{bucket}/back", b"here")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    fs = own_s3(s3_gateway, endpoint=f"http://127.0.0.1:{port}")  # nothing listens there yet
+    back: list[FaultProxy] = []
+    timer = threading.Timer(1.5, lambda: back.append(FaultProxy(s3_gateway.endpoint, port=port)))
+    timer.start()
+    try:
+        assert fs.read_file(f"s3://{bucket}/back") == b"here"
+    finally:
+        timer.join()
+        for proxy in back:
+            proxy.close()
+    assert back and back[0].requests, "the request was answered before the gateway came back"
+
+
+def test_a_bucket_in_another_region_is_named(s3_gateway: Gateway, proxy: FaultProxy, bucket: str) -> None:
+    fs = own_s3(s3_gateway, endpoint=proxy.endpoint)
+    proxy.inject(["301"] * 3)
+    with pytest.raises(asyncfs.FailedPreconditionError, match=r"region 'eu-west-3'.*AWS_REGION"):
+        fs.read_file(f"s3://{bucket}/r")
+    assert [fault for _, fault in proxy.requests] == ["301"]  # not retried
+
+
+def test_a_skewed_clock_is_said_and_not_retried(s3_gateway: Gateway, proxy: FaultProxy, bucket: str) -> None:
+    fs = own_s3(s3_gateway, endpoint=proxy.endpoint)
+    proxy.inject(["skewed"] * 3)
+    with pytest.raises(asyncfs.FailedPreconditionError, match=r"clock.*RequestTimeTooSkewed"):
+        fs.read_file(f"s3://{bucket}/r")
+    assert [fault for _, fault in proxy.requests] == ["skewed"]
+
+
 def test_bad_credentials_name_the_key_id_never_the_secret(s3_gateway: Gateway, bucket: str) -> None:
     secret = "a-wrong-secret-that-must-not-leak"
     fs = own_s3(s3_gateway, secret_access_key=secret.encode())
@@ -403,3 +444,90 @@ def test_generic_transactions_commit_and_roll_back(env: asyncfs.Env, bucket: str
         assert await env.read_file(f"{root}/a") == b"A"
 
     anyio.run(main)
+
+
+# ---- create-if-absent, and the transactions' lock on it --------------------------------
+
+
+def test_mkdir_is_decided_by_the_server(s3_fs: asyncfs.ModularFileSystem, bucket: str) -> None:
+    """Eight threads make one directory at the same moment: the marker is a
+    conditional PUT (If-None-Match: *), so exactly one succeeds, whatever
+    the lookups before it saw."""
+    for trial in range(5):
+        path = f"s3://{bucket}/race-{trial}"
+        barrier = threading.Barrier(8)
+        outcomes: list[str] = []
+        threads = [threading.Thread(target=_make_dir, args=(s3_fs, path, barrier, outcomes)) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(outcomes) == ["exists"] * 7 + ["made"], f"trial {trial}: {outcomes}"
+
+
+def _make_dir(fs: asyncfs.ModularFileSystem, path: str, barrier: threading.Barrier, outcomes: list[str]) -> None:
+    barrier.wait()
+    try:
+        fs.create_dir(path)
+        outcomes.append("made")
+    except asyncfs.AlreadyExistsError:
+        outcomes.append("exists")
+
+
+def test_two_processes_never_hold_one_s3_root(
+    s3_gateway: Gateway, s3_fs: asyncfs.ModularFileSystem, bucket: str
+) -> None:
+    """The generic lock was HEAD + LIST, then PUT: two processes could both
+    take it, and one's committed file was lost. Now one holds, one waits."""
+    root = f"s3://{bucket}/ckpt"
+    for trial in range(5):
+        outcomes = race(root, native=False, environ=s3_gateway.environ())
+        assert sorted(outcomes) == ["conflict", "held"], f"trial {trial}: {outcomes}"
+        winner = f"f{outcomes.index('held')}"
+        assert s3_fs.read_file(f"{root}/{winner}") == f"written by {root}".encode()
+
+
+# ---- keys other clients write ---------------------------------------------------------
+
+
+def test_a_key_with_a_control_character_leaves_its_prefix_listable(
+    s3_fs: asyncfs.ModularFileSystem, bucket: str
+) -> None:
+    """XML cannot carry a control character: listings ask for URL-encoded
+    keys and decode them, as boto3 does."""
+    odd = "bell\x07 tab\t+plus%25"
+    s3_fs.write_file(f"s3://{bucket}/ctl/{odd}", b"x")
+    s3_fs.write_file(f"s3://{bucket}/ctl/plain", b"y")
+    assert sorted(s3_fs.get_children(f"s3://{bucket}/ctl")) == sorted([odd, "plain"])
+    assert s3_fs.get_matching_paths(f"s3://{bucket}/ctl/bell*") == [f"s3://{bucket}/ctl/{odd}"]
+    assert s3_fs.read_file(f"s3://{bucket}/ctl/{odd}") == b"x"
+    # DeleteObjects names keys in XML, which cannot carry it: that one goes alone
+    assert s3_fs.delete_recursively(f"s3://{bucket}/ctl") == (0, 0)
+    assert not s3_fs.exists(f"s3://{bucket}/ctl")
+
+
+def test_keys_with_dot_segments_are_left_out_and_walks_end(
+    s3_gateway: Gateway, s3_fs: asyncfs.ModularFileSystem, bucket: str
+) -> None:
+    """Keys with "", "." or ".." segments (another client's) cannot be
+    addressed by a path: listings and globs leave them out, so walking a
+    folder that holds them ends, and nothing is listed twice."""
+    boto3 = pytest.importorskip("boto3", reason="boto3 writes the keys that asyncfs's paths cannot")
+    config = pytest.importorskip("botocore.config")
+
+    environ = s3_gateway.environ()
+    client = boto3.client(
+        "s3",
+        endpoint_url=environ["AWS_ENDPOINT_URL"],
+        aws_access_key_id=environ["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=environ["AWS_SECRET_ACCESS_KEY"],
+        region_name=environ["AWS_REGION"],
+        config=config.Config(s3={"addressing_style": "path"}),
+    )
+    for key in ["odd/../escape", "odd/./dot", "odd//double", "odd/..", "odd/sub/../x", "odd/ok"]:
+        client.put_object(Bucket=bucket, Key=key, Body=b"x")
+    assert sorted(s3_fs.get_children(f"s3://{bucket}/odd")) == ["ok", "sub"]
+    assert s3_fs.get_children(f"s3://{bucket}/odd/sub") == []
+    walked = list(s3_fs.walk(f"s3://{bucket}/odd"))
+    assert walked == [(f"s3://{bucket}/odd", ["sub"], ["ok"]), (f"s3://{bucket}/odd/sub", [], [])]
+    assert s3_fs.get_matching_paths(f"s3://{bucket}/odd/*") == [f"s3://{bucket}/odd/ok", f"s3://{bucket}/odd/sub"]

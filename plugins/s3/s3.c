@@ -194,6 +194,25 @@ static int list_buckets(s3_fs* fs, const s3_config* cfg, s3_listing* l,
   return rc;
 }
 
+/* Whether a listed name can be addressed by a path: not "", "." or "..",
+ * which path cleaning folds away. Keys with such segments, written by
+ * other clients, are left out of listings and globs (docs/s3.md), so no
+ * walk can loop through them. */
+static int addressable_name(const char* name, size_t n) {
+  return n > 0 && !(n == 1 && name[0] == '.') &&
+         !(n == 2 && name[0] == '.' && name[1] == '.');
+}
+
+/* The same for every segment of a key ("a//b" and "a/" have an empty one). */
+static int addressable_key(const char* key) {
+  for (;;) {
+    size_t n = strcspn(key, "/");
+    if (!addressable_name(key, n)) return 0;
+    if (key[n] == '\0') return 1;
+    key += n + 1;
+  }
+}
+
 static int fs_get_children(const TF_Filesystem* filesystem, const char* path,
                            char*** entries, TF_Status* status) {
   s3_op op;
@@ -222,13 +241,14 @@ static int fs_get_children(const TF_Filesystem* filesystem, const char* path,
       marker = 1; /* the directory's own marker */
       continue;
     }
+    if (!addressable_name(name, strlen(name))) continue;
     if (plugin_strlist_push(&out, name, strlen(name)) != 0) goto oom;
   }
   for (i = 0; i < l.prefixes.count; ++i) {
     const char* name = l.prefixes.items[i] + plen;
     size_t n = strlen(name);
     if (n > 0 && name[n - 1] == '/') --n;
-    if (n > 0 && plugin_strlist_push(&out, name, n) != 0) goto oom;
+    if (addressable_name(name, n) && plugin_strlist_push(&out, name, n) != 0) goto oom;
   }
   if (out.count == 0 && !marker) {
     /* Nothing under the prefix: a bucket, a file, or nothing at all. */
@@ -303,6 +323,7 @@ static int glob_bucket(s3_fs* fs, const s3_config* cfg, const char* bucket,
     if (n == 0 || n + blen + 3 > 4096) continue;
     memcpy(candidate, l.keys.items[i], n);
     candidate[n] = '\0';
+    if (!addressable_key(candidate)) continue;
     if (last != NULL && strcmp(last, candidate) == 0) continue;
     if (fnmatch(key_pattern, candidate, FNM_PATHNAME) != 0) continue;
     free(last);
@@ -424,8 +445,10 @@ static void fs_create_dir(const TF_Filesystem* filesystem, const char* path,
       set_status(status, TF_FAILED_PRECONDITION, "create_dir s3://%s/%s: the parent is a file", &op.p);
     } else if (parent_kind == S3_DIR) {
       marker = s3_key_with_slash(op.p.key);
+      /* Conditional, so that create_dir is "create if absent" on the
+       * server: what the generic transactions' lock relies on. */
       if (marker == NULL) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-      else s3_simple_request(op.fs, op.cfg, "PUT", op.p.bucket, marker, NULL, status);
+      else s3_put_if_absent(op.fs, op.cfg, op.p.bucket, marker, status);
       free(marker);
     }
   }
@@ -563,6 +586,7 @@ typedef struct delete_job {
 static void delete_batch(void* arg, int batch) {
   delete_job* job = arg;
   int first = batch * 1000, last = first + 1000, i, errors;
+  int in_body = 0, alone_failed = 0;
   plugin_buf body = {0};
   char md5[32], key[256], code[64];
   s3_param params[1] = {{"delete", NULL}};
@@ -572,11 +596,29 @@ static void delete_batch(void* arg, int batch) {
   if (last > job->count) last = job->count;
   plugin_buf_append(&body, "<Delete><Quiet>true</Quiet>", 27);
   for (i = first; i < last; ++i) {
+    if (!s3_xml_can_carry(job->keys[i])) {
+      /* A key XML cannot name (a control character) goes by itself. */
+      if (s3_simple_request(job->fs, job->cfg, "DELETE", job->bucket, job->keys[i], NULL,
+                            status) != 0) {
+        ++alone_failed;
+        s3_first_error_record(&job->error, status);
+      }
+      continue;
+    }
+    ++in_body;
     plugin_buf_append(&body, "<Object><Key>", 13);
     s3_xml_escape_into(&body, job->keys[i]);
     plugin_buf_append(&body, "</Key></Object>", 15);
   }
   plugin_buf_append(&body, "</Delete>", 9);
+  if (alone_failed > 0)
+    __atomic_add_fetch(&job->failed_keys, alone_failed, __ATOMIC_RELAXED);
+  if (in_body == 0) {
+    plugin_buf_free(&body);
+    TF_DeleteStatus(status);
+    return;
+  }
+  TF_SetStatus(status, TF_OK, "");
   s3_md5_base64(body.data, body.len, md5);
   s3_request_init(&req, &resp, "POST", job->bucket, NULL);
   req.params = params;
@@ -584,7 +626,7 @@ static void delete_batch(void* arg, int batch) {
   req.body = body.data;
   req.body_len = body.len;
   req.content_md5 = md5;
-  errors = last - first;
+  errors = in_body;
   if (s3_execute(job->fs, job->cfg, &req, &resp, status) == 0) {
     errors = s3_parse_delete_errors(resp.body.data, resp.body.len, key, sizeof key,
                                     code, sizeof code);
@@ -598,7 +640,7 @@ static void delete_batch(void* arg, int batch) {
     }
   }
   if (errors != 0) {
-    __atomic_add_fetch(&job->failed_keys, errors > 0 ? errors : last - first, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&job->failed_keys, errors > 0 ? errors : in_body, __ATOMIC_RELAXED);
     s3_first_error_record(&job->error, status);
   }
   s3_response_free(&resp);

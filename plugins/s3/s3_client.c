@@ -199,6 +199,8 @@ static size_t on_header(char* line, size_t size, size_t n, void* arg) {
     if (when > 0) t->resp->mtime_nsec = (int64_t)when * 1000000000;
   } else if (header_is(line, len, "etag")) {
     snprintf(t->resp->etag, sizeof t->resp->etag, "%.95s", value);
+  } else if (header_is(line, len, "x-amz-bucket-region")) {
+    snprintf(t->resp->region, sizeof t->resp->region, "%.63s", value);
   }
   return len;
 }
@@ -223,9 +225,9 @@ static int retryable(long http, const char* code, CURLcode curl_code) {
     }
   }
   if (http >= 500 || http == 429) return 1;
+  /* Not RequestTimeTooSkewed: the next try is signed by the same clock. */
   return strcmp(code, "SlowDown") == 0 || strcmp(code, "RequestTimeout") == 0 ||
-         strcmp(code, "InternalError") == 0 ||
-         strcmp(code, "RequestTimeTooSkewed") == 0;
+         strcmp(code, "InternalError") == 0;
 }
 
 static TF_Code code_for(long http, const char* code) {
@@ -278,6 +280,18 @@ static void set_error(const s3_config* cfg, const s3_request* req,
                  curl_code == CURLE_OPERATION_TIMEDOUT ? TF_DEADLINE_EXCEEDED
                                                         : TF_UNAVAILABLE,
                  msg);
+  } else if (resp->http == 301 || strcmp(resp->error_code, "PermanentRedirect") == 0) {
+    snprintf(msg, sizeof msg,
+             "%s: the bucket is in region '%s', not '%s': set the region option "
+             "(AWS_REGION) to it (HTTP %ld PermanentRedirect)",
+             what, *resp->region ? resp->region : "(not named)", cfg->region, resp->http);
+    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+  } else if (strcmp(resp->error_code, "RequestTimeTooSkewed") == 0) {
+    snprintf(msg, sizeof msg,
+             "%s: this machine's clock is more than 15 minutes off the server's "
+             "(HTTP %ld RequestTimeTooSkewed): set the clock (NTP)",
+             what, resp->http);
+    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
   } else if (resp->http == 401 || resp->http == 403) {
     snprintf(msg, sizeof msg,
              "%s: access denied for access key id '%s' (HTTP %ld %s)%s%s%s", what,
@@ -325,6 +339,7 @@ static void reset_response(s3_response* resp) {
   resp->total = -1;
   resp->mtime_nsec = 0;
   resp->etag[0] = '\0';
+  resp->region[0] = '\0';
   resp->error_code[0] = '\0';
 }
 

@@ -88,9 +88,12 @@ void s3_config_from_environment(s3_config* defaults) {
   if (style != NULL && strcmp(style, "virtual") == 0) defaults->path_style = 0;
   defaults->connect_timeout_ms = env_int("AWS_CONNECT_TIMEOUT_MS", 5000);
   defaults->read_timeout_ms = env_int("AWS_READ_TIMEOUT_MS", 30000);
-  defaults->max_attempts = env_int("AWS_MAX_ATTEMPTS", 5);
+  /* Ten tries with backoff ceilings 100 ms, 200 ms, ... up to 5 s wait
+   * about 10 s in all (full jitter), enough to ride out a gateway restart;
+   * the budget stops them at 20 s. */
+  defaults->max_attempts = env_int("AWS_MAX_ATTEMPTS", 10);
   defaults->retry_budget_ms = env_int("AWS_RETRY_BUDGET_MS", 20000);
-  defaults->retry_base_ms = 50;
+  defaults->retry_base_ms = 100;
   defaults->part_size = env_int("AWS_S3_PART_SIZE", 8 * MiB);
   defaults->concurrency = 16;
   defaults->read_ahead = 64 * 1024;

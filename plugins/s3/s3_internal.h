@@ -82,6 +82,7 @@ typedef struct s3_request {
   const char* copy_source;  /* "bucket/key", raw */
   const char* copy_range;   /* "bytes=0-99" of the copy source */
   const char* if_match;     /* an ETag the object must still have */
+  const char* if_none_match; /* "*": create only if no object has the key */
   const char* content_md5;  /* base64, for DeleteObjects */
   const char* body;         /* request body, body_len bytes */
   size_t body_len;
@@ -97,6 +98,7 @@ typedef struct s3_response {
   int64_t total;       /* object size from Content-Range, -1 when absent */
   int64_t mtime_nsec;  /* Last-Modified */
   char etag[96];
+  char region[64];     /* x-amz-bucket-region (a redirect names it) */
   char error_code[64]; /* S3's <Code>, or "" */
 } s3_response;
 
@@ -157,6 +159,7 @@ typedef struct s3_listing {
   int sizes_cap;
   int truncated;
   char* next_token;
+  int url_encoded; /* keys and prefixes came with encoding-type=url */
 } s3_listing;
 
 void s3_listing_free(s3_listing* l);
@@ -165,6 +168,9 @@ int s3_parse_listing(const char* xml, size_t len, s3_listing* l);
 /* The text of the first element named name (e.g. "UploadId"), or NULL. */
 char* s3_xml_find(const char* xml, size_t len, const char* name);
 /* Appends s to b with XML's five special characters escaped. */
+/* Whether XML 1.0 can carry s: no control character but tab, newline
+ * and carriage return (which s3_xml_escape_into writes as references). */
+int s3_xml_can_carry(const char* s);
 void s3_xml_escape_into(plugin_buf* b, const char* s);
 /* DeleteObjects: the count of <Error> entries, the first one's key and code
  * copied into key/code. */
@@ -195,6 +201,11 @@ int s3_list_page(s3_fs* fs, const s3_config* cfg, const char* bucket,
 int s3_simple_request(s3_fs* fs, const s3_config* cfg, const char* method,
                       const char* bucket, const char* key, s3_response* resp,
                       TF_Status* status);
+/* An empty object at key, only if none is there: the server decides
+ * (If-None-Match: *), so of two writers racing for one key exactly one
+ * wins and the other gets TF_ALREADY_EXISTS. */
+int s3_put_if_absent(s3_fs* fs, const s3_config* cfg, const char* bucket,
+                     const char* key, TF_Status* status);
 
 typedef enum s3_kind { S3_MISSING = 0, S3_FILE, S3_DIR } s3_kind;
 

@@ -58,7 +58,7 @@ int s3_list_page(s3_fs* fs, const s3_config* cfg, const char* bucket,
                  const char* prefix, const char* delimiter, int max_keys,
                  const char* token, s3_listing* l, TF_Status* status) {
   char max[16];
-  s3_param params[5];
+  s3_param params[6];
   int n = 0, rc;
   s3_request req;
   s3_response resp;
@@ -70,6 +70,10 @@ int s3_list_page(s3_fs* fs, const s3_config* cfg, const char* bucket,
   params[n++] = (s3_param){"max-keys", max};
   if (delimiter != NULL) params[n++] = (s3_param){"delimiter", delimiter};
   if (token != NULL) params[n++] = (s3_param){"continuation-token", token};
+  /* Keys come back percent-encoded: a key with a control character would
+   * otherwise make the XML, and so the whole page, unreadable. */
+  params[n++] = (s3_param){"encoding-type", "url"};
+  l->url_encoded = 1;
   req.method = "GET";
   req.bucket = bucket;
   req.params = params;
@@ -83,9 +87,11 @@ int s3_list_page(s3_fs* fs, const s3_config* cfg, const char* bucket,
   return rc;
 }
 
-/* Whether anything lies under key + "/" (a marker or a descendant). */
+/* Whether some key starts with p's key + "/"; 1, 0, or -1 with status set.
+ * A directory made by create_dir gets its marker's mtime (the marker sorts
+ * first), one made implicitly by the keys below it gets 0. */
 static int is_prefix(s3_fs* fs, const s3_config* cfg, const s3_path* p,
-                     TF_Status* status) {
+                     int64_t* mtime_nsec, TF_Status* status) {
   s3_listing l;
   char* prefix = s3_key_with_slash(p->key);
   int found;
@@ -96,6 +102,8 @@ static int is_prefix(s3_fs* fs, const s3_config* cfg, const s3_path* p,
   }
   found = s3_list_page(fs, cfg, p->bucket, prefix, "/", 1, NULL, &l, status);
   if (found == 0) found = l.keys.count + l.prefixes.count > 0;
+  if (found == 1 && l.keys.count > 0 && strcmp(l.keys.items[0], prefix) == 0)
+    *mtime_nsec = l.mtimes[0];
   s3_listing_free(&l);
   free(prefix);
   return found;
@@ -110,6 +118,26 @@ int s3_simple_request(s3_fs* fs, const s3_config* cfg, const char* method,
   s3_request_init(&req, &ignored, method, bucket, key);
   rc = s3_execute(fs, cfg, &req, resp != NULL ? resp : &ignored, status);
   s3_response_free(&ignored);
+  return rc;
+}
+
+int s3_put_if_absent(s3_fs* fs, const s3_config* cfg, const char* bucket,
+                     const char* key, TF_Status* status) {
+  s3_request req;
+  s3_response resp;
+  int rc;
+  s3_request_init(&req, &resp, "PUT", bucket, key);
+  req.if_none_match = "*";
+  rc = s3_execute(fs, cfg, &req, &resp, status);
+  /* 412: the key exists; 409: another conditional write of it is in
+   * progress (AWS's ConditionalRequestConflict). Either way, not ours. */
+  if (rc != 0 && (resp.http == 412 || resp.http == 409)) {
+    char msg[1200];
+    snprintf(msg, sizeof msg, "s3://%s/%s: already exists (another writer created it first)",
+             bucket, key);
+    TF_SetStatus(status, TF_ALREADY_EXISTS, msg);
+  }
+  s3_response_free(&resp);
   return rc;
 }
 
@@ -147,7 +175,7 @@ int s3_probe(s3_fs* fs, const s3_config* cfg, const s3_path* p, int64_t* size,
     return S3_FILE;
   }
   if (resp.http != 404) return -1;
-  rc = is_prefix(fs, cfg, p, status);
+  rc = is_prefix(fs, cfg, p, mtime_nsec, status);
   if (rc < 0) {
     /* A missing bucket answers the listing with NoSuchBucket. */
     if (TF_GetCode(status) == TF_NOT_FOUND) {

@@ -250,43 +250,58 @@ static void signature(const s3_config* cfg, const signing* s,
 
 /* ---- the headers ---------------------------------------------------------------- */
 
+/* Appends "Name: prefix+value" to list; "Name:" alone (an empty value)
+ * removes a header curl would add. No length limit. */
 static int add_header(struct curl_slist** list, const char* name,
-                      const char* value) {
-  char line[2048];
-  struct curl_slist* next;
-  /* "Name:" with nothing after it removes a header curl would add. */
-  snprintf(line, sizeof line, *value ? "%s: %s" : "%s:", name, value);
-  next = curl_slist_append(*list, line);
+                      const char* prefix, const char* value) {
+  plugin_buf line = {0};
+  struct curl_slist* next = NULL;
+  int empty = *prefix == '\0' && *value == '\0';
+  if (append_str(&line, name) == 0 && append_str(&line, empty ? ":" : ": ") == 0 &&
+      append_str(&line, prefix) == 0 && append_str(&line, value) == 0)
+    next = curl_slist_append(*list, line.data);
+  plugin_buf_free(&line);
   if (next == NULL) return -1;
   *list = next;
   return 0;
 }
 
+static int authorization(const s3_config* cfg, const signing* s,
+                         const char* sig_hex, plugin_buf* out) {
+  return append_str(out, "AWS4-HMAC-SHA256 Credential=") != 0 ||
+         append_str(out, cfg->access_key) != 0 || append_str(out, "/") != 0 ||
+         append_str(out, s->date) != 0 || append_str(out, "/") != 0 ||
+         append_str(out, cfg->region) != 0 ||
+         append_str(out, "/s3/aws4_request, SignedHeaders=") != 0 ||
+         append_str(out, s->signed_names) != 0 || append_str(out, ", Signature=") != 0 ||
+         append_str(out, sig_hex) != 0;
+}
+
 static int build_headers(const s3_config* cfg, const s3_request* req,
                          const signing* s, const char* sig_hex,
                          struct curl_slist** out) {
-  char auth[1024], source[1100];
-  snprintf(auth, sizeof auth,
-           "AWS4-HMAC-SHA256 Credential=%s/%s/%s/s3/aws4_request, "
-           "SignedHeaders=%s, Signature=%s",
-           cfg->access_key, s->date, cfg->region, s->signed_names, sig_hex);
-  if (s->copy_source != NULL) snprintf(source, sizeof source, "/%s", s->copy_source);
-  return add_header(out, "Authorization", auth) != 0 ||
-         add_header(out, "x-amz-content-sha256", s->payload_hash) != 0 ||
-         add_header(out, "x-amz-date", s->amz_date) != 0 ||
-         add_header(out, "Expect", "") != 0 ||
-         (*cfg->session_token != '\0' &&
-          add_header(out, "x-amz-security-token", cfg->session_token) != 0) ||
-         (s->copy_source != NULL &&
-          (add_header(out, "x-amz-copy-source", source) != 0 ||
-           (req->copy_range != NULL &&
-            add_header(out, "x-amz-copy-source-range", req->copy_range) != 0))) ||
-         (req->range != NULL && add_header(out, "Range", req->range) != 0) ||
-         (req->if_match != NULL && add_header(out, "If-Match", req->if_match) != 0) ||
-         (req->content_md5 != NULL &&
-          add_header(out, "Content-MD5", req->content_md5) != 0) ||
-         (req->body != NULL &&
-          add_header(out, "Content-Type", "application/octet-stream") != 0);
+  plugin_buf auth = {0};
+  int bad = authorization(cfg, s, sig_hex, &auth) != 0 ||
+            add_header(out, "Authorization", "", auth.data) != 0 ||
+            add_header(out, "x-amz-content-sha256", "", s->payload_hash) != 0 ||
+            add_header(out, "x-amz-date", "", s->amz_date) != 0 ||
+            add_header(out, "Expect", "", "") != 0 ||
+            (*cfg->session_token != '\0' &&
+             add_header(out, "x-amz-security-token", "", cfg->session_token) != 0) ||
+            (s->copy_source != NULL &&
+             (add_header(out, "x-amz-copy-source", "/", s->copy_source) != 0 ||
+              (req->copy_range != NULL &&
+               add_header(out, "x-amz-copy-source-range", "", req->copy_range) != 0))) ||
+            (req->range != NULL && add_header(out, "Range", "", req->range) != 0) ||
+            (req->if_match != NULL && add_header(out, "If-Match", "", req->if_match) != 0) ||
+            (req->if_none_match != NULL &&
+             add_header(out, "If-None-Match", "", req->if_none_match) != 0) ||
+            (req->content_md5 != NULL &&
+             add_header(out, "Content-MD5", "", req->content_md5) != 0) ||
+            (req->body != NULL &&
+             add_header(out, "Content-Type", "", "application/octet-stream") != 0);
+  plugin_buf_free(&auth);
+  return bad;
 }
 
 /* ---- all of it ------------------------------------------------------------------- */

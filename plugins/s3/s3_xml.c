@@ -44,26 +44,98 @@ static void on_end(void* arg, const XML_Char* name) {
   d->depth--;
 }
 
+/* XML 1.0 has no control characters, yet gateways send them, raw or as
+ * character references (Ceph's continuation token is the next key, as
+ * "&#x07;"), and expat refuses both. Before parsing, each becomes the
+ * private-use character U+E000 + its value, which expat passes through;
+ * element text turns them back into the bytes meant. */
+#define SHIFT_LEAD '\xEE'
+#define SHIFT_MID '\x80'
+
+static int control(unsigned long c) { return c < 0x20 && c != '\t' && c != '\n' && c != '\r'; }
+
+/* The control character a reference at xml[0] ("&#x07;", "&#7;") names,
+ * and its length; -1 for anything else. */
+static int control_reference(const char* xml, size_t len, size_t* ref_len) {
+  size_t i = 2;
+  int hex;
+  unsigned long value = 0;
+  if (len < 4 || xml[0] != '&' || xml[1] != '#') return -1;
+  hex = xml[2] == 'x' || xml[2] == 'X';
+  if (hex) ++i;
+  for (; i < len && i < 12 && xml[i] != ';'; ++i) {
+    int digit = xml[i] >= '0' && xml[i] <= '9' ? xml[i] - '0'
+                : hex && xml[i] >= 'a' && xml[i] <= 'f' ? xml[i] - 'a' + 10
+                : hex && xml[i] >= 'A' && xml[i] <= 'F' ? xml[i] - 'A' + 10
+                : -1;
+    if (digit < 0) return -1;
+    value = value * (hex ? 16 : 10) + (unsigned long)digit;
+  }
+  if (i >= len || xml[i] != ';' || !control(value)) return -1;
+  *ref_len = i + 1;
+  return (int)value;
+}
+
+static char* shift_controls(const char* xml, size_t len, size_t* out_len) {
+  size_t i, n = 0, ref_len;
+  char* out = malloc(len * 3 + 1); /* a raw control byte grows to three */
+  if (out == NULL) return NULL;
+  for (i = 0; i < len; ++i) {
+    unsigned char c = (unsigned char)xml[i];
+    int value = c == '&' ? control_reference(xml + i, len - i, &ref_len) : -1;
+    if (value >= 0) i += ref_len - 1;
+    else if (control(c)) value = c;
+    if (value >= 0) {
+      out[n++] = SHIFT_LEAD;
+      out[n++] = SHIFT_MID;
+      out[n++] = (char)(0x80 | value);
+    } else {
+      out[n++] = (char)c;
+    }
+  }
+  *out_len = n;
+  return out;
+}
+
 static void on_text(void* arg, const XML_Char* s, int len) {
   xml_driver* d = arg;
-  if (plugin_buf_append(&d->text, s, (size_t)len) != 0) d->failed = 1;
+  int i, start = 0;
+  for (i = 0; i + 2 < len; ++i) {
+    if (s[i] == SHIFT_LEAD && s[i + 1] == SHIFT_MID && ((unsigned char)s[i + 2] & 0xE0) == 0x80) {
+      char c = (char)((unsigned char)s[i + 2] & 0x1F);
+      if (plugin_buf_append(&d->text, s + start, (size_t)(i - start)) != 0 ||
+          plugin_buf_append(&d->text, &c, 1) != 0)
+        d->failed = 1;
+      i += 2;
+      start = i + 1;
+    }
+  }
+  if (plugin_buf_append(&d->text, s + start, (size_t)(len - start)) != 0) d->failed = 1;
 }
 
 static int xml_parse(const char* xml, size_t len,
                      void (*on_element)(void*, const char*, const char*, const char*),
                      void* ctx) {
   xml_driver d;
-  XML_Parser p = XML_ParserCreate("UTF-8");
+  XML_Parser p;
+  size_t shifted_len = 0;
+  char* shifted = shift_controls(xml, len, &shifted_len);
   int ok;
-  if (p == NULL) return -1;
+  if (shifted == NULL) return -1;
+  p = XML_ParserCreate("UTF-8");
+  if (p == NULL) {
+    free(shifted);
+    return -1;
+  }
   memset(&d, 0, sizeof d);
   d.on_element = on_element;
   d.ctx = ctx;
   XML_SetUserData(p, &d);
   XML_SetElementHandler(p, on_start, on_end);
   XML_SetCharacterDataHandler(p, on_text);
-  ok = XML_Parse(p, xml, (int)len, 1) == XML_STATUS_OK && !d.failed;
+  ok = XML_Parse(p, shifted, (int)shifted_len, 1) == XML_STATUS_OK && !d.failed;
   XML_ParserFree(p);
+  free(shifted);
   plugin_buf_free(&d.text);
   return ok ? 0 : -1;
 }
@@ -88,13 +160,48 @@ static int64_t parse_time(const char* iso) {
   return (int64_t)timegm(&tm) * 1000000000 + (int64_t)ms * 1000000;
 }
 
+static int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* Decodes a name S3 sent with encoding-type=url ("%XX", and "+" for a
+ * space, as boto3 reads it) onto the end of list. */
+static int push_decoded(plugin_strlist* list, const char* text) {
+  size_t i, n = 0, len = strlen(text);
+  char* out = malloc(len + 1);
+  int rc;
+  if (out == NULL) return -1;
+  for (i = 0; i < len; ++i) {
+    int hi, lo;
+    if (text[i] == '%' && i + 2 < len && (hi = hex_digit(text[i + 1])) >= 0 &&
+        (lo = hex_digit(text[i + 2])) >= 0) {
+      out[n++] = (char)(hi * 16 + lo);
+      i += 2;
+    } else {
+      out[n++] = text[i] == '+' ? ' ' : text[i];
+    }
+  }
+  rc = plugin_strlist_push(list, out, n);
+  free(out);
+  return rc;
+}
+
+static int push_name(s3_listing* l, plugin_strlist* list, const char* text) {
+  return l->url_encoded ? push_decoded(list, text) : plugin_strlist_push(list, text, strlen(text));
+}
+
 static void on_listing(void* arg, const char* name, const char* parent,
                        const char* text) {
   listing_ctx* c = arg;
   s3_listing* l = c->l;
   if ((strcmp(name, "Key") == 0 && strcmp(parent, "Contents") == 0) ||
       (strcmp(name, "Name") == 0 && strcmp(parent, "Bucket") == 0)) {
-    if (plugin_strlist_push(&l->keys, text, strlen(text)) != 0) c->failed = 1;
+    int bucket = strcmp(parent, "Bucket") == 0; /* ListBuckets: names as they are */
+    if ((bucket ? plugin_strlist_push(&l->keys, text, strlen(text)) : push_name(l, &l->keys, text)) != 0)
+      c->failed = 1;
     if (l->keys.count > l->sizes_cap) {
       int cap = l->sizes_cap ? l->sizes_cap * 2 : 1024;
       int64_t* s = realloc(l->sizes, (size_t)cap * sizeof *s);
@@ -115,7 +222,7 @@ static void on_listing(void* arg, const char* name, const char* parent,
              (strcmp(name, "CreationDate") == 0 && strcmp(parent, "Bucket") == 0)) {
     if (l->keys.count > 0) l->mtimes[l->keys.count - 1] = parse_time(text);
   } else if (strcmp(name, "Prefix") == 0 && strcmp(parent, "CommonPrefixes") == 0) {
-    if (plugin_strlist_push(&l->prefixes, text, strlen(text)) != 0) c->failed = 1;
+    if (push_name(l, &l->prefixes, text) != 0) c->failed = 1;
   } else if (strcmp(name, "IsTruncated") == 0) {
     l->truncated = strcmp(text, "true") == 0;
   } else if (strcmp(name, "NextContinuationToken") == 0) {
@@ -194,6 +301,12 @@ int s3_parse_delete_errors(const char* xml, size_t len, char* key,
   return c.errors;
 }
 
+int s3_xml_can_carry(const char* s) {
+  for (; *s; ++s)
+    if ((unsigned char)*s < 0x20 && *s != '\t' && *s != '\n' && *s != '\r') return 0;
+  return 1;
+}
+
 void s3_xml_escape_into(plugin_buf* b, const char* s) {
   for (; *s; ++s) {
     switch (*s) {
@@ -202,6 +315,11 @@ void s3_xml_escape_into(plugin_buf* b, const char* s) {
       case '>': plugin_buf_append(b, "&gt;", 4); break;
       case '"': plugin_buf_append(b, "&quot;", 6); break;
       case '\'': plugin_buf_append(b, "&apos;", 6); break;
+      /* A parser would turn a raw \r into \n: as character references,
+       * whitespace comes through as it is. */
+      case '\t': plugin_buf_append(b, "&#9;", 4); break;
+      case '\n': plugin_buf_append(b, "&#10;", 5); break;
+      case '\r': plugin_buf_append(b, "&#13;", 5); break;
       default: plugin_buf_append(b, s, 1);
     }
   }
