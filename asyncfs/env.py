@@ -149,11 +149,15 @@ class Env:
         stuck in a plugin; those are abandoned on daemon threads, their
         callers get :class:`~asyncfs.UnavailableError`, and an
         :class:`~asyncfs.errors.AbandonedOperationWarning` and the returned
-        list name each call and its URI."""
+        list name each call and its URI. Network filesystems it used
+        close their idle connections (``flush_caches``)."""
         budget = self.close_timeout if timeout is None else timeout
         deadline = time.monotonic() + budget
         abandoned = self.pool.shutdown(timeout=budget)
         abandoned += self.network_pool.shutdown(timeout=max(0.0, deadline - time.monotonic()))
+        for fs in self._filesystems.values():
+            if fs.network and fs.wrapped.offers("flush_caches"):
+                fs.wrapped.flush_caches()  # a network plugin's idle connections
         return abandoned
 
     # ---- plugins ---------------------------------------------------------------

@@ -531,3 +531,57 @@ def test_keys_with_dot_segments_are_left_out_and_walks_end(
     walked = list(s3_fs.walk(f"s3://{bucket}/odd"))
     assert walked == [(f"s3://{bucket}/odd", ["sub"], ["ok"]), (f"s3://{bucket}/odd/sub", [], [])]
     assert s3_fs.get_matching_paths(f"s3://{bucket}/odd/*") == [f"s3://{bucket}/odd/ok", f"s3://{bucket}/odd/sub"]
+
+
+# ---- connections ---------------------------------------------------------------------
+
+BOUNDED_SOCKETS = """
+import os, resource, sys, time
+import anyio, asyncfs
+
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+def sockets():
+    found = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+        except OSError:
+            pass
+    return found
+
+
+
+async def main(bucket):
+    base = sockets()  # the event loop's own
+    env = asyncfs.Env()
+    s3 = env.filesystem("s3://")
+    paths = [f"s3://{bucket}/fd/{i}" for i in range(64)]
+    await env.write_file(paths[0], b"x")
+    await s3.set_option("max_connections", 32)
+    async with anyio.create_task_group() as tg:  # 64 x 64 lookups, 16 at a time each: 1024 at once
+        for _ in range(64):
+            tg.start_soon(env.files_exist, paths)
+    after_burst = sockets()
+    await s3.set_option("idle_timeout_ms", 100)
+    time.sleep(0.3)
+    await env.exists(paths[0])  # the pool closes what idled too long
+    after_idle = sockets()
+    await env.aclose()
+    print(after_burst - base, after_idle - base, sockets() - base)
+
+anyio.run(main, sys.argv[1])
+"""
+
+
+def test_connections_are_bounded_closed_when_idle_and_at_close(s3_gateway: Gateway, bucket: str) -> None:
+    """64 concurrent batch lookups used to leave 3,074 sockets open (EMFILE
+    under ulimit -n 1024). Now, with max_connections 32 and ulimit -n 256,
+    they all succeed, at most 32 connections are open (three sockets each:
+    the connection and curl's wakeup pair), idle ones close after
+    idle_timeout_ms, and closing the Env closes the rest."""
+    printed = python_with_gateway(s3_gateway, BOUNDED_SOCKETS, bucket)
+    after_burst, after_idle, after_close = map(int, printed.split())
+    assert after_burst <= 3 * 32
+    assert after_idle <= 3
+    assert after_close == 0

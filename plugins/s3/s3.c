@@ -69,17 +69,25 @@ static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
   s3_config_from_environment(&defaults);
   fs = plugin_fs_create(filesystem, sizeof *fs, &s3_schema, &defaults, NULL,
                         status);
-  if (fs != NULL) pthread_mutex_init(&fs->lock, NULL);
+  if (fs != NULL) {
+    pthread_mutex_init(&fs->lock, NULL);
+    pthread_cond_init(&fs->freed, NULL);
+  }
 }
 
 static void fs_cleanup(TF_Filesystem* filesystem) {
   s3_fs* fs = s3_fs_of(filesystem);
-  int i;
   if (fs == NULL) return;
-  for (i = 0; i < fs->idle_count; ++i) curl_easy_cleanup(fs->idle[i]);
+  s3_close_idle(fs);
   free(fs->idle);
+  pthread_cond_destroy(&fs->freed);
   pthread_mutex_destroy(&fs->lock);
   plugin_fs_free(filesystem);
+}
+
+/* The only cache is the pool of open connections: close the idle ones. */
+static void fs_flush_caches(const TF_Filesystem* filesystem) {
+  s3_close_idle(s3_fs_of(filesystem));
 }
 
 /* ---- queries ------------------------------------------------------------------------- */
@@ -784,6 +792,7 @@ static void fs_copy_file(const TF_Filesystem* filesystem, const char* src,
 
 static const TF_FilesystemOps s3_filesystem_ops = {
     PLUGIN_FILESYSTEM_OPS(s3_, fs_),
+    .flush_caches = fs_flush_caches,
     PLUGIN_CONFIGURATION_OPS};
 
 static const plugin_scheme s3_schemes[] = {

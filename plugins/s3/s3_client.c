@@ -97,35 +97,88 @@ int s3_first_error_take(s3_first_error* e, TF_Status* status) {
 
 /* ---- the handle pool -------------------------------------------------------- */
 
-static CURL* take_handle(s3_fs* fs) {
+static uint64_t now_ms(void);
+
+/* Closes the idle handles that have waited longer than the timeout (the
+ * oldest are first). Called with the lock held. */
+static void reap_idle(s3_fs* fs, const s3_config* cfg, uint64_t now) {
+  int expired = 0, i;
+  while (expired < fs->idle_count &&
+         now - fs->idle[expired].since_ms > (uint64_t)cfg->idle_timeout_ms)
+    ++expired;
+  for (i = 0; i < expired; ++i) curl_easy_cleanup(fs->idle[i].handle);
+  if (expired > 0) {
+    memmove(fs->idle, fs->idle + expired, (size_t)(fs->idle_count - expired) * sizeof *fs->idle);
+    fs->idle_count -= expired;
+    fs->live -= expired;
+    pthread_cond_broadcast(&fs->freed);
+  }
+}
+
+/* The most recently used idle handle (its connection is the likeliest
+ * to be alive), or a new one; waits while max_connections are out. */
+static CURL* take_handle(s3_fs* fs, const s3_config* cfg) {
   CURL* h = NULL;
+  int fresh = 0;
   pthread_mutex_lock(&fs->lock);
-  if (fs->idle_count > 0) h = fs->idle[--fs->idle_count];
+  reap_idle(fs, cfg, now_ms());
+  while (fs->idle_count == 0 && fs->live >= cfg->max_connections)
+    pthread_cond_wait(&fs->freed, &fs->lock);
+  if (fs->idle_count > 0) {
+    h = fs->idle[--fs->idle_count].handle;
+  } else {
+    fs->live++;
+    fresh = 1;
+  }
   pthread_mutex_unlock(&fs->lock);
-  if (h == NULL) h = curl_easy_init();
-  else curl_easy_reset(h); /* keeps the connection and DNS caches */
+  if (fresh) {
+    h = curl_easy_init();
+    if (h == NULL) {
+      pthread_mutex_lock(&fs->lock);
+      fs->live--;
+      pthread_cond_signal(&fs->freed);
+      pthread_mutex_unlock(&fs->lock);
+    }
+  } else {
+    curl_easy_reset(h); /* keeps the connection and DNS caches */
+  }
   return h;
 }
 
-static void give_handle(s3_fs* fs, CURL* h, int healthy) {
+/* Back to the pool, or closed: an unhealthy handle, or one that would
+ * leave more idle than the pool may hold. */
+static void give_handle(s3_fs* fs, const s3_config* cfg, CURL* h, int healthy) {
   if (h == NULL) return;
-  if (healthy) {
-    pthread_mutex_lock(&fs->lock);
-    if (fs->idle_count == fs->idle_capacity) {
-      int cap = fs->idle_capacity ? fs->idle_capacity * 2 : 16;
-      void** p = realloc(fs->idle, (size_t)cap * sizeof *p);
-      if (p != NULL) {
-        fs->idle = p;
-        fs->idle_capacity = cap;
-      }
+  pthread_mutex_lock(&fs->lock);
+  if (healthy && fs->idle_count == fs->idle_capacity) {
+    int cap = fs->idle_capacity ? fs->idle_capacity * 2 : 16;
+    s3_idle* p = realloc(fs->idle, (size_t)cap * sizeof *p);
+    if (p != NULL) {
+      fs->idle = p;
+      fs->idle_capacity = cap;
     }
-    if (fs->idle_count < fs->idle_capacity) {
-      fs->idle[fs->idle_count++] = h;
-      h = NULL;
-    }
-    pthread_mutex_unlock(&fs->lock);
   }
+  if (healthy && fs->idle_count < fs->idle_capacity && fs->live <= cfg->max_connections) {
+    fs->idle[fs->idle_count].handle = h;
+    fs->idle[fs->idle_count].since_ms = now_ms();
+    fs->idle_count++;
+    h = NULL;
+  } else {
+    fs->live--;
+  }
+  pthread_cond_signal(&fs->freed);
+  pthread_mutex_unlock(&fs->lock);
   if (h != NULL) curl_easy_cleanup(h);
+}
+
+void s3_close_idle(s3_fs* fs) {
+  int i;
+  pthread_mutex_lock(&fs->lock);
+  for (i = 0; i < fs->idle_count; ++i) curl_easy_cleanup(fs->idle[i].handle);
+  fs->live -= fs->idle_count;
+  fs->idle_count = 0;
+  pthread_cond_broadcast(&fs->freed);
+  pthread_mutex_unlock(&fs->lock);
 }
 
 /* ---- transfer callbacks ------------------------------------------------------ */
@@ -359,7 +412,7 @@ int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
       TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "s3: out of memory signing a request");
       return -1;
     }
-    h = take_handle(fs);
+    h = take_handle(fs, cfg);
     if (h == NULL) {
       s3_signed_free(&sr);
       TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "s3: no curl handle");
@@ -368,6 +421,7 @@ int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
     curl_easy_setopt(h, CURLOPT_URL, sr.url);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, sr.headers);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_MAXCONNECTS, 1L); /* one connection per handle */
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, detail);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
@@ -404,7 +458,7 @@ int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
       rc = CURLE_WRITE_ERROR;
       snprintf(detail, sizeof detail, "the answer was longer than asked for");
     }
-    give_handle(fs, h, rc == CURLE_OK);
+    give_handle(fs, cfg, h, rc == CURLE_OK);
     s3_signed_free(&sr);
 
     /* Error answers carry an <Error> document; so do some 200s

@@ -53,6 +53,12 @@ static const plugin_option s3_options[] = {
      PLUGIN_OPTION_INT, offsetof(s3_config, read_ahead), 0, 64 * MiB, 0},
     {"sign_payload", "1: sign request bodies' SHA-256, 0: UNSIGNED-PAYLOAD",
      PLUGIN_OPTION_INT, offsetof(s3_config, sign_payload), 0, 1, 0},
+    {"max_connections",
+     "connections open at once, in use or idle (AWS_MAX_CONNECTIONS); a "
+     "request waits for one when all are in use",
+     PLUGIN_OPTION_INT, offsetof(s3_config, max_connections), 1, 4096, 0},
+    {"idle_timeout_ms", "an idle connection is closed after this long",
+     PLUGIN_OPTION_INT, offsetof(s3_config, idle_timeout_ms), 0, 3600000, 0},
 };
 const plugin_schema s3_schema = {
     "s3", s3_options, (int)(sizeof s3_options / sizeof s3_options[0]),
@@ -96,6 +102,8 @@ void s3_config_from_environment(s3_config* defaults) {
   defaults->retry_base_ms = 100;
   defaults->part_size = env_int("AWS_S3_PART_SIZE", 8 * MiB);
   defaults->concurrency = 16;
+  defaults->max_connections = env_int("AWS_MAX_CONNECTIONS", 128);
+  defaults->idle_timeout_ms = 30000;
   defaults->read_ahead = 64 * 1024;
   defaults->sign_payload = 1;
   /* Out-of-range numbers from the environment fall back to the bounds

@@ -42,14 +42,27 @@ typedef struct s3_config {
   int64_t concurrency;        /* requests in flight for one op */
   int64_t read_ahead;         /* bytes fetched when a file is opened */
   int64_t sign_payload;       /* SHA-256 of bodies vs UNSIGNED-PAYLOAD */
+  int64_t max_connections;    /* open at once, in use or idle, per filesystem */
+  int64_t idle_timeout_ms;    /* an idle connection is closed after this */
 } s3_config;
 
+/* A curl handle at rest, with the one connection it keeps open. */
+typedef struct s3_idle {
+  void* handle; /* CURL* */
+  uint64_t since_ms;
+} s3_idle;
+
+/* The connection pool: at most max_connections handles exist (each keeps
+ * at most one connection), a request waits for one when all are out, and
+ * idle ones are closed after idle_timeout_ms and by flush_caches. */
 typedef struct s3_fs {
   plugin_fs base;       /* the settings (s3_config snapshots) */
-  pthread_mutex_t lock; /* guards the idle handle pool */
-  void** idle;          /* CURL* handles with live connections */
+  pthread_mutex_t lock; /* guards the pool */
+  pthread_cond_t freed; /* a handle came back, or one may be made */
+  s3_idle* idle;        /* oldest first */
   int idle_count;
   int idle_capacity;
+  int live; /* handles in use or idle */
 } s3_fs;
 
 extern const plugin_schema s3_schema;
@@ -111,6 +124,8 @@ void s3_response_free(s3_response* r);
  * the mapped code with a message naming the object (never a secret) and
  * returns -1; resp->http and resp->error_code then tell what S3 said (http
  * 0: no answer). */
+/* Closes every idle connection (flush_caches, and the filesystem's end). */
+void s3_close_idle(s3_fs* fs);
 int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
                s3_response* resp, TF_Status* status);
 
