@@ -284,6 +284,7 @@ typedef struct part_upload {
   int number; /* 1-based */
   char* data;
   size_t len;
+  size_t cap; /* data's capacity */
   pthread_t thread;
 } part_upload;
 
@@ -293,6 +294,7 @@ struct s3_writer {
   s3_path path;
   char* buf; /* the part being filled */
   size_t len;
+  size_t cap; /* buf's capacity: the size of the part being filled */
   int64_t written;
   char* upload_id; /* once the file outgrew one part */
   int parts;       /* parts started */
@@ -304,6 +306,7 @@ struct s3_writer {
    * (MAX_PARTS_IN_FLIGHT + 1) parts, whichever threads append to it. */
   char* spare[MAX_PARTS_IN_FLIGHT];
   int spare_count;
+  size_t spare_cap; /* every spare's capacity */
   int closed;
   s3_first_error error; /* of the parts uploading in the background */
 };
@@ -330,8 +333,10 @@ static void* part_thread(void* arg) {
 static void join_oldest(s3_writer* w) {
   part_upload* u = w->inflight[0];
   pthread_join(u->thread, NULL);
-  if (w->spare_count < MAX_PARTS_IN_FLIGHT) w->spare[w->spare_count++] = u->data;
-  else free(u->data);
+  if (w->spare_count < MAX_PARTS_IN_FLIGHT && u->cap == w->spare_cap)
+    w->spare[w->spare_count++] = u->data;
+  else
+    free(u->data);
   free(u);
   memmove(w->inflight, w->inflight + 1, (size_t)(--w->inflight_count) * sizeof *w->inflight);
 }
@@ -350,10 +355,13 @@ static int reserve_part(s3_writer* w, TF_Status* status) {
   int cap = w->etags_cap ? w->etags_cap * 2 : 64;
   char** e;
   if (w->parts < w->etags_cap) return 0;
-  if (cap > 10000) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "s3: more than 10000 parts; raise part_size");
+  if (w->parts >= S3_MAX_PARTS) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED,
+                 "s3: an object of more than 10000 parts, past S3's limit (5 TiB at the "
+                 "part sizes used); raise part_size");
     return -1;
   }
+  if (cap > S3_MAX_PARTS) cap = S3_MAX_PARTS;
   e = realloc(w->etags, (size_t)cap * sizeof *e);
   if (e == NULL) {
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
@@ -363,6 +371,18 @@ static int reserve_part(s3_writer* w, TF_Status* status) {
   w->etags = e;
   w->etags_cap = cap;
   return 0;
+}
+
+/* A buffer for part `number`, whose size grows with the part count
+ * (s3_parts.h): a spare one when it has that size. */
+static char* part_buffer(s3_writer* w, int number, size_t* cap) {
+  size_t want = (size_t)s3_upload_part_size(w->cfg->part_size, number);
+  if (want != w->spare_cap) {
+    while (w->spare_count > 0) free(w->spare[--w->spare_count]);
+    w->spare_cap = want;
+  }
+  *cap = want;
+  return w->spare_count > 0 ? w->spare[--w->spare_count] : malloc(want);
 }
 
 /* Sends the filled buffer as the next part, in the background. */
@@ -382,14 +402,18 @@ static int ship_part(s3_writer* w, TF_Status* status) {
   u->number = ++w->parts;
   u->data = w->buf;
   u->len = w->len;
-  w->buf = w->spare_count > 0 ? w->spare[--w->spare_count]
-                              : malloc((size_t)w->cfg->part_size);
+  u->cap = w->cap;
+  w->buf = part_buffer(w, w->parts + 1, &w->cap);
   w->len = 0;
   if (w->buf == NULL || pthread_create(&u->thread, NULL, part_thread, u) != 0) {
     /* Upload in this thread instead. */
     part_thread(u);
-    if (w->buf == NULL) w->buf = u->data;
-    else free(u->data);
+    if (w->buf == NULL) {
+      w->buf = u->data;
+      w->cap = u->cap;
+    } else {
+      free(u->data);
+    }
     free(u);
     return s3_first_error_take(&w->error, status);
   }
@@ -400,7 +424,6 @@ static int ship_part(s3_writer* w, TF_Status* status) {
 static void writer_append(const TF_WritableFile* file, const char* data, size_t n,
                           TF_Status* status) {
   s3_writer* w = file->plugin_file;
-  size_t part = (size_t)w->cfg->part_size;
   if (w->closed) {
     TF_SetStatus(status, TF_FAILED_PRECONDITION, "append to a closed s3 file");
     return;
@@ -409,8 +432,8 @@ static void writer_append(const TF_WritableFile* file, const char* data, size_t 
     size_t take;
     /* A full part waits for more data before it ships, so that a file of
      * exactly one part stays a single PUT. */
-    if (w->len == part && ship_part(w, status) != 0) return;
-    take = part - w->len < n ? part - w->len : n;
+    if (w->len == w->cap && ship_part(w, status) != 0) return;
+    take = w->cap - w->len < n ? w->cap - w->len : n;
     memcpy(w->buf + w->len, data, take);
     w->len += take;
     w->written += (int64_t)take;
@@ -496,7 +519,7 @@ static s3_writer* writer_new(const TF_Filesystem* filesystem, const char* path,
       snprintf(msg, sizeof msg, "%s s3://%s: a bucket is a directory", what, w->path.bucket);
       TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
     } else {
-      w->buf = malloc((size_t)w->cfg->part_size);
+      w->buf = part_buffer(w, 1, &w->cap);
       if (w->buf != NULL) return w;
       TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
     }
@@ -518,7 +541,7 @@ void s3_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
                             TF_WritableFile* file, TF_Status* status) {
   s3_writer* w = writer_new(filesystem, path, "append", status);
   s3_reader* r;
-  int64_t whole, tail;
+  int64_t copy_part, whole, tail;
   file->plugin_file = NULL;
   if (w == NULL) return;
   r = reader_open(filesystem, path, "append", status);
@@ -535,23 +558,38 @@ void s3_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
   /* Whole parts of the old object are copied server-side; the tail (less
    * than a part) is read into the buffer, since only the last part of an
    * upload may be small. */
-  whole = r->size / w->cfg->part_size;
-  tail = r->size - whole * w->cfg->part_size;
+  copy_part = s3_copy_part_size(w->cfg->part_size, r->size);
+  whole = r->size / copy_part;
+  tail = r->size - whole * copy_part;
   if (whole > 0) {
     w->parts = (int)whole;
     while (w->etags_cap < w->parts)
       if (reserve_part(w, status) != 0) goto fail;
     if (ensure_upload(w, status) != 0 ||
-        s3_copy_parts(w->fs, w->cfg, &r->path, whole * w->cfg->part_size, &w->path,
+        s3_copy_parts(w->fs, w->cfg, &r->path, whole * copy_part, copy_part, &w->path,
                       w->upload_id, w->etags, status) != 0)
       goto fail;
+    free(w->buf); /* the next part's size follows the part count */
+    w->buf = part_buffer(w, w->parts + 1, &w->cap);
   }
   if (tail > 0) {
     TF_RandomAccessFile f = {r};
-    if (reader_read(&f, (uint64_t)(whole * w->cfg->part_size), (size_t)tail, w->buf,
-                    status) != tail)
+    if ((size_t)tail > w->cap) { /* the tail of a large copy part: one part of its own */
+      free(w->buf);
+      w->cap = (size_t)tail;
+      w->buf = malloc(w->cap);
+    }
+    if (w->buf == NULL) {
+      TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+      goto fail;
+    }
+    if (reader_read(&f, (uint64_t)(whole * copy_part), (size_t)tail, w->buf, status) != tail)
       goto fail;
     w->len = (size_t)tail;
+  }
+  if (w->buf == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    goto fail;
   }
   w->written = r->size;
   reader_free(r);

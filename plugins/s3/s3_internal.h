@@ -20,6 +20,7 @@
 #include "asyncfs/filesystem_interface.h"
 #include "plugin_common.h"
 #include "plugin_fs.h"
+#include "s3_parts.h"
 
 /* ---- settings ------------------------------------------------------------ */
 
@@ -237,8 +238,8 @@ void s3_set_missing(s3_fs* fs, const s3_config* cfg, const s3_path* p,
  * 1 on, part_size each (the last one shorter), in parallel, server-side;
  * etags[i] receives part i + 1's ETag. */
 int s3_copy_parts(s3_fs* fs, const s3_config* cfg, const s3_path* src,
-                  int64_t length, const s3_path* dst, const char* upload_id,
-                  char** etags, TF_Status* status);
+                  int64_t length, int64_t part_size, const s3_path* dst,
+                  const char* upload_id, char** etags, TF_Status* status);
 
 /* Server-side copy, multipart above the part size; parts in parallel. */
 int s3_copy_object(s3_fs* fs, const s3_config* cfg, const s3_path* src,

@@ -118,14 +118,15 @@ typedef struct copy_job {
   const char* upload_id;
   const char* source;
   int64_t length;
+  int64_t part_size;
   char** etags;
   s3_first_error error;
 } copy_job;
 
 static void copy_part(void* arg, int i) {
   copy_job* job = arg;
-  int64_t first = (int64_t)i * job->cfg->part_size;
-  int64_t last = first + job->cfg->part_size - 1;
+  int64_t first = (int64_t)i * job->part_size;
+  int64_t last = first + job->part_size - 1;
   char range[64], etag[96];
   TF_Status* status = TF_NewStatus();
   if (last >= job->length) last = job->length - 1;
@@ -140,8 +141,8 @@ static void copy_part(void* arg, int i) {
 }
 
 int s3_copy_parts(s3_fs* fs, const s3_config* cfg, const s3_path* src, int64_t length,
-                  const s3_path* dst, const char* upload_id, char** etags,
-                  TF_Status* status) {
+                  int64_t part_size, const s3_path* dst, const char* upload_id,
+                  char** etags, TF_Status* status) {
   copy_job job;
   int rc;
   job.fs = fs;
@@ -149,11 +150,12 @@ int s3_copy_parts(s3_fs* fs, const s3_config* cfg, const s3_path* src, int64_t l
   job.dst = dst;
   job.upload_id = upload_id;
   job.length = length;
+  job.part_size = part_size;
   job.etags = etags;
   job.source = copy_source(src, status);
   if (job.source == NULL) return -1;
   s3_first_error_init(&job.error);
-  s3_parallel((int)((length + cfg->part_size - 1) / cfg->part_size), (int)cfg->concurrency,
+  s3_parallel((int)((length + part_size - 1) / part_size), (int)cfg->concurrency,
               copy_part, &job);
   rc = s3_first_error_take(&job.error, status);
   s3_first_error_destroy(&job.error);
@@ -163,7 +165,8 @@ int s3_copy_parts(s3_fs* fs, const s3_config* cfg, const s3_path* src, int64_t l
 
 int s3_copy_object(s3_fs* fs, const s3_config* cfg, const s3_path* src,
                    int64_t size, const s3_path* dst, TF_Status* status) {
-  int parts = (int)((size + cfg->part_size - 1) / cfg->part_size), i, rc = -1;
+  int64_t part_size = s3_copy_part_size(cfg->part_size, size);
+  int parts = (int)((size + part_size - 1) / part_size), i, rc = -1;
   char** etags;
   char* upload_id;
   if (size <= cfg->part_size) {
@@ -186,7 +189,7 @@ int s3_copy_object(s3_fs* fs, const s3_config* cfg, const s3_path* src,
   }
   upload_id = s3_create_multipart(fs, cfg, dst, status);
   if (upload_id != NULL) {
-    if (s3_copy_parts(fs, cfg, src, size, dst, upload_id, etags, status) == 0)
+    if (s3_copy_parts(fs, cfg, src, size, part_size, dst, upload_id, etags, status) == 0)
       rc = s3_complete_multipart(fs, cfg, dst, upload_id, etags, parts, status);
     if (rc != 0) s3_abort_multipart(fs, cfg, dst, upload_id);
     free(upload_id);
