@@ -85,6 +85,20 @@ void plugin_fs_free(TF_Filesystem* filesystem);
   PLUGIN_FILE_CONSTRUCTORS(files_prefix), PLUGIN_NAMESPACE_OPS(prefix), \
   PLUGIN_QUERY_OPS(prefix)
 
+/* Defines fs_rename_file and fs_copy_file over one function that does
+ * both, transfer(filesystem, src, dst, remove_source, status): a plugin
+ * whose rename is a copy that then removes its source (memory, s3). */
+#define PLUGIN_DEFINE_RENAME_AND_COPY(transfer)                             \
+  static void fs_rename_file(const TF_Filesystem* filesystem,              \
+                             const char* src, const char* dst,             \
+                             TF_Status* status) {                          \
+    transfer(filesystem, src, dst, 1, status);                             \
+  }                                                                         \
+  static void fs_copy_file(const TF_Filesystem* filesystem, const char* src, \
+                           const char* dst, TF_Status* status) {           \
+    transfer(filesystem, src, dst, 0, status);                             \
+  }
+
 /* One scheme a plugin serves, and its operation tables. */
 typedef struct plugin_scheme {
   const char* scheme;

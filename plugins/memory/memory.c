@@ -259,15 +259,7 @@ done:
   pthread_rwlock_unlock(&fs->lock);
 }
 
-static void fs_rename_file(const TF_Filesystem* filesystem, const char* src,
-                           const char* dst, TF_Status* status) {
-  transfer_file(filesystem, src, dst, 1, status);
-}
-
-static void fs_copy_file(const TF_Filesystem* filesystem, const char* src,
-                         const char* dst, TF_Status* status) {
-  transfer_file(filesystem, src, dst, 0, status);
-}
+PLUGIN_DEFINE_RENAME_AND_COPY(transfer_file)
 
 static void fs_path_exists(const TF_Filesystem* filesystem, const char* path,
                            TF_Status* status) {

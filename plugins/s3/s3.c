@@ -778,15 +778,7 @@ done:
   op_end(&src);
 }
 
-static void fs_rename_file(const TF_Filesystem* filesystem, const char* src,
-                           const char* dst, TF_Status* status) {
-  copy_or_rename(filesystem, src, dst, 1, status);
-}
-
-static void fs_copy_file(const TF_Filesystem* filesystem, const char* src,
-                         const char* dst, TF_Status* status) {
-  copy_or_rename(filesystem, src, dst, 0, status);
-}
+PLUGIN_DEFINE_RENAME_AND_COPY(copy_or_rename)
 
 /* ---- registration ------------------------------------------------------------------------ */
 
