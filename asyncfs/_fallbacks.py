@@ -5,6 +5,8 @@ same fallbacks). Each works on URIs through the adapter's public methods.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from . import _uri
@@ -71,13 +73,29 @@ def recursively_create_dir(fs: ModularFileSystem, uri: str) -> None:
             fs.is_directory(directory)  # raced with a creator: must be a dir
 
 
+@contextmanager
+def naming_target(op: str, staged: str, target: str) -> Iterator[None]:
+    """An error about the temporary sibling staged names the target the
+    caller gave instead: the temporary name is ours, not theirs."""
+    try:
+        yield
+    except StatusError as exc:
+        if exc.path != staged:
+            raise
+        # a plugin that names the path in its message named the sibling
+        suffix = staged[len(target) :] if staged.startswith(target) else ""
+        message = exc.message.replace(suffix, "") if suffix else exc.message
+        raise type(exc)(message, op=op, path=target) from None
+
+
 def write_by_rename(fs: ModularFileSystem, uri: str, data: Buffer) -> None:
     """Write uri as a new file: data goes to a temporary sibling that is
     renamed over uri, so uri holds the old content or the new, never a part
     (and a file linked elsewhere is replaced, not written in place)."""
     staged = _uri.staging_name(uri)
     try:
-        fs.write_file(staged, data)
+        with naming_target("write_file", staged, uri):
+            fs.write_file(staged, data)
         fs.rename_file(staged, uri)
     except BaseException:
         if fs.exists(staged):
@@ -96,7 +114,7 @@ def stream_copy(source: ModularFileSystem, src: str, target: ModularFileSystem, 
     view = memoryview(buffer)
     with source.new_random_access_file(src) as reader:
         try:
-            with target.new_writable_file(staged) as writer:
+            with naming_target("copy_file", staged, dst), target.new_writable_file(staged) as writer:
                 offset = 0
                 while True:
                     count = reader.read_into(offset, buffer)

@@ -143,6 +143,19 @@ def _by_runtime(function: str, text: str) -> str:
     return bytes(_ffi.ffi.buffer(out, length)).decode("utf-8", "surrogateescape")
 
 
+def parent(uri: str) -> str:
+    """The folder that holds uri, as a URI: ``mem://a/b/c`` -> ``mem://a/b``,
+    ``/tmp/x`` -> ``/tmp``; "" for a filesystem's top."""
+    parsed = parse_uri(uri)
+    path = parsed.path.rstrip("/")
+    if not path:
+        return ""
+    head = path.rpartition("/")[0]
+    if not head and not parsed.host:
+        head = "/" if path.startswith("/") else ""
+    return parsed.prefix() + head if (head or parsed.host) else ""
+
+
 def join(base: str, name: str) -> str:
     """Append a child name to a URI or path."""
     if not base:

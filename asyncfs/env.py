@@ -13,10 +13,11 @@ from __future__ import annotations
 import os
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
+from functools import partial
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import anyio
 
@@ -27,7 +28,7 @@ from .async_filesystem import (
     AsyncRandomAccessFile,
     AsyncWritableFile,
 )
-from .errors import UnimplementedError
+from .errors import NotFoundError, UnimplementedError
 from .filesystem import FileStatistics
 from .registry import PluginInfo, Registry, RegistryRecipe, default_registry
 
@@ -50,6 +51,8 @@ else:
 
 __all__ = ["Env", "default_env"]
 
+T = TypeVar("T")
+
 
 class Env:
     """URIs (``scheme://[host]/path``; bare paths and ``file://`` go to the
@@ -67,6 +70,12 @@ class Env:
     how long closing waits for plugin calls that are stuck (a hung network
     peer): after it they are abandoned, with an
     :class:`~asyncfs.errors.AbandonedOperationWarning` naming each.
+
+    Writes (``write_file``, ``append``, ``open`` for writing, ``copy``, and
+    so TFRecord writers) create the folders missing above their target, as
+    ``open`` on most tools' paths would be expected to; ``create_parents=False``
+    keeps the plugins' own rule (TensorFlow's: the parent must exist). Object
+    stores need no parents, and a missing bucket is never created this way.
 
     Plugins whose calls wait on a network (s3://; the ASYNCFS_PLUGIN_NETWORK
     flag) run on a second pool of ``network_workers`` threads (default 64):
@@ -89,6 +98,7 @@ class Env:
         copy_chunk: int = 8 << 20,
         network_workers: int = 64,
         close_timeout: float = 10.0,
+        create_parents: bool = True,
     ) -> None:
         # the registry is resolved on first use, so an Env unpickled in a
         # worker loads its plugins only when it is used there
@@ -100,12 +110,14 @@ class Env:
             "copy_chunk": copy_chunk,
             "network_workers": network_workers,
             "close_timeout": close_timeout,
+            "create_parents": create_parents,
         }
         self.pool = WorkerPool(workers, max_in_flight=max_in_flight, worker_nice=worker_nice)
         # Threads start on first use: an Env without network stores has none.
         self.network_pool = WorkerPool(network_workers, max_in_flight=max_in_flight, worker_nice=0)
         self.copy_chunk = copy_chunk
         self.close_timeout = close_timeout
+        self.create_parents = create_parents
         self._filesystems: dict[str, AsyncModularFileSystem] = {}
 
     @property
@@ -253,7 +265,9 @@ class Env:
         from .streams import StreamOpener, open_stream  # noqa: PLC0415 (lazy: see the imports)
 
         fs = self.filesystem(uri)
-        return StreamOpener(lambda: open_stream(fs, uri, mode, **options))
+        if mode.startswith("r"):
+            return StreamOpener(lambda: open_stream(fs, uri, mode, **options))
+        return StreamOpener(lambda: self._making_parents(fs, uri, lambda: open_stream(fs, uri, mode, **options)))
 
     # ---- datasets ---------------------------------------------------------------------
 
@@ -313,10 +327,12 @@ class Env:
     async def write_file(self, uri: str, data: Buffer, *, atomic: bool = True) -> None:
         """Create or replace uri with data; atomically (temporary sibling,
         then rename) unless atomic is false or the plugin cannot rename."""
-        await self.filesystem(uri).write_file(uri, data, atomic=atomic)
+        fs = self.filesystem(uri)
+        await self._making_parents(fs, uri, lambda: fs.write_file(uri, data, atomic=atomic))
 
     async def append(self, uri: str, data: Buffer) -> None:
-        await self.filesystem(uri).append(uri, data)
+        fs = self.filesystem(uri)
+        await self._making_parents(fs, uri, lambda: fs.append(uri, data))
 
     async def new_writable_file(self, uri: str) -> AsyncWritableFile:
         return await self.filesystem(uri).new_writable_file(uri)
@@ -357,9 +373,33 @@ class Env:
         tree, its directories listed and files copied concurrently."""
         source, target = self.filesystem(src), self.filesystem(dst)
         if recursive and await source.isdir(src):
-            await _transfer.copy_tree(source, src, target, dst, self.copy_chunk)
+            await _transfer.copy_tree(source, src, target, dst, self.copy_chunk)  # makes dst itself
         else:
-            await _transfer.copy_file(source, src, target, dst, self.copy_chunk)
+            copy = partial(_transfer.copy_file, source, src, target, dst, self.copy_chunk)
+            await self._making_parents(target, dst, copy, source=(source, src))
+
+    async def _making_parents(
+        self,
+        fs: AsyncModularFileSystem,
+        uri: str,
+        write: Callable[[], Awaitable[T]],
+        *,
+        source: tuple[AsyncModularFileSystem, str] | None = None,
+    ) -> T:
+        """write(), and if it failed because a folder above uri is missing,
+        those folders made and write() once more (``create_parents``):
+        nothing is looked up before a write that succeeds. A missing source
+        (of a copy) is not a missing folder."""
+        try:
+            return await write()
+        except NotFoundError:
+            parent = _uri.parent(uri)
+            if not self.create_parents or fs.network or not parent or await fs.exists(parent):
+                raise
+            if source is not None and not await source[0].exists(source[1]):
+                raise
+        await fs.recursively_create_dir(parent)
+        return await write()
 
 
 def _rebuild_env(recipe: RegistryRecipe | None, options: dict[str, Any]) -> Env:

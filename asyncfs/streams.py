@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from . import _uri
 from . import compression as _compression
+from ._fallbacks import naming_target
 from .errors import FailedPreconditionError, InvalidArgumentError
 from .files import RandomAccessFile, WritableFile
 from .filesystem import ModularFileSystem
@@ -658,9 +659,12 @@ def _close_opened(opened: tuple[RandomAccessFile, int]) -> None:
 
 
 def _open_for_writing(fs: ModularFileSystem, uri: str, staged: str | None) -> WritableFile:
-    if staged is not None and fs.isdir(uri):
+    if staged is None:
+        return fs.new_writable_file(uri)
+    if fs.isdir(uri):
         raise FailedPreconditionError("path is a directory", op="open", path=uri)
-    return fs.new_writable_file(staged or uri)
+    with naming_target("open", staged, uri):
+        return fs.new_writable_file(staged)
 
 
 async def open_stream(

@@ -1,0 +1,94 @@
+"""What a user of the Env expects of writes: missing folders above the
+target are made (the README's first example, on a fresh Env), errors name
+the path the user gave and never a temporary one, and the plugins' own
+rule (TensorFlow's: the parent must exist) stays one option away."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import asyncfs
+from asyncfs import _uri, tfrecord
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["mem", "file"])
+def base(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "mem":
+        return f"mem://writes-{uuid.uuid4().hex}"
+    return f"file://{tmp_path}"
+
+
+async def test_the_readme_example_runs_on_a_fresh_env() -> None:
+    async with asyncfs.Env() as env:
+        await env.write_file("mem://data/a.txt", b"hello")
+        assert await env.read_file("mem://data/a.txt") == b"hello"
+        assert await env.files_exist(["mem://data/a.txt", "/nonexistent/x"]) == [True, False]
+
+
+async def test_every_kind_of_write_makes_missing_folders(base: str) -> None:
+    async with asyncfs.Env() as env:
+        await env.write_file(f"{base}/w/deep/a.bin", b"a")
+        await env.append(f"{base}/ap/deep/b.log", b"b")
+        async with env.open(f"{base}/st/deep/c.txt", "w") as f:
+            await f.write("c")
+        async with await tfrecord.writer(env, f"{base}/tf/deep/d.tfrecord") as out:
+            await out.write(b"d")
+        await env.copy(f"{base}/w/deep/a.bin", f"{base}/cp/deep/e.bin")
+        await env.copy(f"{base}/w", f"{base}/tree/deep/w", recursive=True)
+        assert await env.read_file(f"{base}/w/deep/a.bin") == b"a"
+        assert await env.read_file(f"{base}/ap/deep/b.log") == b"b"
+        assert await env.read_file(f"{base}/st/deep/c.txt") == b"c"
+        assert [r async for r in tfrecord.reader(env, f"{base}/tf/deep/d.tfrecord")] == [b"d"]
+        assert await env.read_file(f"{base}/cp/deep/e.bin") == b"a"
+        assert await env.read_file(f"{base}/tree/deep/w/deep/a.bin") == b"a"
+
+
+async def test_without_create_parents_the_error_names_the_users_path(base: str) -> None:
+    async with asyncfs.Env(create_parents=False) as env:
+        target = f"{base}/missing/a.bin"
+        with pytest.raises(asyncfs.NotFoundError) as info:
+            await env.write_file(target, b"a")
+        assert info.value.path == target and "asyncfs-tmp" not in str(info.value)
+        with pytest.raises(asyncfs.NotFoundError) as info:
+            await env.open(target, "wb")
+        assert info.value.path == target and "asyncfs-tmp" not in str(info.value)
+        assert not await env.exists(f"{base}/missing")
+
+
+async def test_a_missing_source_makes_no_folders(base: str) -> None:
+    async with asyncfs.Env() as env:
+        with pytest.raises(asyncfs.NotFoundError):
+            await env.copy(f"{base}/no-such-file", f"{base}/new/folder/x")
+        assert not await env.exists(f"{base}/new")
+
+
+async def test_a_file_in_the_way_is_not_replaced(base: str) -> None:
+    async with asyncfs.Env() as env:
+        await env.write_file(f"{base}/f", b"file")
+        with pytest.raises((asyncfs.FailedPreconditionError, asyncfs.NotFoundError)):
+            await env.write_file(f"{base}/f/under/x", b"x")
+        assert await env.read_file(f"{base}/f") == b"file"
+
+
+names = st.text(st.characters(blacklist_characters="/\x00", blacklist_categories=("Cs",)), min_size=1).filter(
+    lambda name: name not in (".", "..")
+)
+
+
+@given(
+    prefix=st.sampled_from(["mem://host", "mem://", "file://", "", "s3://bucket"]),
+    folders=st.lists(names, max_size=4),
+    name=names,
+)
+def test_parent_undoes_join(prefix: str, folders: list[str], name: str) -> None:
+    folder = prefix + "".join(f"/{part}" for part in folders)
+    if not folders and not prefix.startswith(("mem://host", "s3://")):
+        folder += "/"
+    assert _uri.parent(_uri.join(folder, name)).rstrip("/") == folder.rstrip("/")
