@@ -274,6 +274,18 @@ def test_server_side_copy_single_and_multipart(s3_gateway: Gateway, bucket: str)
     assert fs.get_file_size(f"s3://{bucket}/moved") == len(large)
 
 
+def test_copy_and_rename_of_a_key_longer_than_any_fixed_buffer(s3_fs: asyncfs.ModularFileSystem, bucket: str) -> None:
+    """x-amz-copy-source was built in 1,100 bytes: a key whose encoded form
+    is longer failed to copy. 128 three-byte characters encode to 1,152
+    (and stay within the test gateway's 460-byte object names)."""
+    folder = f"s3://{bucket}/long/" + "/".join(["€" * 32] * 4)
+    s3_fs.write_file(f"{folder}/a", b"long")
+    s3_fs.copy_file(f"{folder}/a", f"{folder}/b")
+    s3_fs.rename_file(f"{folder}/b", f"{folder}/c")
+    assert s3_fs.read_file(f"{folder}/c") == b"long"
+    assert sorted(s3_fs.get_children(folder)) == ["a", "c"]
+
+
 def test_files_exist_answers_concurrently(env: asyncfs.Env, bucket: str) -> None:
     fs = env.filesystem("s3://").wrapped
     for i in range(0, 50, 2):
