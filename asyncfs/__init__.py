@@ -26,7 +26,6 @@ from .errors import (
     AbortedError,
     AlreadyExistsError,
     AsyncFSError,
-    CancelledError,
     Code,
     CoreABIRangeError,
     DataLossError,
@@ -40,6 +39,7 @@ from .errors import (
     MissingOperationError,
     MissingTableError,
     NotFoundError,
+    OperationCancelledError,
     OutOfRangeError,
     PermissionDeniedError,
     PluginAPIMismatchWarning,
@@ -113,6 +113,8 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "CancelledError":  # the old name, deprecated: it is not asyncio's
+        return getattr(importlib.import_module(".errors", __name__), name)
     try:
         module_name, attribute = _LAZY[name]
     except KeyError:
@@ -168,13 +170,13 @@ __all__ = [
     "StatusError",
     "AbortedError",
     "AlreadyExistsError",
-    "CancelledError",
     "DataLossError",
     "DeadlineExceededError",
     "FailedPreconditionError",
     "InternalError",
     "InvalidArgumentError",
     "NotFoundError",
+    "OperationCancelledError",
     "OutOfRangeError",
     "PermissionDeniedError",
     "ResourceExhaustedError",

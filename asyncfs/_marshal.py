@@ -28,6 +28,16 @@ def encode(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
+def refuse_text(data: object, op: str, uri: str) -> None:
+    """A str where bytes are written is a mistake that must say so: the
+    caller meant to encode it, or to open the file in text mode."""
+    if isinstance(data, str):
+        raise TypeError(
+            f"{op} {uri}: data must be bytes-like, not str; encode it (data.encode()) "
+            "or open the file in a text mode ('w', 'a')"
+        )
+
+
 def decode(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _fanout, _plans
 from ._fallbacks import write_by_rename
-from ._marshal import Option, OptionValue
+from ._marshal import Option, OptionValue, refuse_text
 from ._pool import Pending, Sink, WorkerPool
 from .errors import AlreadyExistsError, StatusError
 from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
@@ -304,9 +304,11 @@ class AsyncModularFileSystem:
         """Create or replace uri with data. With atomic (the default) the
         data goes to a temporary sibling that is renamed over uri, so uri
         holds the old or the new content, never a part."""
+        refuse_text(data, "write_file", uri)
         await self._mutate(_write_file, self.wrapped, uri, data, atomic)
 
     async def append(self, uri: str, data: Buffer) -> None:
+        refuse_text(data, "append", uri)
         await self._mutate(_append, self.wrapped, uri, data)
 
     async def exists(self, uri: str) -> bool:

@@ -21,7 +21,6 @@ __all__ = [
     "AbortedError",
     "AlreadyExistsError",
     "AsyncFSError",
-    "CancelledError",
     "Code",
     "CoreABIRangeError",
     "DataLossError",
@@ -35,6 +34,7 @@ __all__ = [
     "MissingOperationError",
     "MissingTableError",
     "NotFoundError",
+    "OperationCancelledError",
     "OutOfRangeError",
     "PermissionDeniedError",
     "PluginAPIMismatchWarning",
@@ -119,8 +119,29 @@ def _rebuild(cls: type[StatusError], message: str, op: str, path: str | None) ->
     return cls(message, op=op, path=path)
 
 
-class CancelledError(StatusError):
+class OperationCancelledError(StatusError):
+    """A plugin reported that it cancelled the operation (``TF_CANCELLED``).
+
+    Not :class:`asyncio.CancelledError`, which it neither is nor inherits:
+    a cancelled task always sees the event loop's own ``CancelledError``
+    (or trio's ``Cancelled``), never this, and this never cancels a task.
+    It was named ``CancelledError`` before 0.2; that name still works, with
+    a :class:`DeprecationWarning`."""
+
     code = Code.CANCELLED
+
+
+def __getattr__(name: str) -> object:
+    if name == "CancelledError":
+        import warnings  # noqa: PLC0415 (only a caller of the old name pays for it)
+
+        warnings.warn(
+            "asyncfs.errors.CancelledError is now OperationCancelledError (it is not asyncio.CancelledError)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return OperationCancelledError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class UnknownError(StatusError):
@@ -198,7 +219,7 @@ class UnauthenticatedError(StatusError, PermissionError):
 STATUS_ERRORS: dict[Code, type[StatusError]] = {
     cls.code: cls
     for cls in (
-        CancelledError,
+        OperationCancelledError,
         UnknownError,
         InvalidArgumentError,
         DeadlineExceededError,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from . import _ffi
 from ._ffi import CData, ffi
+from ._marshal import refuse_text
 from .errors import Code
 
 if TYPE_CHECKING:
@@ -144,6 +145,7 @@ class WritableFile(_Handle):
         """Append data (any contiguous bytes-like object, passed without a
         copy)."""
         self._check_open("append")
+        refuse_text(data, "append", self.uri)
         if self._ops.append == ffi.NULL:
             _ffi.raise_status(Code.UNIMPLEMENTED, "the plugin does not offer append", "append", self.uri)
         source = ffi.from_buffer(data)

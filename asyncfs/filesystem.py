@@ -26,6 +26,7 @@ from ._marshal import (
     free_options,
     option_from_c,
     option_to_c,
+    refuse_text,
     take_string,
     unpack_strings,
 )
@@ -537,6 +538,7 @@ class ModularFileSystem:
     def write_file(self, uri: str, data: Buffer) -> None:
         """Create or replace uri with data (written in place; the async Env
         adds the atomic temporary-and-rename variant)."""
+        refuse_text(data, "write_file", uri)  # before the file is created or truncated
         with self.new_writable_file(uri) as file:
             file.append(data)
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from . import _uri
 from . import compression as _compression
 from ._fallbacks import naming_target
+from ._marshal import refuse_text
 from .errors import FailedPreconditionError, InvalidArgumentError
 from .files import RandomAccessFile, WritableFile
 from .filesystem import ModularFileSystem
@@ -460,6 +461,7 @@ class AsyncBinaryWriter(_Writer):
 
     async def write(self, data: Buffer) -> int:
         self._check_open()
+        refuse_text(data, "write", self.uri)
         view = memoryview(data).cast("B")
         self._written += len(view)
         chunk: Buffer = self._compressor.compress(view) if self._compressor is not None else view

@@ -1,11 +1,13 @@
-"""What a user of the Env expects of writes: missing folders above the
+"""What a user of the Env expects of writes and errors: missing folders above the
 target are made (the README's first example, on a fresh Env), errors name
 the path the user gave and never a temporary one, and the plugins' own
 rule (TensorFlow's: the parent must exist) stays one option away."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+import warnings
 from pathlib import Path
 
 import pytest
@@ -92,3 +94,28 @@ def test_parent_undoes_join(prefix: str, folders: list[str], name: str) -> None:
     if not folders and not prefix.startswith(("mem://host", "s3://")):
         folder += "/"
     assert _uri.parent(_uri.join(folder, name)).rstrip("/") == folder.rstrip("/")
+
+
+async def test_text_given_to_a_binary_write_says_to_encode_it_and_writes_nothing(base: str) -> None:
+    async with asyncfs.Env() as env:
+        for atomic in (True, False):
+            target = f"{base}/text-{atomic}.bin"
+            with pytest.raises(TypeError, match=rf"write_file {target}: .*not str; encode it"):
+                await env.write_file(target, "hello", atomic=atomic)  # type: ignore[arg-type]
+            assert not await env.exists(target)
+        with pytest.raises(TypeError, match="not str; encode it"):
+            await env.append(f"{base}/log", "x")  # type: ignore[arg-type]
+        async with env.open(f"{base}/stream.bin", "wb") as f:
+            with pytest.raises(TypeError, match="text mode"):
+                await f.write("text")  # type: ignore[arg-type]
+            await f.write(b"bytes")
+        assert await env.read_file(f"{base}/stream.bin") == b"bytes"
+
+
+def test_a_plugins_cancelled_status_is_not_asyncios_cancellation() -> None:
+    assert not issubclass(asyncfs.OperationCancelledError, asyncio.CancelledError)
+    assert asyncfs.errors.STATUS_ERRORS[asyncfs.Code.CANCELLED] is asyncfs.OperationCancelledError
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert asyncfs.CancelledError is asyncfs.OperationCancelledError
+    assert any(issubclass(w.category, DeprecationWarning) for w in caught)
