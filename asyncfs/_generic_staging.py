@@ -77,8 +77,6 @@ class GenericStaging(Staging):
     def __init__(self, fs: ModularFileSystem, root: str) -> None:
         super().__init__(fs, root)
         self.names = Siblings(root)
-        self.lock = self.names.lock
-        self.journal = self.names.journal
         self.id = uuid.uuid4().hex
         self.staging = self.names.staging(self.id)
         self.markers: list[str] = []  # intent markers beside enclosing folders
@@ -186,7 +184,7 @@ class GenericStaging(Staging):
         body = json.dumps(plan, sort_keys=True)
         record = json.dumps({"plan": plan, "check": _check(body)}).encode()
         # the commit point: a whole, valid journal (a torn one reads as none)
-        write_by_rename(self.fs, self.journal, record)
+        write_by_rename(self.fs, self.names.journal, record)
         self.decided = True
         self.plan = plan
         apply_journal(self.fs, self.root, plan)
@@ -194,7 +192,7 @@ class GenericStaging(Staging):
 
     def abort(self) -> None:
         if self.decided:  # past the commit point: finish it, never undo half
-            if self.fs.exists(self.journal):
+            if self.fs.exists(self.names.journal):
                 apply_journal(self.fs, self.root, self.plan)
         elif self.fs.exists(self.staging):
             self.fs.delete_recursively(self.staging)
@@ -207,29 +205,29 @@ class GenericStaging(Staging):
         process is taken over by creating its next claim, which only one of
         several processes that found it stale can do."""
         try:
-            self.fs.create_dir(self.lock)
+            self.fs.create_dir(self.names.lock)
             claim = 1
         except AlreadyExistsError:
-            claims, stale = _lock_state(self.fs, self.lock)
+            claims, stale = _lock_state(self.fs, self.names.lock)
             if not stale:
                 raise TransactionConflictError(
                     "the root is in another transaction", op="transaction", path=self.root
                 ) from None
             claim = claims + 1
         try:
-            self.fs.create_dir(f"{self.lock}/claim.{claim}")
+            self.fs.create_dir(f"{self.names.lock}/claim.{claim}")
         except (AlreadyExistsError, NotFoundError):  # another process took it (or took and freed it) first
             raise TransactionConflictError(
                 "another process took over the root's stale lock first", op="transaction", path=self.root
             ) from None
         # whole or absent, never a truncated pid that names another process
         record = _owner_record(os.getpid()).encode()
-        write_by_rename(self.fs, f"{self.lock}/claim.{claim}/owner", record)
+        write_by_rename(self.fs, f"{self.names.lock}/claim.{claim}/owner", record)
 
     def _unlock(self) -> None:
         try:
-            if self.fs.exists(self.lock):
-                self.fs.delete_recursively(self.lock)
+            if self.fs.exists(self.names.lock):
+                self.fs.delete_recursively(self.names.lock)
         finally:
             self._withdraw()
 

@@ -151,9 +151,9 @@ def parent(uri: str) -> str:
     if not path:
         return ""
     head = path.rpartition("/")[0]
-    if not head and not parsed.host:
-        head = "/" if path.startswith("/") else ""
-    return parsed.prefix() + head if (head or parsed.host) else ""
+    if head or parsed.host:
+        return parsed.prefix() + head
+    return parsed.prefix() + "/" if path.startswith("/") else ""  # file:///x -> file:///
 
 
 def join(base: str, name: str) -> str:

@@ -265,9 +265,8 @@ class Env:
         from .streams import StreamOpener, open_stream  # noqa: PLC0415 (lazy: see the imports)
 
         fs = self.filesystem(uri)
-        if mode.startswith("r"):
-            return StreamOpener(lambda: open_stream(fs, uri, mode, **options))
-        return StreamOpener(lambda: self._making_parents(fs, uri, lambda: open_stream(fs, uri, mode, **options)))
+        opening = partial(open_stream, fs, uri, mode, **options)
+        return StreamOpener(opening if mode.startswith("r") else partial(self._making_parents, fs, uri, opening))
 
     # ---- datasets ---------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ typedef struct xml_driver {
                      const char* text);
   void* ctx;
   int failed;
+  int shifted; /* the input went through shift_controls */
 } xml_driver;
 
 static void on_start(void* arg, const XML_Char* name, const XML_Char** attrs) {
@@ -97,10 +98,22 @@ static char* shift_controls(const char* xml, size_t len, size_t* out_len) {
   return out;
 }
 
+/* Whether xml holds anything shift_controls would change: a control byte,
+ * or a character reference (checked closely only when shifting). Most
+ * answers hold neither and are parsed as they came, with no copy. */
+static int needs_shift(const char* xml, size_t len) {
+  size_t i;
+  for (i = 0; i < len; ++i) {
+    unsigned char c = (unsigned char)xml[i];
+    if (control(c) || (c == '&' && i + 1 < len && xml[i + 1] == '#')) return 1;
+  }
+  return 0;
+}
+
 static void on_text(void* arg, const XML_Char* s, int len) {
   xml_driver* d = arg;
   int i, start = 0;
-  for (i = 0; i + 2 < len; ++i) {
+  for (i = 0; d->shifted && i + 2 < len; ++i) {
     if (s[i] == SHIFT_LEAD && s[i + 1] == SHIFT_MID && ((unsigned char)s[i + 2] & 0xE0) == 0x80) {
       char c = (char)((unsigned char)s[i + 2] & 0x1F);
       if (plugin_buf_append(&d->text, s + start, (size_t)(i - start)) != 0 ||
@@ -118,10 +131,13 @@ static int xml_parse(const char* xml, size_t len,
                      void* ctx) {
   xml_driver d;
   XML_Parser p;
-  size_t shifted_len = 0;
-  char* shifted = shift_controls(xml, len, &shifted_len);
+  char* shifted = NULL;
   int ok;
-  if (shifted == NULL) return -1;
+  if (needs_shift(xml, len)) {
+    shifted = shift_controls(xml, len, &len);
+    if (shifted == NULL) return -1;
+    xml = shifted;
+  }
   p = XML_ParserCreate("UTF-8");
   if (p == NULL) {
     free(shifted);
@@ -130,10 +146,11 @@ static int xml_parse(const char* xml, size_t len,
   memset(&d, 0, sizeof d);
   d.on_element = on_element;
   d.ctx = ctx;
+  d.shifted = shifted != NULL;
   XML_SetUserData(p, &d);
   XML_SetElementHandler(p, on_start, on_end);
   XML_SetCharacterDataHandler(p, on_text);
-  ok = XML_Parse(p, shifted, (int)shifted_len, 1) == XML_STATUS_OK && !d.failed;
+  ok = XML_Parse(p, xml, (int)len, 1) == XML_STATUS_OK && !d.failed;
   XML_ParserFree(p);
   free(shifted);
   plugin_buf_free(&d.text);
