@@ -597,3 +597,39 @@ def test_connections_are_bounded_closed_when_idle_and_at_close(s3_gateway: Gatew
     assert after_burst <= 3 * 32
     assert after_idle <= 3
     assert after_close == 0
+
+
+FORKED_READS = """
+import os, sys, threading
+import asyncfs
+
+fs = asyncfs.get_filesystem("s3://")
+bucket = sys.argv[1]
+for i in range(8):
+    fs.write_file(f"s3://{bucket}/fork/o{i}", bytes([i]) * 200_000)
+threads = [threading.Thread(target=fs.read_file, args=(f"s3://{bucket}/fork/o{i}",)) for i in range(8)]
+for thread in threads:  # leaves the parent several idle connections
+    thread.start()
+for thread in threads:
+    thread.join()
+child = os.fork()
+wrong = 0
+for round in range(40):
+    i = round % 8
+    try:
+        wrong += fs.read_file(f"s3://{bucket}/fork/o{i}") != bytes([i]) * 200_000
+    except asyncfs.StatusError as exc:
+        wrong += 1
+        print(exc, file=sys.stderr)
+if child == 0:
+    os._exit(wrong)
+_, code = os.waitpid(child, 0)
+print(wrong, os.waitstatus_to_exitcode(code))
+"""
+
+
+def test_a_forked_child_and_its_parent_never_share_a_connection(s3_gateway: Gateway, bucket: str) -> None:
+    """Both used the connections the parent had open before the fork, and
+    read each other's answers (HTTP/0.9 errors, 30 s stalls). The child now
+    starts with an empty pool."""
+    assert python_with_gateway(s3_gateway, FORKED_READS, bucket).split() == ["0", "0"]

@@ -69,19 +69,13 @@ static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
   s3_config_from_environment(&defaults);
   fs = plugin_fs_create(filesystem, sizeof *fs, &s3_schema, &defaults, NULL,
                         status);
-  if (fs != NULL) {
-    pthread_mutex_init(&fs->lock, NULL);
-    pthread_cond_init(&fs->freed, NULL);
-  }
+  if (fs != NULL) s3_pool_init(fs);
 }
 
 static void fs_cleanup(TF_Filesystem* filesystem) {
   s3_fs* fs = s3_fs_of(filesystem);
   if (fs == NULL) return;
-  s3_close_idle(fs);
-  free(fs->idle);
-  pthread_cond_destroy(&fs->freed);
-  pthread_mutex_destroy(&fs->lock);
+  s3_pool_destroy(fs);
   plugin_fs_free(filesystem);
 }
 

@@ -171,6 +171,68 @@ static void give_handle(s3_fs* fs, const s3_config* cfg, CURL* h, int healthy) {
   if (h != NULL) curl_easy_cleanup(h);
 }
 
+/* Every filesystem's pool, so that fork can hand the child empty ones. */
+static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
+static s3_fs* pools = NULL;
+
+/* Around fork: no pool is mid-change while the process is copied. */
+static void before_fork(void) {
+  s3_fs* fs;
+  pthread_mutex_lock(&pools_lock);
+  for (fs = pools; fs != NULL; fs = fs->next_pool) pthread_mutex_lock(&fs->lock);
+}
+
+static void after_fork_in_parent(void) {
+  s3_fs* fs;
+  for (fs = pools; fs != NULL; fs = fs->next_pool) pthread_mutex_unlock(&fs->lock);
+  pthread_mutex_unlock(&pools_lock);
+}
+
+/* The child forgets its inherited connections without closing them:
+ * closing could send bytes (a TLS close) on the parent's connections. Their
+ * descriptors stay open in the child, at most max_connections of them. The
+ * handles other threads were using belong to threads the child has not. */
+static void after_fork_in_child(void) {
+  s3_fs* fs;
+  for (fs = pools; fs != NULL; fs = fs->next_pool) {
+    fs->idle_count = 0;
+    fs->live = 0;
+    pthread_mutex_unlock(&fs->lock);
+  }
+  pthread_mutex_unlock(&pools_lock);
+}
+
+static void register_fork_handlers(void) {
+  pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
+}
+
+void s3_pool_init(s3_fs* fs) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, register_fork_handlers);
+  pthread_mutex_init(&fs->lock, NULL);
+  pthread_cond_init(&fs->freed, NULL);
+  pthread_mutex_lock(&pools_lock);
+  fs->next_pool = pools;
+  pools = fs;
+  pthread_mutex_unlock(&pools_lock);
+}
+
+void s3_pool_destroy(s3_fs* fs) {
+  s3_fs** at;
+  pthread_mutex_lock(&pools_lock);
+  for (at = &pools; *at != NULL; at = &(*at)->next_pool) {
+    if (*at == fs) {
+      *at = fs->next_pool;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&pools_lock);
+  s3_close_idle(fs);
+  free(fs->idle);
+  pthread_cond_destroy(&fs->freed);
+  pthread_mutex_destroy(&fs->lock);
+}
+
 void s3_close_idle(s3_fs* fs) {
   int i;
   pthread_mutex_lock(&fs->lock);

@@ -64,6 +64,7 @@ typedef struct s3_fs {
   int idle_count;
   int idle_capacity;
   int live; /* handles in use or idle */
+  struct s3_fs* next_pool; /* every filesystem's pool, for fork (s3_client.c) */
 } s3_fs;
 
 extern const plugin_schema s3_schema;
@@ -125,7 +126,13 @@ void s3_response_free(s3_response* r);
  * the mapped code with a message naming the object (never a secret) and
  * returns -1; resp->http and resp->error_code then tell what S3 said (http
  * 0: no answer). */
-/* Closes every idle connection (flush_caches, and the filesystem's end). */
+/* The connection pool's life: s3_pool_init at the filesystem's start,
+ * s3_pool_destroy (closing every connection) at its end. A forked child
+ * starts with an empty pool: the connections it inherited are the
+ * parent's, and answers on them would cross. */
+void s3_pool_init(s3_fs* fs);
+void s3_pool_destroy(s3_fs* fs);
+/* Closes every idle connection (flush_caches). */
 void s3_close_idle(s3_fs* fs);
 int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
                s3_response* resp, TF_Status* status);
