@@ -26,6 +26,7 @@ __all__ = [
     "raise_status",
     "reset",
     "runtime",
+    "runtime_provides",
     "thread_status",
 ]
 
@@ -37,13 +38,20 @@ RTLD_GLOBAL_NOW = ffi.RTLD_NOW | ffi.RTLD_GLOBAL
 @cache
 def runtime() -> Any:
     """The status runtime, loaded once with RTLD_GLOBAL so that every plugin
-    loaded afterwards resolves TF_SetStatus and friends against it."""
+    loaded afterwards resolves its (renamed) TF_* imports against it. It
+    exports none of TensorFlow's names (runtime_core.h)."""
     return ffi.dlopen(str(_libs.library_path("runtime")), RTLD_GLOBAL_NOW)
+
+
+@cache
+def runtime_provides() -> frozenset[str]:
+    """The X of each TF_X the runtime provides (as AF_X)."""
+    return frozenset(name[3:] for name in dir(runtime()) if name.startswith("AF_"))
 
 
 def new_status() -> CData:
     rt = runtime()
-    return ffi.gc(rt.TF_NewStatus(), rt.TF_DeleteStatus)
+    return ffi.gc(rt.AF_NewStatus(), rt.AF_DeleteStatus)
 
 
 class _ThreadStatus(threading.local):

@@ -26,7 +26,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _ffi, _uri
+from . import _ffi, _plugin_copy, _uri
 from ._ffi import CData, ffi
 from .errors import (
     ABIMismatchError,
@@ -313,16 +313,25 @@ def _check_core_abi(metadata: PluginMetadata, where: dict[str, Any]) -> None:
         )
 
 
+def _open(path: str) -> Any:
+    """Open a library for good (plugins are never unloaded)."""
+    lib = ffi.dlopen(path, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
+    _libraries.append(lib)
+    return lib
+
+
 def open_plugin(library: str) -> LoadedPlugin:
     """Load a plugin library and validate every scheme it provides, without
     initialising any filesystem yet (see :func:`init_filesystems`)."""
-    _ffi.runtime()  # globally visible before any plugin loads
     where: dict[str, Any] = {"library": library}
     try:
-        lib = ffi.dlopen(library, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
+        # a private copy bound to the runtime, globally visible first (_plugin_copy.py)
+        path = _plugin_copy.loadable(library, _ffi.runtime_provides(), _open)
+        lib = _open(path)
+    except _plugin_copy.CopyError as exc:
+        raise PluginOpenError(f"cannot bind it to asyncfs's runtime: {exc}", item="library", **where) from None
     except OSError as exc:
         raise PluginOpenError(f"cannot open the library: {exc}", item="library", **where) from exc
-    _libraries.append(lib)
     try:
         init_plugin = lib.TF_InitPlugin
     except (AttributeError, ffi.error):
@@ -348,7 +357,7 @@ def init_filesystems(plugin: LoadedPlugin) -> None:
         filesystem = ffi.new("TF_Filesystem*")
         status = _ffi.new_status()
         tables.filesystem_ops.init(filesystem, status)
-        if _ffi.runtime().TF_GetCode(status) != 0:
+        if status.code != 0:
             error = _ffi.error_from(status, "init")
             for initialised in done:
                 initialised.filesystem_ops.cleanup(initialised.filesystem)

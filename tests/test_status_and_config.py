@@ -31,10 +31,10 @@ from asyncfs._ffi import check, ffi, new_status, runtime
 )
 def test_errno_mapping_is_tensorflows(err: int, code: Code) -> None:
     status = new_status()
-    runtime().TF_SetStatusFromIOError(status, err, b"/some/path")
-    assert runtime().TF_GetCode(status) == code
+    runtime().AF_SetStatusFromIOError(status, err, b"/some/path")
+    assert runtime().AF_GetCode(status) == code
     if code != Code.OK:
-        assert ffi.string(runtime().TF_Message(status)).startswith(b"/some/path; ")
+        assert ffi.string(runtime().AF_Message(status)).startswith(b"/some/path; ")
 
 
 @pytest.mark.parametrize(
@@ -66,7 +66,7 @@ def test_every_code_has_one_exception_class() -> None:
 
 def test_check_names_the_operation_and_path() -> None:
     status = new_status()
-    runtime().TF_SetStatus(status, Code.NOT_FOUND, b"no such thing")
+    runtime().AF_SetStatus(status, Code.NOT_FOUND, b"no such thing")
     with pytest.raises(FileNotFoundError) as info:
         check(status, "read_file", "mem:///gone")
     assert info.value.filename == "mem:///gone"

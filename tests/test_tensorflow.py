@@ -1,8 +1,12 @@
-"""Binary compatibility with TensorFlow, both ways where it can be shown:
-plugins built against asyncfs's header load into TensorFlow's own registry
-and serve tf.io.gfile and tf.data. Runs in a separate interpreter (so that
-TensorFlow's status symbols never meet asyncfs's runtime): the current one if
-it has TensorFlow, or the one named by ASYNCFS_TF_PYTHON."""
+"""Binary compatibility with TensorFlow, both ways, in one process: plugins
+built against asyncfs's header load into TensorFlow's own registry and serve
+tf.io.gfile and tf.data; TensorFlow and asyncfs share a process in either
+import order, even registering the same plugin library; TensorFlow's own GCS
+plugin loads through asyncfs with no TensorFlow library path.
+
+Runs in TensorFlow's interpreter (the current one if it has TensorFlow, or the
+one named by ASYNCFS_TF_PYTHON), with the asyncfs under test put first on its
+path (it needs asyncfs's dependencies: .ci/run installs asyncfs there)."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, build_plugin
 
+import asyncfs
 from asyncfs import _libs
 
 SCRIPT = """
@@ -50,63 +55,105 @@ def tensorflow_python() -> str | None:
     return sys.executable if importlib.util.find_spec("tensorflow") is not None else None
 
 
+def run_in_tensorflow(tmp_path: Path, script: str, *args: str, asyncfs_too: bool = False) -> str:
+    """Run script in TensorFlow's interpreter; with asyncfs_too, the asyncfs
+    under test comes first on its path. Returns stdout; fails on a crash."""
+    python = tensorflow_python()
+    if python is None:
+        pytest.skip("TensorFlow is not installed (set ASYNCFS_TF_PYTHON to a Python that has it)")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env.pop("LD_LIBRARY_PATH", None)
+    if asyncfs_too:
+        path = tmp_path / "path"
+        path.mkdir()
+        (path / "asyncfs").symlink_to(Path(asyncfs.__file__).parent)
+        env.update(PYTHONPATH=str(path), ASYNCFS_LIB_DIR=str(_libs.lib_dir()))
+        probe = subprocess.run([python, "-c", "import cffi, anyio"], env=env, capture_output=True, check=False)
+        if probe.returncode != 0:
+            pytest.skip(f"TensorFlow's interpreter {python} lacks asyncfs's dependencies (pip install asyncfs there)")
+    done = subprocess.run(
+        [python, "-c", script, *args], capture_output=True, text=True, timeout=600, check=False, env=env
+    )
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), (
+        f"exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    )
+    return done.stdout
+
+
 def test_asyncfs_plugins_load_into_tensorflow(tmp_path: Path) -> None:
-    python = tensorflow_python()
-    if python is None:
-        pytest.skip("TensorFlow is not installed (set ASYNCFS_TF_PYTHON to a Python that has it)")
     demo = build_plugin(REPO / "plugins/examples/demo_fs.c", tmp_path / "libdemo_fs.so")
-    memory = _libs.library_path("memory")
-    done = subprocess.run(
-        [python, "-c", SCRIPT, str(memory), str(demo)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
-    )
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+    run_in_tensorflow(tmp_path, SCRIPT, str(_libs.library_path("memory")), str(demo))
 
 
-def test_a_real_tensorflow_plugin_loads_into_asyncfs() -> None:
-    """tensorflow-io-gcs-filesystem's library, built by TensorFlow's authors
-    against TensorFlow's header, loads through asyncfs's loader; its TF_*
-    imports resolve to asyncfs's runtime, and its errors come back typed."""
-    python = tensorflow_python()
-    if python is None:
-        pytest.skip("TensorFlow is not installed (set ASYNCFS_TF_PYTHON to a Python that has it)")
-    where = subprocess.run(
-        [python, "-c", FIND_GCS_PLUGIN], capture_output=True, text=True, timeout=120, check=False
-    ).stdout.split()
-    if len(where) != 2:
-        pytest.skip("tensorflow-io-gcs-filesystem is not installed beside TensorFlow")
-    library, tensorflow_dir = where
-    done = subprocess.run(
-        [sys.executable, "-c", LOAD_GCS_PLUGIN, library],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        # the plugin links TensorFlow's framework library; asyncfs supplies TF_*
-        env={**os.environ, "LD_LIBRARY_PATH": tensorflow_dir, "TF_CPP_MIN_LOG_LEVEL": "2"},
-    )
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout + done.stderr[-3000:]
+SAME_PROCESS = """
+import asyncio, os, sys
+order, memory, folder = sys.argv[1:]
+if order == "tensorflow-first":
+    import tensorflow as tf
+import asyncfs
+from asyncfs import tfrecord
+if order == "asyncfs-first":
+    import tensorflow as tf
+
+# the library of asyncfs's built-in mem://, registered in TensorFlow too:
+# each loads its own instance, bound to its own status functions
+tf.experimental.register_filesystem_plugin(memory)
+g = tf.io.gfile
+g.makedirs("mem:///tf")
+with g.GFile("mem:///tf/x.txt", "w") as f:
+    f.write("from tensorflow")
+assert g.GFile("mem:///tf/x.txt").read() == "from tensorflow"
+try:
+    g.stat("mem:///tf/none")
+except tf.errors.NotFoundError:
+    pass
+else:
+    raise AssertionError("TensorFlow's status lost its code")
+
+async def main():
+    env = asyncfs.Env()
+    await env.write_file("mem:///asyncfs/x", b"from asyncfs")
+    assert await env.read_file("mem:///asyncfs/x") == b"from asyncfs"
+    try:
+        await env.read_file("mem:///asyncfs/none")
+    except asyncfs.NotFoundError as error:
+        assert error.path == "mem:///asyncfs/none"
+    else:
+        raise AssertionError("asyncfs's status lost its code")
+    async with await tfrecord.writer(env, f"file://{folder}/data.tfrecord") as out:
+        for i in range(100):
+            await out.write(b"record %d" % i)
+    await env.aclose()
+
+asyncio.run(main())
+records = [r.numpy() for r in tf.data.TFRecordDataset([f"{folder}/data.tfrecord"])]
+assert records == [b"record %d" % i for i in range(100)], records[:3]
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("order", ["asyncfs-first", "tensorflow-first"])
+def test_tensorflow_and_asyncfs_share_a_process(tmp_path: Path, order: str) -> None:
+    memory = str(_libs.library_path("memory"))
+    run_in_tensorflow(tmp_path, SAME_PROCESS, order, memory, str(tmp_path), asyncfs_too=True)
 
 
 FIND_GCS_PLUGIN = """
 import importlib.util, os
 gcs = importlib.util.find_spec("tensorflow_io_gcs_filesystem")
-tf = importlib.util.find_spec("tensorflow")
-lib = os.path.join(os.path.dirname(gcs.origin), "core/python/ops/libtensorflow_io_gcs_filesystem.so")
-print(lib, os.path.dirname(tf.origin))
+print(os.path.join(os.path.dirname(gcs.origin), "core/python/ops/libtensorflow_io_gcs_filesystem.so"), "ok")
 """
 
 LOAD_GCS_PLUGIN = """
 import sys, warnings
+order, library = sys.argv[1:]
+if order == "tensorflow-first":
+    import tensorflow as tf
 import asyncfs
 registry = asyncfs.Registry(builtins=False)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    info = registry.load_plugin(sys.argv[1])
+    info = registry.load_plugin(library)
 assert info.schemes == ("gs",), info.schemes
 assert any(issubclass(w.category, asyncfs.PluginAPIMismatchWarning) for w in caught)
 fs = registry.get("gs")
@@ -117,5 +164,22 @@ except asyncfs.StatusError as error:
     assert error.path == "gs://asyncfs-no-such-bucket/x"
 else:
     raise AssertionError("expected an error without credentials")
+if order == "plugin-first":
+    import tensorflow as tf  # finds its own framework library, not asyncfs's runtime
+if order != "alone":
+    assert int(tf.reduce_sum(tf.constant([1, 2, 3]))) == 6
+    assert tf.io.gfile.exists(library)
 print("ok")
 """
+
+
+@pytest.mark.parametrize("order", ["alone", "plugin-first", "tensorflow-first"])
+def test_tensorflows_gcs_plugin_loads_without_tensorflows_library_path(tmp_path: Path, order: str) -> None:
+    """tensorflow-io-gcs-filesystem's library, built by TensorFlow's authors
+    against TensorFlow's header and linked to libtensorflow_framework.so.2,
+    loads through asyncfs with no LD_LIBRARY_PATH: its TF_* imports bind to
+    asyncfs's runtime, and TensorFlow imported before or after still works."""
+    where = run_in_tensorflow(tmp_path, FIND_GCS_PLUGIN + "\n", asyncfs_too=False).split()
+    if not os.path.exists(where[0]):
+        pytest.skip("tensorflow-io-gcs-filesystem is not installed beside TensorFlow")
+    run_in_tensorflow(tmp_path, LOAD_GCS_PLUGIN, order, where[0], asyncfs_too=True)

@@ -1,9 +1,12 @@
 /*
  * The asyncfs status runtime: TF_Status and the few helpers plugins import.
  *
- * The loader opens this library with RTLD_GLOBAL before any plugin, so a
- * plugin resolves TF_SetStatus and friends here and links against nothing
- * but libc.
+ * Each TF_X a plugin imports is exported here as AF_X, a name TensorFlow
+ * never uses: the loader opens this library with RTLD_GLOBAL before any
+ * plugin and loads each plugin from a private copy whose TF_X imports are
+ * renamed AF_X (asyncfs/_plugin_copy.py). So a plugin links against nothing
+ * but libc, binds to this runtime even beside TensorFlow, and TensorFlow's
+ * own libraries never bind to it (docs/plugin-abi.md, "Beside TensorFlow").
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,17 +25,17 @@
 
 #define RUNTIME_EXPORT __attribute__((visibility("default")))
 
-RUNTIME_EXPORT TF_Status* TF_NewStatus(void) {
+RUNTIME_EXPORT TF_Status* AF_NewStatus(void) {
   return calloc(1, sizeof(TF_Status));
 }
 
-RUNTIME_EXPORT void TF_DeleteStatus(TF_Status* s) {
+RUNTIME_EXPORT void AF_DeleteStatus(TF_Status* s) {
   if (s == NULL) return;
   free(s->message);
   free(s);
 }
 
-RUNTIME_EXPORT void TF_SetStatus(TF_Status* s, TF_Code code, const char* msg) {
+RUNTIME_EXPORT void AF_SetStatus(TF_Status* s, TF_Code code, const char* msg) {
   char* copy = NULL;
   if (code != TF_OK && msg != NULL && msg[0] != '\0') copy = strdup(msg);
   free(s->message);
@@ -40,9 +43,9 @@ RUNTIME_EXPORT void TF_SetStatus(TF_Status* s, TF_Code code, const char* msg) {
   s->message = copy;
 }
 
-RUNTIME_EXPORT TF_Code TF_GetCode(const TF_Status* s) { return s->code; }
+RUNTIME_EXPORT TF_Code AF_GetCode(const TF_Status* s) { return s->code; }
 
-RUNTIME_EXPORT const char* TF_Message(const TF_Status* s) {
+RUNTIME_EXPORT const char* AF_Message(const TF_Status* s) {
   return s->message != NULL ? s->message : "";
 }
 
@@ -91,13 +94,13 @@ static TF_Code code_from_errno(int e) {
   }
 }
 
-RUNTIME_EXPORT void TF_SetStatusFromIOError(TF_Status* s, int error_code,
+RUNTIME_EXPORT void AF_SetStatusFromIOError(TF_Status* s, int error_code,
                                             const char* context) {
   char buf[1024];
   char err[256];
   const char* text = strerror_r(error_code, err, sizeof err);
   snprintf(buf, sizeof buf, "%s; %s", context != NULL ? context : "", text);
-  TF_SetStatus(s, code_from_errno(error_code), buf);
+  AF_SetStatus(s, code_from_errno(error_code), buf);
 }
 
 /* ---- environment helpers ---------------------------------------------- */
@@ -108,11 +111,11 @@ static uint64_t now_nanos(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-RUNTIME_EXPORT uint64_t TF_NowNanos(void) { return now_nanos(); }
-RUNTIME_EXPORT uint64_t TF_NowMicros(void) { return now_nanos() / 1000u; }
-RUNTIME_EXPORT uint64_t TF_NowSeconds(void) { return now_nanos() / 1000000000u; }
+RUNTIME_EXPORT uint64_t AF_NowNanos(void) { return now_nanos(); }
+RUNTIME_EXPORT uint64_t AF_NowMicros(void) { return now_nanos() / 1000u; }
+RUNTIME_EXPORT uint64_t AF_NowSeconds(void) { return now_nanos() / 1000000000u; }
 
-RUNTIME_EXPORT void TF_DefaultThreadOptions(TF_ThreadOptions* options) {
+RUNTIME_EXPORT void AF_DefaultThreadOptions(TF_ThreadOptions* options) {
   options->stack_size = 0;
   options->guard_size = 0;
   options->numa_node = -1;
@@ -130,7 +133,7 @@ static void* thread_main(void* arg) {
   return NULL;
 }
 
-RUNTIME_EXPORT TF_Thread* TF_StartThread(const TF_ThreadOptions* options,
+RUNTIME_EXPORT TF_Thread* AF_StartThread(const TF_ThreadOptions* options,
                                          const char* thread_name,
                                          void (*work_func)(void*),
                                          void* param) {
@@ -158,13 +161,13 @@ RUNTIME_EXPORT TF_Thread* TF_StartThread(const TF_ThreadOptions* options,
   return t;
 }
 
-RUNTIME_EXPORT void TF_JoinThread(TF_Thread* thread) {
+RUNTIME_EXPORT void AF_JoinThread(TF_Thread* thread) {
   if (thread == NULL) return;
   pthread_join(thread->thread, NULL);
   free(thread);
 }
 
-RUNTIME_EXPORT char* TF_GetTempFileName(const char* extension) {
+RUNTIME_EXPORT char* AF_GetTempFileName(const char* extension) {
   static unsigned long counter;
   const char* dir = getenv("TMPDIR");
   char buf[4096];
@@ -191,7 +194,7 @@ static void vlog_line(const char* tag, const char* fmt, va_list ap) {
   fprintf(stderr, "asyncfs plugin %s: %s\n", tag, buf);
 }
 
-RUNTIME_EXPORT void TF_Log(TF_LogLevel level, const char* fmt, ...) {
+RUNTIME_EXPORT void AF_Log(TF_LogLevel level, const char* fmt, ...) {
   static const char* const tags[] = {"info", "warning", "error", "fatal"};
   va_list ap;
   if ((int)level < env_int("ASYNCFS_LOG_LEVEL", TF_WARNING)) return;
@@ -202,7 +205,7 @@ RUNTIME_EXPORT void TF_Log(TF_LogLevel level, const char* fmt, ...) {
   if (level == TF_FATAL) abort();
 }
 
-RUNTIME_EXPORT void TF_VLog(int level, const char* fmt, ...) {
+RUNTIME_EXPORT void AF_VLog(int level, const char* fmt, ...) {
   va_list ap;
   if (level > env_int("ASYNCFS_VLOG", 0)) return;
   va_start(ap, fmt);
@@ -305,13 +308,13 @@ RUNTIME_EXPORT int64_t ASYNCFS_OpenForRead(const TF_FilesystemOps* ops,
   int64_t count;
   char* path;
   if (ops->new_random_access_file == NULL || file_ops->read == NULL) {
-    TF_SetStatus(status, TF_UNIMPLEMENTED,
+    AF_SetStatus(status, TF_UNIMPLEMENTED,
                  "the plugin does not offer new_random_access_file and read");
     return -1;
   }
   path = translate(ops, fs, plugin_free, uri);
   if (path == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    AF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
     return -1;
   }
   ops->new_random_access_file(fs, path, file, status);
@@ -322,7 +325,7 @@ RUNTIME_EXPORT int64_t ASYNCFS_OpenForRead(const TF_FilesystemOps* ops,
   /* Most files fit the head: one read, and no size asked for. */
   count = file_ops->read(file, 0, cap, head, status);
   if (status->code == TF_OUT_OF_RANGE || (status->code == TF_OK && count < (int64_t)cap)) {
-    TF_SetStatus(status, TF_OK, "");
+    AF_SetStatus(status, TF_OK, "");
     *size = count;
   } else if (status->code == TF_OK && ops->get_file_size != NULL) {
     *size = ops->get_file_size(fs, path, status);
@@ -331,7 +334,7 @@ RUNTIME_EXPORT int64_t ASYNCFS_OpenForRead(const TF_FilesystemOps* ops,
     ops->stat(fs, path, &stats, status);
     *size = stats.length;
   } else if (status->code == TF_OK) {
-    TF_SetStatus(status, TF_UNIMPLEMENTED,
+    AF_SetStatus(status, TF_UNIMPLEMENTED,
                  "the plugin offers neither get_file_size nor stat");
   }
   free(path);
@@ -349,9 +352,9 @@ RUNTIME_EXPORT int64_t ASYNCFS_ReadAndClose(const TF_RandomAccessFileOps* file_o
   int64_t count = 0;
   if (n > 0 && file_ops->read != NULL) {
     count = file_ops->read(file, offset, n, buffer, status);
-    if (status->code == TF_OUT_OF_RANGE) TF_SetStatus(status, TF_OK, "");
+    if (status->code == TF_OUT_OF_RANGE) AF_SetStatus(status, TF_OK, "");
   } else if (n > 0) {
-    TF_SetStatus(status, TF_UNIMPLEMENTED, "the plugin does not offer read");
+    AF_SetStatus(status, TF_UNIMPLEMENTED, "the plugin does not offer read");
   }
   file_ops->cleanup(file);
   return count;

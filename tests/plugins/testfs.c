@@ -7,6 +7,11 @@
 
 #include <asyncfs/filesystem_interface.h>
 
+#ifdef SCHEME_FROM_HELPER
+/* from a library bundled beside the plugin and found through $ORIGIN */
+const char* helper_scheme(void);
+#define SCHEME helper_scheme()
+#endif
 #ifndef SCHEME
 #define SCHEME "testfs"
 #endif

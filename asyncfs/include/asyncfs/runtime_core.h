@@ -21,6 +21,30 @@ struct TF_Status {
   char* message; /* NULL means "" */
 };
 
+/* ---- TensorFlow's status and environment API, under asyncfs's names ----
+ * The runtime exports each TF_X of filesystem_interface.h as AF_X, a name
+ * TensorFlow never uses, so that loading asyncfs never changes what
+ * TensorFlow's own libraries bind to. The loader renames a plugin's TF_X
+ * imports to AF_X in the private copy it loads (docs/plugin-abi.md,
+ * "Beside TensorFlow"). */
+TF_Status* AF_NewStatus(void);
+void AF_DeleteStatus(TF_Status* s);
+void AF_SetStatus(TF_Status* s, TF_Code code, const char* msg);
+void AF_SetStatusFromIOError(TF_Status* s, int error_code, const char* context);
+TF_Code AF_GetCode(const TF_Status* s);
+const char* AF_Message(const TF_Status* s);
+uint64_t AF_NowNanos(void);
+uint64_t AF_NowMicros(void);
+uint64_t AF_NowSeconds(void);
+void AF_DefaultThreadOptions(TF_ThreadOptions* options);
+TF_Thread* AF_StartThread(const TF_ThreadOptions* options,
+                          const char* thread_name, void (*work_func)(void*),
+                          void* param);
+void AF_JoinThread(TF_Thread* thread);
+char* AF_GetTempFileName(const char* extension);
+void AF_Log(TF_LogLevel level, const char* fmt, ...);
+void AF_VLog(int level, const char* fmt, ...);
+
 /* n fresh statuses, all OK; NULL when out of memory. */
 TF_Status** ASYNCFS_NewStatusArray(int n);
 void ASYNCFS_DeleteStatusArray(TF_Status** statuses, int n);
