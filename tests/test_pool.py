@@ -349,6 +349,72 @@ def test_an_env_used_before_a_fork_works_in_the_child(tmp_path: Path) -> None:
         _forked_env = None
 
 
+def _keep_calls_in_flight(env: asyncfs.Env, root: str, stop: threading.Event) -> None:
+    """On a thread of its own: memory-plugin calls (which hold the tree lock)
+    and transactions (the transaction table's lock), back to back."""
+
+    async def main() -> None:
+        i = 0
+        while not stop.is_set():
+            await env.write_file(f"{root}/{i % 8}", b"x" * (8 << 20))
+            await env.read_file(f"{root}/{i % 8}")
+            async with env.transaction(f"{root}/txn") as txn:
+                await txn.write_file(f"{root}/txn/{i % 4}", b"y")
+            i += 1
+
+    asyncio.run(main())
+
+
+def _in_forked_child(env: asyncfs.Env) -> int:
+    async def main() -> bool:
+        await env.write_file("mem:///child/a", b"written in the child")
+        async with env.transaction("mem:///child/txn") as txn:
+            await txn.write_file("mem:///child/txn/b", b"b")
+        return await env.read_file("mem:///child/a") == b"written in the child" and await env.exists(
+            "mem:///child/txn/b"
+        )
+
+    try:
+        return 0 if asyncio.run(main()) else 1
+    except BaseException:  # reported through the exit code
+        return 2
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX only")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_fork_while_plugin_calls_are_in_flight() -> None:
+    """A DataLoader forks whenever it likes: a lock a parent's plugin call held
+    at that instant must not be held forever in the child (plugin_fork.h)."""
+    env = asyncfs.Env(workers=2)
+    # Python's own hazard, not asyncfs's: a module that a thread is importing
+    # when another forks stays locked in the child. Import everything first.
+    assert _in_forked_child(env) == 0
+    stop = threading.Event()
+    busy = [threading.Thread(target=_keep_calls_in_flight, args=(env, f"mem:///busy{n}", stop)) for n in range(2)]
+    for thread in busy:
+        thread.start()
+    try:
+        for attempt in range(30):
+            pid = os.fork()
+            if pid == 0:
+                os._exit(_in_forked_child(env))
+            for _ in range(600):  # up to 30 s
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                stop.wait(0.05)
+            else:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                pytest.fail(f"fork {attempt}: the child hung on a lock its parent's call held")
+            assert os.waitstatus_to_exitcode(status) == 0, f"fork {attempt}: the child failed"
+    finally:
+        stop.set()
+        for thread in busy:
+            thread.join()
+        env.close()
+
+
 # ---- pickled to worker processes ---------------------------------------------------------
 
 

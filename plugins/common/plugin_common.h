@@ -7,6 +7,7 @@
  *   plugin_config.h    settings and the ABI's five configuration ops
  *   plugin_txn.h       transaction tokens and the ABI's seven transaction ops
  *   plugin_fs.h        the state every filesystem starts with, registration
+ *   plugin_fork.h      locks a fork must not copy held
  */
 #ifndef ASYNCFS_PLUGIN_COMMON_H_
 #define ASYNCFS_PLUGIN_COMMON_H_

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "plugin_common.h"
+#include "plugin_fork.h"
 #include "plugin_fs.h"
 
 static char** text_field(void* settings, const plugin_option* o) {
@@ -57,7 +58,8 @@ int plugin_config_init(plugin_config* config, const plugin_schema* schema,
   config->schema = schema;
   config->current = settings_copy(schema, defaults);
   if (config->current == NULL ||
-      pthread_mutex_init(&config->lock, NULL) != 0) {
+      pthread_mutex_init(&config->lock, NULL) != 0 ||
+      plugin_fork_guard_mutex(&config->lock, PLUGIN_LOCK_SETTINGS) != 0) {
     if (config->current != NULL) settings_free(schema, config->current);
     config->current = NULL;
     plugin_set_oom(status);
@@ -78,6 +80,7 @@ void plugin_config_destroy(plugin_config* config) {
   if (config->current == NULL) return;
   plugin_config_release(config, config->current);
   config->current = NULL;
+  plugin_fork_unguard(&config->lock);
   pthread_mutex_destroy(&config->lock);
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "plugin_common.h"
+#include "plugin_fork.h"
 #include "plugin_fs.h"
 
 int plugin_txn_table_init(plugin_txn_table* table,
@@ -14,7 +15,8 @@ int plugin_txn_table_init(plugin_txn_table* table,
   table->hooks = hooks;
   table->active = NULL;
   table->serial = 0;
-  return pthread_mutex_init(&table->lock, NULL) == 0 ? 0 : -1;
+  if (pthread_mutex_init(&table->lock, NULL) != 0) return -1;
+  return plugin_fork_guard_mutex(&table->lock, PLUGIN_LOCK_TRANSACTIONS);
 }
 
 static void txn_free(const plugin_txn_table* table, plugin_txn* txn) {
@@ -27,12 +29,12 @@ static void txn_free(const plugin_txn_table* table, plugin_txn* txn) {
 }
 
 void plugin_txn_table_destroy(plugin_txn_table* table) {
-  if (table->hooks == NULL) return;
-  while (table->active != NULL) {
+  while (table->hooks != NULL && table->active != NULL) {
     plugin_txn* txn = table->active;
     table->active = txn->next;
     txn_free(table, txn);
   }
+  plugin_fork_unguard(&table->lock);
   pthread_mutex_destroy(&table->lock);
 }
 

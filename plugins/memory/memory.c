@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "memory_internal.h"
+#include "plugin_fork.h"
 
 static const plugin_option mem_options[] = {
     {"latency_us",
@@ -47,7 +48,8 @@ static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
                                &mem_transaction_hooks, status);
   if (fs == NULL) return;
   fs->root = mem_node_new("", 0, 1);
-  if (fs->root == NULL || pthread_rwlock_init(&fs->lock, NULL) != 0) {
+  if (fs->root == NULL || pthread_rwlock_init(&fs->lock, NULL) != 0 ||
+      plugin_fork_guard_rwlock(&fs->lock, PLUGIN_LOCK_DATA) != 0) {
     free(fs->root);
     plugin_fs_free(filesystem);
     plugin_set_oom(status);
@@ -58,6 +60,7 @@ static void fs_cleanup(TF_Filesystem* filesystem) {
   memfs* fs = mem_fs_of(filesystem);
   if (fs == NULL) return;
   mem_node_release_tree(fs->root);
+  plugin_fork_unguard(&fs->lock);
   pthread_rwlock_destroy(&fs->lock);
   plugin_fs_free(filesystem);
 }
