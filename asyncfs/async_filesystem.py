@@ -285,11 +285,12 @@ class AsyncModularFileSystem:
     async def get_option(self, key: str) -> Option:
         return await self._read(self.wrapped.get_option, key)
 
-    async def set_option(self, name: str, *values: OptionValue) -> None:
-        await self._mutate(self.wrapped.set_option, name, *values)
+    async def set_option(self, name: str, *values: OptionValue, travels: bool | None = None) -> None:
+        """As :meth:`ModularFileSystem.set_option`, on a worker."""
+        await self._mutate(partial(self.wrapped.set_option, travels=travels), name, *values)
 
-    async def set_configuration(self, options: list[Option]) -> None:
-        await self._mutate(self.wrapped.set_configuration, options)
+    async def set_configuration(self, options: list[Option], *, travels: bool | None = None) -> None:
+        await self._mutate(partial(self.wrapped.set_configuration, travels=travels), options)
 
     # ---- whole-file and Pythonic operations ---------------------------------
 

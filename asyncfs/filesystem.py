@@ -38,7 +38,18 @@ if TYPE_CHECKING:
 else:
     Buffer = object
 
-__all__ = ["FileStatistics", "ModularFileSystem"]
+__all__ = ["FileStatistics", "ModularFileSystem", "is_secret"]
+
+# Configuration options whose name holds one of these words carry secrets:
+# they travel in a pickle only when set with travels=True.
+SECRET_WORDS = ("secret", "token", "password", "credential", "access_key")
+
+
+def is_secret(option: str) -> bool:
+    """Whether an option name reads as a secret (see :data:`SECRET_WORDS`)."""
+    name = option.lower()
+    return any(word in name for word in SECRET_WORDS)
+
 
 _SCRATCH = 4096
 _HEAD = 64 * 1024  # read_file reads this much before asking for the size
@@ -110,15 +121,17 @@ class ModularFileSystem:
         self._ops: dict[str, Any] = {
             name: getattr(ops, name) for name in _FILESYSTEM_OPS if getattr(ops, name) != ffi.NULL
         }
+        self._travelling: dict[str, Option] = {}  # set options a pickle carries
 
     def __repr__(self) -> str:
         return f"<ModularFileSystem {self.scheme!r} from {self.metadata.name}>"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """Pickles as (scheme, plugin library): the receiving process serves
-        the scheme from its process-wide registry, loading the library there
-        if the scheme is not registered yet."""
-        return (_rebuild_filesystem, (self.scheme, self.metadata.library))
+        """Pickles as (scheme, plugin library, travelling options): the
+        receiving process serves the scheme from its process-wide registry,
+        loading the library there if the scheme is not registered yet, and
+        sets the options there (see :meth:`set_option`)."""
+        return (_rebuild_filesystem, (self.scheme, self.metadata.library, self.travelling_options()))
 
     # ---- what is offered ---------------------------------------------------
 
@@ -579,15 +592,35 @@ class ModularFileSystem:
         finally:
             free_options(option[0], 1, self._free)
 
-    def set_option(self, name: str, *values: OptionValue) -> None:
-        """Set a configuration option, e.g. ``set_option("latency_us", 5000)``."""
-        raw, keep = option_to_c(Option(name=name, values=values))
+    def set_option(self, name: str, *values: OptionValue, travels: bool | None = None) -> None:
+        """Set a configuration option, e.g. ``set_option("latency_us", 5000)``.
+
+        The value travels with a pickle of this filesystem (or of an Env or
+        registry serving it) unless the name reads as a secret
+        (:func:`is_secret`: S3's ``secret_access_key``, ``session_token``,
+        ``access_key_id``): a worker then resolves those from its own
+        environment. ``travels`` overrides that either way."""
+        option = Option(name=name, values=values)
+        raw, keep = option_to_c(option)
         status = _ffi.thread_status()
         self._op("set_filesystem_configuration_option")(self._fs, raw, status)
         del keep
         _ffi.check(status, "set_filesystem_configuration_option", name)
+        self._remember([option], travels)
 
-    def set_configuration(self, options: Iterable[Option]) -> None:
+    def travelling_options(self) -> tuple[Option, ...]:
+        """The options set here that a pickle carries, in the order set."""
+        return tuple(self._travelling.values())
+
+    def _remember(self, options: list[Option], travels: bool | None) -> None:
+        for option in options:
+            self._travelling.pop(option.name, None)
+            if travels or (travels is None and not is_secret(option.name)):
+                self._travelling[option.name] = Option(name=option.name, values=tuple(option.values))
+
+    def set_configuration(self, options: Iterable[Option], *, travels: bool | None = None) -> None:
+        """Set several options at once, all or none; ``travels`` as in
+        :meth:`set_option`."""
         items = list(options)
         array = ffi.new("TF_Filesystem_Option[]", max(len(items), 1))
         keep = []
@@ -598,12 +631,16 @@ class ModularFileSystem:
         status = _ffi.thread_status()
         self._op("set_filesystem_configuration")(self._fs, array, len(items), status)
         _ffi.check(status, "set_filesystem_configuration")
+        self._remember(items, travels)
 
 
-def _rebuild_filesystem(scheme: str, library: str) -> ModularFileSystem:
+def _rebuild_filesystem(scheme: str, library: str, options: tuple[Option, ...] = ()) -> ModularFileSystem:
     from .registry import default_registry  # noqa: PLC0415 (the registry builds on this module)
 
     registry = default_registry()
     if scheme not in registry.schemes():
         registry.load_plugin(library)
-    return registry.get(scheme)
+    fs = registry.get(scheme)
+    if options:
+        fs.set_configuration(options, travels=True)
+    return fs

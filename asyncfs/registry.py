@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from . import _libs, _uri
 from ._loader import PluginMetadata, init_filesystems, open_plugin
+from ._marshal import Option
 from .errors import SchemeAlreadyRegisteredError, UnknownSchemeError
 from .filesystem import ModularFileSystem
 
@@ -44,14 +45,15 @@ class PluginInfo:
 @dataclass(frozen=True)
 class RegistryRecipe:
     """How to rebuild a registry in another process: the process-wide one
-    or a new one (with or without the built-in plugins), plus the
-    third-party plugin libraries it had loaded, by path, in load order.
-    Plugin configuration is not part of it: a worker configures its plugins
-    from its own environment (docs/async.md)."""
+    or a new one (with or without the built-in plugins), the third-party
+    plugin libraries it had loaded, by path, in load order, and the options
+    set on its filesystems that travel (secrets only when set with
+    ``travels=True``: :meth:`ModularFileSystem.set_option`)."""
 
     default: bool
     builtins: bool
     libraries: tuple[str, ...]
+    options: tuple[tuple[str, tuple[Option, ...]], ...] = ()
 
     def build(self) -> Registry:
         registry = default_registry() if self.default else Registry(builtins=self.builtins)
@@ -59,6 +61,8 @@ class RegistryRecipe:
         for library in self.libraries:
             if library not in loaded:
                 registry.load_plugin(library)
+        for scheme, options in self.options:
+            registry.get(scheme).set_configuration(options, travels=True)
         return registry
 
 
@@ -89,7 +93,10 @@ class Registry:
             libraries = tuple(
                 info.metadata.library for info in self._plugins if info.metadata.library not in self._builtin_libraries
             )
-        return RegistryRecipe(default=self is _default, builtins=self._builtins, libraries=libraries)
+            options = tuple(
+                (scheme, fs.travelling_options()) for scheme, fs in self._filesystems.items() if fs.travelling_options()
+            )
+        return RegistryRecipe(default=self is _default, builtins=self._builtins, libraries=libraries, options=options)
 
     def load_plugin(self, library: str | os.PathLike[str], *, replace: bool = False) -> PluginInfo:
         """Load a plugin library and register every scheme it provides.

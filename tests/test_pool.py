@@ -454,6 +454,44 @@ def test_env_and_filesystems_pickle_to_worker_processes(tmp_path: Path, method: 
     env.close()
 
 
+SHOW_S3_OPTIONS = """
+import pickle, sys
+env, fs = pickle.loads(sys.stdin.buffer.read())
+s3 = env.registry.get("s3")
+print(s3.get_option("region").value.decode(), fs.get_option("read_ahead").value)
+print(sorted(o.name for o in s3.travelling_options()), sorted(o.name for o in fs.travelling_options()))
+"""
+
+
+def test_options_travel_with_a_pickle_but_secrets_only_when_asked() -> None:
+    """Dask and Ray workers get the endpoint, region and tuning set in the
+    client; keys set there stay there unless set with travels=True."""
+    import pickle  # noqa: PLC0415
+
+    registry = asyncfs.Registry()
+    if "s3" not in registry.schemes():
+        pytest.skip(f"the s3 plugin is not built: {registry.unavailable().get('s3')}")
+    s3 = registry.get("s3")
+    s3.set_option("region", b"eu-west-3")
+    s3.set_option("secret_access_key", b"hunter2-stays-home")
+    s3.set_option("access_key_id", b"AKIA-STAYS-HOME")
+    s3.set_option("session_token", b"token-asked-to-travel", travels=True)
+    s3.set_option("read_ahead", 1 << 16)
+    env = asyncfs.Env(registry=registry)
+    blob = pickle.dumps((env, s3))
+    assert b"hunter2-stays-home" not in blob and b"AKIA-STAYS-HOME" not in blob
+    assert b"token-asked-to-travel" in blob
+    done = subprocess.run(
+        [sys.executable, "-c", SHOW_S3_OPTIONS], input=blob, capture_output=True, check=False, timeout=60
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    values, names = done.stdout.decode().splitlines()
+    assert values == "eu-west-3 65536"
+    travelled = "['read_ahead', 'region', 'session_token']"
+    assert names == f"{travelled} {travelled}"
+    env.close()
+
+
 def test_a_pickled_env_brings_its_third_party_plugins(tmp_path: Path) -> None:
     """A registry's third-party plugins travel by library path."""
     import pickle  # noqa: PLC0415
