@@ -52,9 +52,10 @@ def fields(ctype: str) -> list[str]:
     return [name for name, _ in ffi.typeof(ctype).fields]
 
 
-def test_filesystem_ops_are_tensorflows_33_then_the_appended_abort() -> None:
-    assert fields("TF_FilesystemOps") == [*TF_FILESYSTEM_OPS, "abort_transaction"]
+def test_filesystem_ops_are_tensorflows_33_then_the_appended_ones() -> None:
+    assert fields("TF_FilesystemOps") == [*TF_FILESYSTEM_OPS, "abort_transaction", "rename_dir"]
     assert ffi.offsetof("TF_FilesystemOps", "abort_transaction") == 33 * ffi.sizeof("void*")
+    assert ffi.offsetof("TF_FilesystemOps", "rename_dir") == 34 * ffi.sizeof("void*")
 
 
 def test_tables_and_handles_match_tensorflow() -> None:

@@ -264,6 +264,36 @@ done:
 
 PLUGIN_DEFINE_RENAME_AND_COPY(transfer_file)
 
+/* One step under the write lock: every reader sees the tree before or after. */
+static void fs_rename_dir(const TF_Filesystem* filesystem, const char* src,
+                          const char* dst, TF_Status* status) {
+  memfs* fs = mem_fs_of(filesystem);
+  resolved s, d;
+  mem_inject_latency(fs);
+  pthread_rwlock_wrlock(&fs->lock);
+  if (mem_resolve(fs, src, &s, status) != 0) goto done;
+  if (s.target == NULL) {
+    mem_set_not_found(status, src);
+  } else if (!s.target->is_dir || s.parent == NULL) {
+    TF_SetStatus(status, TF_FAILED_PRECONDITION,
+                 s.parent == NULL ? "cannot rename the root"
+                                  : "source path is not a directory");
+  } else if (plugin_path_within(dst, src)) {
+    TF_SetStatus(status, TF_INVALID_ARGUMENT,
+                 "cannot move a directory into itself");
+  } else if (mem_resolve(fs, dst, &d, status) != 0) {
+    /* status set: a parent of dst is missing or a file */
+  } else if (d.parent == NULL || d.target != NULL) {
+    TF_SetStatus(status, TF_ALREADY_EXISTS, "target path exists");
+  } else if (move_node(&s, &d) != 0) {
+    plugin_set_oom(status);
+  } else {
+    plugin_set_ok(status);
+  }
+done:
+  pthread_rwlock_unlock(&fs->lock);
+}
+
 static void fs_path_exists(const TF_Filesystem* filesystem, const char* path,
                            TF_Status* status) {
   memfs* fs = mem_fs_of(filesystem);
@@ -483,7 +513,8 @@ static int fs_get_matching_paths(const TF_Filesystem* filesystem,
 static const TF_FilesystemOps mem_filesystem_ops = {
     PLUGIN_FILESYSTEM_OPS(mem_, fs_),
     PLUGIN_TRANSACTION_OPS,
-    PLUGIN_CONFIGURATION_OPS};
+    PLUGIN_CONFIGURATION_OPS,
+    .rename_dir = fs_rename_dir};
 
 static const plugin_scheme mem_schemes[] = {
     {"mem", &mem_filesystem_ops, &mem_reader_ops, &mem_writer_ops,

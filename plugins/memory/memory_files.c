@@ -61,10 +61,11 @@ static void writer_cleanup(TF_WritableFile* file) {
 }
 
 /* Makes n's content writable by this node alone with room for extra more
- * bytes; call with the write lock held. */
+ * bytes and the zero byte kept after the content (TensorFlow's own tests
+ * read a region's data as a C string); call with the write lock held. */
 static int reserve_content(node* n, size_t extra) {
   blob* b = n->content;
-  size_t need = (b != NULL ? b->len : 0) + extra;
+  size_t need = (b != NULL ? b->len : 0) + extra + 1;
   if (b == NULL || b->refs > 1 || b->cap < need) {
     size_t cap = b != NULL && b->cap > 64 ? b->cap : 64;
     while (cap < need) cap *= 2;
@@ -109,6 +110,7 @@ static void writer_append(const TF_WritableFile* file, const char* buffer,
   }
   memcpy(target->content->data + target->content->len, buffer, n);
   target->content->len += n;
+  target->content->data[target->content->len] = '\0';
   target->mtime = mem_now_nsec();
   pthread_rwlock_unlock(&w->h.fs->lock);
   plugin_set_ok(status);

@@ -499,6 +499,48 @@ static void fs_rename_file(const TF_Filesystem* filesystem, const char* src,
   plugin_set_ok(status);
 }
 
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0) /* linux/fs.h, for C libraries without it */
+#endif
+
+/* rename(2) of a directory, refusing to replace anything: renameat2's
+ * RENAME_NOREPLACE where the kernel and filesystem have it (atomic), else
+ * a check then rename(2) (which would replace only an empty directory). */
+static void fs_rename_dir(const TF_Filesystem* filesystem, const char* src,
+                          const char* dst, TF_Status* status) {
+  struct stat st;
+  if (posix_check_staged_path(filesystem, src, status) != 0) return;
+  if (posix_check_staged_path(filesystem, dst, status) != 0) return;
+  if (stat(src, &st) != 0) {
+    TF_SetStatusFromIOError(status, errno, src);
+    return;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    TF_SetStatus(status, TF_FAILED_PRECONDITION, "source path is not a directory");
+    return;
+  }
+  if (plugin_path_within(dst, src)) {
+    TF_SetStatus(status, TF_INVALID_ARGUMENT,
+                 "cannot move a directory into itself");
+    return;
+  }
+  if (posix_rename2(src, dst, RENAME_NOREPLACE) != 0) {
+    if (errno != ENOSYS && errno != EINVAL) {
+      TF_SetStatusFromIOError(status, errno, dst);
+      return;
+    }
+    if (lstat(dst, &st) == 0) {
+      TF_SetStatus(status, TF_ALREADY_EXISTS, "target path exists");
+      return;
+    }
+    if (rename(src, dst) != 0) {
+      TF_SetStatusFromIOError(status, errno, dst);
+      return;
+    }
+  }
+  plugin_set_ok(status);
+}
+
 /* Copies every byte of in to out: copy_file_range, then sendfile, then a
  * plain read/write loop, each tried when the previous is not supported. */
 static int copy_fd(int in, int out, off_t size) {
@@ -853,7 +895,8 @@ static const TF_ReadOnlyMemoryRegionOps posix_region_ops = {
 static const TF_FilesystemOps posix_filesystem_ops = {
     PLUGIN_FILESYSTEM_OPS(fs_, fs_),
     PLUGIN_TRANSACTION_OPS,
-    PLUGIN_CONFIGURATION_OPS};
+    PLUGIN_CONFIGURATION_OPS,
+    .rename_dir = fs_rename_dir};
 
 static const plugin_scheme posix_schemes[] = {
     {"", &posix_filesystem_ops, &posix_reader_ops, &posix_writer_ops,

@@ -9,6 +9,10 @@
  * Returns 0, or -1 with status set. */
 int posix_make_dirs(const char* path, TF_Status* status);
 
+/* renameat2(2) with flags (RENAME_NOREPLACE, RENAME_EXCHANGE); -1 with
+ * errno ENOSYS where the C library has no such call. */
+int posix_rename2(const char* from, const char* to, unsigned flags);
+
 /* How the posix plugin stages, commits and drops a transaction's tree. */
 extern const plugin_txn_hooks posix_transaction_hooks;
 

@@ -208,16 +208,20 @@ static void recover(const char* parent, const char* name, const char* root) {
 #define RENAME_EXCHANGE (1 << 1) /* linux/fs.h, for C libraries without it */
 #endif
 
-static int exchange(const char* a, const char* b) {
+int posix_rename2(const char* from, const char* to, unsigned flags) {
 #ifdef SYS_renameat2
-  return (int)syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b,
-                      RENAME_EXCHANGE);
+  return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, flags);
 #else
-  (void)a;
-  (void)b;
+  (void)from;
+  (void)to;
+  (void)flags;
   errno = ENOSYS;
   return -1;
 #endif
+}
+
+static int exchange(const char* a, const char* b) {
+  return posix_rename2(a, b, RENAME_EXCHANGE);
 }
 
 /* ---- cross-process locks ------------------------------------------------------ */

@@ -99,7 +99,10 @@ RUNTIME_EXPORT void AF_SetStatusFromIOError(TF_Status* s, int error_code,
   char buf[1024];
   char err[256];
   const char* text = strerror_r(error_code, err, sizeof err);
-  snprintf(buf, sizeof buf, "%s; %s", context != NULL ? context : "", text);
+  if (context != NULL && context[0] != '\0')
+    snprintf(buf, sizeof buf, "%s; %s", context, text);
+  else
+    snprintf(buf, sizeof buf, "%s", text);
   AF_SetStatus(s, code_from_errno(error_code), buf);
 }
 

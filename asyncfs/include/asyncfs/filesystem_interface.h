@@ -9,9 +9,10 @@
  * as C++ and depends on nothing but the C standard library.
  *
  * asyncfs extensions (ABI-safe, see docs/plugin-abi.md):
- *   - TF_FilesystemOps gains `abort_transaction` after its 33rd entry;
- *     plugins built against an older header have a smaller table and the
- *     core treats the missing tail as "not offered".
+ *   - TF_FilesystemOps gains `abort_transaction` after its 33rd entry and
+ *     `rename_dir` after that; plugins built against an older header have
+ *     a smaller table and the core treats the missing tail as "not
+ *     offered".
  *   - An optional exported symbol, ASYNCFS_GetPluginMetadata, describes the
  *     plugin (name, version, author, bug-report URL, core ABI range).
  *
@@ -288,6 +289,14 @@ typedef struct TF_FilesystemOps {
    * staged under the token and releases it; end_transaction commits. */
   int (*abort_transaction)(const TF_Filesystem* filesystem,
                            TF_TransactionToken* token, TF_Status* status);
+  /* 35: asyncfs extension (filesystem ops API 2). Renames the directory src
+   * to dst in one atomic step. dst must not exist (ALREADY_EXISTS) and its
+   * parent must (NOT_FOUND); src must be a directory (FAILED_PRECONDITION
+   * for anything else, NOT_FOUND when missing) that is not dst or above it
+   * (INVALID_ARGUMENT). A plugin that cannot do it atomically leaves it
+   * NULL: the core then copies the tree and deletes the source. */
+  void (*rename_dir)(const TF_Filesystem* filesystem, const char* src,
+                     const char* dst, TF_Status* status);
 } TF_FilesystemOps;
 
 /* ---- Versions ----------------------------------------------------------- */
@@ -295,7 +304,7 @@ typedef struct TF_FilesystemOps {
  * entries are appended. The core refuses a table whose ABI differs from its
  * own and warns (then loads) when only the API differs. */
 
-#define TF_FILESYSTEM_OPS_API 1
+#define TF_FILESYSTEM_OPS_API 2
 #define TF_FILESYSTEM_OPS_ABI 0
 #define TF_RANDOM_ACCESS_FILE_OPS_API 0
 #define TF_RANDOM_ACCESS_FILE_OPS_ABI 0
