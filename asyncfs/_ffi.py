@@ -84,7 +84,27 @@ def error_from(status: CData, op: str, path: str | None = None) -> StatusError:
     except (KeyError, ValueError):
         cls = UnknownError
         message = f"{message} (unrecognised status code {code})"
+    message = _unrepeated(message, path)
     return cls(message or Code(cls.code).name.lower().replace("_", " "), op=op, path=path)
+
+
+def _unrepeated(message: str, path: str | None) -> str:
+    """The plugin's message without a leading copy of the path the error
+    names anyway (TensorFlow's "path; strerror" convention), so that each
+    thing is said once: ``stat /x/nope: No such file or directory``."""
+    if not path:
+        return message
+    said = []
+    for named in path.split(" -> "):  # a rename or copy names both
+        said.append(named)
+        if "://" in named:
+            rest = named.split("://", 1)[1]
+            said.append(rest[rest.find("/") :] if "/" in rest else "/")
+    for prefix in said:
+        for separator in ("; ", ": "):
+            if message.startswith(prefix + separator):
+                return message[len(prefix) + len(separator) :]
+    return message
 
 
 def check(status: CData, op: str, path: str | None = None) -> None:

@@ -21,13 +21,14 @@ the plan, as with :func:`os.walk`.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from . import _uri
-from .errors import StatusError
+from .errors import AlreadyExistsError, FailedPreconditionError, InvalidArgumentError, NotFoundError, StatusError
 
 if TYPE_CHECKING:
     from .async_filesystem import AsyncModularFileSystem
@@ -42,6 +43,8 @@ __all__ = [
     "has_glob_meta",
     "iterate",
     "iterate_async",
+    "move_tree",
+    "recursive_glob",
     "run",
     "run_async",
     "walk",
@@ -151,6 +154,41 @@ def delete_tree(uri: str) -> Plan[tuple[int, int]]:
     return (0, 0)
 
 
+def move_tree(src: str, dst: str) -> Plan[None]:
+    """rename_dir for a plugin without it (object stores): rename_dir's
+    checks, then the tree copied (folders level by level, every file at
+    once) and the source deleted. Not atomic: a failure part-way leaves the
+    copy made so far beside the intact source."""
+    where = f"{src} -> {dst}"
+    (is_dir,) = yield Calls("isdir", [(src,)])
+    if _value(is_dir) is not True:
+        (exists,) = yield Calls("exists", [(src,)])
+        if _value(exists) is not True:
+            raise NotFoundError("no such directory", op="rename_dir", path=where)
+        raise FailedPreconditionError("source path is not a directory", op="rename_dir", path=where)
+    if dst.rstrip("/") == src.rstrip("/") or dst.startswith(src.rstrip("/") + "/"):
+        raise InvalidArgumentError("cannot move a directory into itself", op="rename_dir", path=where)
+    exists, parent = yield Calls("exists", [(dst,), (_uri.parent(dst),)])
+    if _value(exists):
+        raise AlreadyExistsError("target path exists", op="rename_dir", path=where)
+    if _value(parent) is not True:
+        raise NotFoundError("the target's parent directory does not exist", op="rename_dir", path=where)
+    levels: list[list[str]] = []
+    copies: list[tuple[str, str]] = []
+    for directory, _, names in (yield from _collect(walk(src))):
+        target = dst + directory[len(src) :]
+        depth = directory.count("/") - src.count("/")
+        levels += [[] for _ in range(depth + 1 - len(levels))]
+        levels[depth].append(target)
+        copies += [(_uri.join(directory, name), _uri.join(target, name)) for name in names]
+    for level in levels:
+        for result in (yield Calls("create_dir", [(d,) for d in level], mutating=True)):
+            _value(result)
+    for result in (yield Calls("copy_file", copies, mutating=True)):
+        _value(result)
+    yield from delete_tree(src)
+
+
 def glob(pattern: str, *, native: bool) -> Plan[list[str]]:
     """The sorted paths matching pattern, expanded one directory level at a
     time from the first level with a wildcard. With ``native`` each level is
@@ -195,6 +233,57 @@ def glob(pattern: str, *, native: bool) -> Plan[list[str]]:
         if not candidates:
             return []
     return sorted(candidates)
+
+
+def recursive_glob(pattern: str) -> Plan[list[str]]:
+    """The sorted paths matching pattern by :func:`glob.glob`'s recursive
+    rule: a ``**`` component matches any number of directory levels, none
+    included (so ``a/**/x`` finds ``a/x``); every other component matches
+    one level as in :func:`glob`. The tree below the deepest folder without
+    a wildcard is walked once; the folder itself is not a match of
+    ``folder/**``, and a trailing ``**`` matching no level stands for a
+    directory (``*/**`` matches the folders, not the files, beside it).
+    Names starting with a dot match like any other (as in fsspec, unlike
+    :mod:`glob`)."""
+    parsed = _uri.parse_uri(pattern)
+    parts = parsed.path.split("/")
+    first = next((i for i, part in enumerate(parts) if has_glob_meta(part)), len(parts))
+    base = "/".join(parts[:first])
+    if not base and parsed.path.startswith("/"):
+        base = "/"
+    top = parsed.prefix() + base
+    rest = tuple(part for part in parts[first:] if part)
+    below: dict[str, tuple[str, ...]] = {top: ()}  # each folder's names under top
+    found = []
+    # a file never matches a trailing ** with no level: its names but the
+    # last must match the whole pattern (the ** then takes the last one)
+    files_drop = 1 if rest[-1:] == ("**",) else 0
+    for directory, dirs, files in (yield from _collect(walk(top))):
+        for name in dirs:
+            path = _uri.join(directory, name)
+            below[path] = below[directory] + (name,)
+            if _components_match(below[path], rest):
+                found.append(path)
+        for name in files:
+            names = below[directory] + (name,)
+            if _components_match(names[: len(names) - files_drop], rest):
+                found.append(_uri.join(directory, name))
+    return sorted(found)
+
+
+def _components_match(names: tuple[str, ...], parts: tuple[str, ...]) -> bool:
+    """Whether a path's components match a pattern's, ``**`` spanning any
+    number of them."""
+
+    @functools.cache
+    def match(i: int, j: int) -> bool:
+        if j == len(parts):
+            return i == len(names)
+        if parts[j] == "**":
+            return match(i, j + 1) or (i < len(names) and match(i + 1, j))
+        return i < len(names) and fnmatch.fnmatchcase(names[i], parts[j]) and match(i + 1, j + 1)
+
+    return match(0, 0)
 
 
 # ---- the drivers -----------------------------------------------------------------------

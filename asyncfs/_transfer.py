@@ -3,6 +3,8 @@ with their files copied concurrently."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from . import _uri
@@ -12,14 +14,21 @@ from .filesystem import ModularFileSystem
 if TYPE_CHECKING:
     from .async_filesystem import AsyncModularFileSystem
 
-__all__ = ["copy_file", "copy_tree"]
+__all__ = ["Progress", "copy_file", "copy_tree"]
+
+# Told the bytes of each file as it lands (tqdm's ``update`` is one).
+Progress = Callable[[int], object]
 
 
-def _copy_one(source: ModularFileSystem, src: str, target: ModularFileSystem, dst: str, chunk: int) -> None:
+def _copy_one(
+    source: ModularFileSystem, src: str, target: ModularFileSystem, dst: str, chunk: int, *, measure: bool
+) -> int:
+    """Copy one file; with measure, return the bytes it holds (else 0)."""
     if source is target:
         source.copy_file(src, dst)
     else:
         stream_copy(source, src, target, dst, chunk)
+    return target.get_file_size(dst) if measure else 0
 
 
 def _runner(source: AsyncModularFileSystem, target: AsyncModularFileSystem) -> AsyncModularFileSystem:
@@ -29,20 +38,36 @@ def _runner(source: AsyncModularFileSystem, target: AsyncModularFileSystem) -> A
 
 
 async def copy_file(
-    source: AsyncModularFileSystem, src: str, target: AsyncModularFileSystem, dst: str, chunk: int
+    source: AsyncModularFileSystem,
+    src: str,
+    target: AsyncModularFileSystem,
+    dst: str,
+    chunk: int,
+    *,
+    progress: Progress | None = None,
 ) -> None:
     """Copy one file: natively within a filesystem, streamed in chunks of
-    chunk bytes across two, always landing by rename."""
+    chunk bytes across two, always landing by rename; then progress(its size)."""
     fs_from, fs_to = source.wrapped, target.wrapped
-    await _runner(source, target).run(_copy_one, fs_from, src, fs_to, dst, chunk, mutating=True)
+    copy = partial(_copy_one, measure=progress is not None)
+    size = await _runner(source, target).run(copy, fs_from, src, fs_to, dst, chunk, mutating=True)
+    if progress is not None:
+        progress(size)
 
 
 async def copy_tree(
-    source: AsyncModularFileSystem, src: str, target: AsyncModularFileSystem, dst: str, chunk: int
+    source: AsyncModularFileSystem,
+    src: str,
+    target: AsyncModularFileSystem,
+    dst: str,
+    chunk: int,
+    *,
+    progress: Progress | None = None,
 ) -> None:
     """Copy the tree at src to dst: each level of directories is listed
     concurrently, its directories created, and its files copied
-    concurrently. Raises the first error after every copy was tried."""
+    concurrently, progress told the bytes each level's files hold. Raises
+    the first error after every copy was tried."""
     runner = _runner(source, target)
     fs_from, fs_to = source.wrapped, target.wrapped
     await target.makedirs(dst)
@@ -51,10 +76,12 @@ async def copy_tree(
         here = _uri.join(dst, relative) if relative else dst
         made = await target.run_many(fs_to.recursively_create_dir, [(_uri.join(here, d),) for d in dirs], mutating=True)
         copied = await runner.run_many(
-            _copy_one,
+            partial(_copy_one, measure=progress is not None),
             [(fs_from, _uri.join(directory, f), fs_to, _uri.join(here, f), chunk) for f in files],
             mutating=True,
         )
         for result in (*made, *copied):
             if isinstance(result, Exception):
                 raise result
+        if progress is not None and files:
+            progress(sum(size for size in copied if isinstance(size, int)))

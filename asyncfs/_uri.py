@@ -16,13 +16,18 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
 from .errors import InvalidArgumentError
+
+# What the Env accepts wherever it takes a URI or path: a str, or a
+# pathlib.Path (any os.PathLike[str]), which stands for a bare local path.
+StrPath: TypeAlias = "str | os.PathLike[str]"
 
 __all__ = [
     "NAME_MAX",
     "URI",
+    "StrPath",
     "check_uri",
     "clean_path",
     "hashed_name",

@@ -14,6 +14,7 @@ the Env's worker pool, with the same results and errors. Cancellation:
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
@@ -24,7 +25,7 @@ from . import _fanout, _plans
 from ._fallbacks import write_by_rename
 from ._marshal import Option, OptionValue, refuse_text
 from ._pool import Pending, Sink, WorkerPool
-from .errors import AlreadyExistsError, StatusError
+from .errors import AlreadyExistsError, FailedPreconditionError, StatusError
 from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
 from .filesystem import FileStatistics, ModularFileSystem
 
@@ -125,6 +126,7 @@ class AsyncModularFileSystem:
 
     @property
     def scheme(self) -> str:
+        """The URI scheme served (``""`` for bare paths)."""
         return self.wrapped.scheme
 
     def __repr__(self) -> str:
@@ -237,6 +239,12 @@ class AsyncModularFileSystem:
     async def rename_file(self, src: str, dst: str) -> None:
         await self._mutate(self.wrapped.rename_file, src, dst)
 
+    async def rename_dir(self, src: str, dst: str) -> None:
+        if self.wrapped.offers("rename_dir"):
+            await self._mutate(self.wrapped.rename_dir, src, dst)
+        else:
+            await _plans.run_async(self, _plans.move_tree(src, dst))
+
     async def copy_file(self, src: str, dst: str) -> None:
         await self._mutate(self.wrapped.copy_file, src, dst)
 
@@ -309,6 +317,7 @@ class AsyncModularFileSystem:
         await self._mutate(_write_file, self.wrapped, uri, data, atomic)
 
     async def append(self, uri: str, data: Buffer) -> None:
+        """Append data to uri, creating it if needed."""
         refuse_text(data, "append", uri)
         await self._mutate(_append, self.wrapped, uri, data)
 
@@ -319,6 +328,7 @@ class AsyncModularFileSystem:
         return await self._read(self.wrapped.isdir, uri)
 
     async def size(self, uri: str) -> int:
+        """The size of the file at uri, in bytes."""
         return await self.get_file_size(uri)
 
     async def listdir(self, uri: str) -> list[str]:
@@ -330,21 +340,32 @@ class AsyncModularFileSystem:
         of directories concurrently."""
         return _plans.iterate_async(self, _plans.walk(uri))
 
-    async def glob(self, pattern: str) -> list[str]:
+    async def glob(self, pattern: str, *, recursive: bool = False) -> list[str]:
+        """The sorted paths matching pattern: TensorFlow's rule (``*``,
+        ``?``, ``[...]`` within one path component), or with recursive,
+        :func:`glob.glob`'s too, where a ``**`` component matches any number
+        of directory levels (docs/uris.md)."""
+        if recursive and "**" in pattern.split("/"):
+            return await _plans.run_async(self, _plans.recursive_glob(pattern))
         return await self.get_matching_paths(pattern)
 
     async def mkdir(self, uri: str) -> None:
+        """Create the directory uri; its parent must exist."""
         await self.create_dir(uri)
 
     async def makedirs(self, uri: str, *, exist_ok: bool = True) -> None:
+        """Create uri and every missing directory above it; an existing
+        uri is an error only with exist_ok false."""
         if not exist_ok and await self.exists(uri):
             raise AlreadyExistsError("path already exists", op="makedirs", path=uri)
         await self.recursively_create_dir(uri)
 
     async def rm(self, uri: str) -> None:
+        """Delete the file uri."""
         await self.delete_file(uri)
 
     async def rmdir(self, uri: str) -> None:
+        """Delete the empty directory uri."""
         await self.delete_dir(uri)
 
     async def rmtree(self, uri: str) -> tuple[int, int]:
@@ -352,7 +373,14 @@ class AsyncModularFileSystem:
         return await self.delete_recursively(uri)
 
     async def rename(self, src: str, dst: str) -> None:
-        await self.rename_file(src, dst)
+        """Rename a file (replacing a file at dst) or a directory (dst must
+        not exist; see :meth:`rename_dir`)."""
+        try:
+            await self.rename_file(src, dst)
+        except FailedPreconditionError:
+            if not await self.isdir(src):
+                raise
+            await self.rename_dir(src, dst)
 
     @asynccontextmanager
     async def memory_region(self, uri: str) -> AsyncIterator[memoryview]:
@@ -362,6 +390,18 @@ class AsyncModularFileSystem:
             yield region.data
         finally:
             await region.close()
+
+
+def _mirror_docstrings() -> None:
+    """An async op that does what the same-named op of the sync adapter
+    does, on a worker, says so with that op's docstring."""
+    for name, method in vars(AsyncModularFileSystem).items():
+        sync = getattr(ModularFileSystem, name, None)
+        if not name.startswith("_") and callable(method) and method.__doc__ is None and sync and sync.__doc__:
+            method.__doc__ = f"{inspect.cleandoc(sync.__doc__)}\n\nAwaitable: runs on the Env's worker pool."
+
+
+_mirror_docstrings()
 
 
 def _write_file(fs: ModularFileSystem, uri: str, data: Buffer, atomic: bool) -> None:

@@ -23,6 +23,8 @@ import anyio
 
 from . import _transfer, _uri
 from ._pool import WorkerPool
+from ._transfer import Progress
+from ._uri import StrPath
 from .async_filesystem import (
     AsyncModularFileSystem,
     AsyncRandomAccessFile,
@@ -186,15 +188,18 @@ class Env:
         return info
 
     def schemes(self) -> list[str]:
+        """The URI schemes this Env serves, sorted (``""`` is bare paths)."""
         return self.registry.schemes()
 
     def plugins(self) -> list[PluginInfo]:
+        """The plugins of this Env's registry, in load order."""
         return self.registry.plugins()
 
-    def filesystem(self, uri: str) -> AsyncModularFileSystem:
+    def filesystem(self, uri: StrPath) -> AsyncModularFileSystem:
         """The filesystem serving uri (a URI, a bare path, or ``scheme://``);
         a URI no plugin may be handed raises :class:`InvalidArgumentError`
         here (see :func:`asyncfs._uri.check_uri`)."""
+        uri = os.fspath(uri)
         scheme = _uri.scheme_of(_uri.check_uri(uri))
         fs = self._filesystems.get(scheme)
         if fs is None:
@@ -205,18 +210,19 @@ class Env:
 
     # ---- transactions ------------------------------------------------------------
 
-    def transaction(self, root: str, *, timeout: float = 30.0, native: bool | None = None) -> Transaction:
+    def transaction(self, root: StrPath, *, timeout: float = 30.0, native: bool | None = None) -> Transaction:
         """``async with env.transaction(root) as txn``: every change made
         through txn under root becomes visible at once when the block ends,
         or not at all if it raises or is cancelled (docs/transactions.md).
         A transaction on an overlapping root waits up to timeout seconds,
         then raises TransactionConflictError. native picks the plugin's own
         transaction ops (default: when it has them) or the generic path."""
+        root = os.fspath(root)
         from .transactions import Transaction  # noqa: PLC0415 (lazy: see the imports)
 
         return Transaction(self.filesystem(root), root, timeout=timeout, native=native)
 
-    async def recover(self, root: str, *, native: bool | None = None) -> None:
+    async def recover(self, root: StrPath, *, native: bool | None = None) -> None:
         """Finish or undo what a crashed transaction left on root now (the
         next transaction on root would do it anyway). native as for
         :meth:`transaction`: a root is recovered by the path that wrote it."""
@@ -225,20 +231,26 @@ class Env:
 
     # ---- reading -----------------------------------------------------------------
 
-    async def read_file(self, uri: str) -> bytes:
+    async def read_file(self, uri: StrPath) -> bytes:
+        """The whole file at uri."""
+        uri = os.fspath(uri)
         return await self.filesystem(uri).read_file(uri)
 
-    async def read_into(self, uri: str, buffer: Buffer, offset: int = 0) -> int:
+    async def read_into(self, uri: StrPath, buffer: Buffer, offset: int = 0) -> int:
         """Read from offset of uri into a caller-owned buffer, no copy;
         returns the byte count (short at end of file)."""
+        uri = os.fspath(uri)
         return await self.filesystem(uri).read_into(uri, buffer, offset)
 
-    async def new_random_access_file(self, uri: str) -> AsyncRandomAccessFile:
+    async def new_random_access_file(self, uri: StrPath) -> AsyncRandomAccessFile:
+        """A file opened for positional reads (``await f.read(offset, n)``)."""
+        uri = os.fspath(uri)
         return await self.filesystem(uri).new_random_access_file(uri)
 
-    def memory_region(self, uri: str) -> AbstractAsyncContextManager[memoryview]:
+    def memory_region(self, uri: StrPath) -> AbstractAsyncContextManager[memoryview]:
         """``async with env.memory_region(uri) as view``: a zero-copy,
         read-only view of the file, valid inside the block."""
+        uri = os.fspath(uri)
         return self.filesystem(uri).memory_region(uri)
 
     # ---- streams ---------------------------------------------------------------------
@@ -254,7 +266,7 @@ class Env:
     @overload
     def open(self, uri: str, mode: str = ..., **options: Any) -> StreamOpener[Stream]: ...
 
-    def open(self, uri: str, mode: str = "rb", **options: Any) -> StreamOpener[Any]:
+    def open(self, uri: StrPath, mode: str = "rb", **options: Any) -> StreamOpener[Any]:
         """A buffered stream on uri: ``async with env.open(uri, "rb") as f``
         (or ``f = await env.open(...)``). Modes r, rb, w, wb, a, ab (t for
         text is the default without b). Options: encoding and errors (text),
@@ -262,6 +274,7 @@ class Env:
         block_size (bytes per plugin call, 1 MiB), readahead (blocks read
         ahead, 2), atomic ("w" modes: a temporary sibling renamed over the
         target on close; True). Inside a transaction, ``txn.open``."""
+        uri = os.fspath(uri)
         from .streams import StreamOpener, open_stream  # noqa: PLC0415 (lazy: see the imports)
 
         fs = self.filesystem(uri)
@@ -270,7 +283,7 @@ class Env:
 
     # ---- datasets ---------------------------------------------------------------------
 
-    def prefetch(self, uris: Iterable[str], **options: Any) -> Prefetch | PrefetchRecords:
+    def prefetch(self, uris: Iterable[StrPath], **options: Any) -> Prefetch | PrefetchRecords:
         """``async for path, data in env.prefetch(uris)``: whole files, read
         concurrently under an in-flight and a byte budget (in_flight=32,
         max_bytes=256 MiB, ordered=True, errors="raise"; see
@@ -278,85 +291,130 @@ class Env:
         the files, interleaved (cycle_length=4)."""
         from .prefetch import prefetch, prefetch_records  # noqa: PLC0415 (lazy: see the imports)
 
+        paths = (os.fspath(uri) for uri in uris)  # lazily: uris may be a long generator
         if options.pop("records", False):
-            return prefetch_records(self, uris, **options)
-        return prefetch(self, uris, **options)
+            return prefetch_records(self, paths, **options)
+        return prefetch(self, paths, **options)
 
     # ---- queries -------------------------------------------------------------------
 
-    async def exists(self, uri: str) -> bool:
+    async def exists(self, uri: StrPath) -> bool:
+        """Whether uri exists; errors other than NOT_FOUND (a denied
+        credential, a gateway down) raise."""
+        uri = os.fspath(uri)
         return await self.filesystem(uri).exists(uri)
 
-    async def files_exist(self, uris: Sequence[str]) -> list[bool]:
+    async def files_exist(self, uris: Sequence[StrPath]) -> list[bool]:
         """Whether each uri exists: per scheme, chunks of batch-exists calls
         run in parallel; results in the order given."""
+        paths = [os.fspath(uri) for uri in uris]
         by_scheme: dict[str, list[int]] = defaultdict(list)
-        for i, uri in enumerate(uris):
-            by_scheme[_uri.scheme_of(uri)].append(i)
-        result = [False] * len(uris)
+        for i, path in enumerate(paths):
+            by_scheme[_uri.scheme_of(path)].append(i)
+        result = [False] * len(paths)
         for indices in by_scheme.values():
-            found = await self.filesystem(uris[indices[0]]).files_exist([uris[i] for i in indices])
+            found = await self.filesystem(paths[indices[0]]).files_exist([paths[i] for i in indices])
             for i, value in zip(indices, found, strict=True):
                 result[i] = value
         return result
 
-    async def stat(self, uri: str) -> FileStatistics:
+    async def stat(self, uri: StrPath) -> FileStatistics:
+        """Size, modification time and kind of uri."""
+        uri = os.fspath(uri)
         return await self.filesystem(uri).stat(uri)
 
-    async def isdir(self, uri: str) -> bool:
+    async def isdir(self, uri: StrPath) -> bool:
+        """Whether uri is a directory (False when it does not exist)."""
+        uri = os.fspath(uri)
         return await self.filesystem(uri).isdir(uri)
 
-    async def size(self, uri: str) -> int:
+    async def size(self, uri: StrPath) -> int:
+        """The size of the file at uri, in bytes."""
+        uri = os.fspath(uri)
         return await self.filesystem(uri).size(uri)
 
-    async def listdir(self, uri: str) -> list[str]:
+    async def listdir(self, uri: StrPath) -> list[str]:
+        """The sorted names of the entries of the directory uri."""
+        uri = os.fspath(uri)
         return await self.filesystem(uri).listdir(uri)
 
-    def walk(self, uri: str) -> AsyncIterator[tuple[str, list[str], list[str]]]:
+    def walk(self, uri: StrPath) -> AsyncIterator[tuple[str, list[str], list[str]]]:
+        """``async for folder, dirs, files in env.walk(uri)``: as
+        :func:`os.walk`, top-down, names sorted, a level's folders listed
+        concurrently."""
+        uri = os.fspath(uri)
         return self.filesystem(uri).walk(uri)
 
-    async def glob(self, pattern: str) -> list[str]:
-        return await self.filesystem(pattern).glob(pattern)
+    async def glob(self, pattern: StrPath, *, recursive: bool = False) -> list[str]:
+        """The sorted paths matching pattern; see
+        :meth:`AsyncModularFileSystem.glob` (``**`` with recursive)."""
+        pattern = os.fspath(pattern)
+        return await self.filesystem(pattern).glob(pattern, recursive=recursive)
 
-    async def translate_name(self, uri: str) -> str:
+    async def translate_name(self, uri: StrPath) -> str:
+        """The plugin's own name for uri (the path it is handed)."""
+        uri = os.fspath(uri)
         return await self.filesystem(uri).translate_name(uri)
 
     # ---- writing ---------------------------------------------------------------------
 
-    async def write_file(self, uri: str, data: Buffer, *, atomic: bool = True) -> None:
+    async def write_file(self, uri: StrPath, data: Buffer, *, atomic: bool = True) -> None:
         """Create or replace uri with data; atomically (temporary sibling,
         then rename) unless atomic is false or the plugin cannot rename."""
+        uri = os.fspath(uri)
         fs = self.filesystem(uri)
         await self._making_parents(fs, uri, lambda: fs.write_file(uri, data, atomic=atomic))
 
-    async def append(self, uri: str, data: Buffer) -> None:
+    async def append(self, uri: StrPath, data: Buffer) -> None:
+        """Append data to uri, creating it (and missing folders above it)
+        if needed."""
+        uri = os.fspath(uri)
         fs = self.filesystem(uri)
         await self._making_parents(fs, uri, lambda: fs.append(uri, data))
 
-    async def new_writable_file(self, uri: str) -> AsyncWritableFile:
+    async def new_writable_file(self, uri: StrPath) -> AsyncWritableFile:
+        """A file opened for writing, truncated; it lands at close
+        (``async with`` closes it)."""
+        uri = os.fspath(uri)
         return await self.filesystem(uri).new_writable_file(uri)
 
-    async def new_appendable_file(self, uri: str) -> AsyncWritableFile:
+    async def new_appendable_file(self, uri: StrPath) -> AsyncWritableFile:
+        """A file opened for appending."""
+        uri = os.fspath(uri)
         return await self.filesystem(uri).new_appendable_file(uri)
 
-    async def mkdir(self, uri: str) -> None:
+    async def mkdir(self, uri: StrPath) -> None:
+        """Create the directory uri; its parent must exist."""
+        uri = os.fspath(uri)
         await self.filesystem(uri).mkdir(uri)
 
-    async def makedirs(self, uri: str, *, exist_ok: bool = True) -> None:
+    async def makedirs(self, uri: StrPath, *, exist_ok: bool = True) -> None:
+        """Create uri and every missing directory above it; an existing
+        uri is an error only with exist_ok false."""
+        uri = os.fspath(uri)
         await self.filesystem(uri).makedirs(uri, exist_ok=exist_ok)
 
-    async def rm(self, uri: str) -> None:
+    async def rm(self, uri: StrPath) -> None:
+        """Delete the file uri."""
+        uri = os.fspath(uri)
         await self.filesystem(uri).rm(uri)
 
-    async def rmdir(self, uri: str) -> None:
+    async def rmdir(self, uri: StrPath) -> None:
+        """Delete the empty directory uri."""
+        uri = os.fspath(uri)
         await self.filesystem(uri).rmdir(uri)
 
-    async def rmtree(self, uri: str) -> tuple[int, int]:
+    async def rmtree(self, uri: StrPath) -> tuple[int, int]:
         """Delete uri and all below it; (undeleted files, dirs), (0, 0) when
         all went."""
+        uri = os.fspath(uri)
         return await self.filesystem(uri).rmtree(uri)
 
-    async def rename(self, src: str, dst: str) -> None:
+    async def rename(self, src: StrPath, dst: StrPath) -> None:
+        """Rename a file (replacing a file at dst) or a directory (dst must
+        not exist: atomic on file:// and mem://, copy then delete on object
+        stores). Both must be on one filesystem."""
+        src, dst = os.fspath(src), os.fspath(dst)
         source, target = self.filesystem(src), self.filesystem(dst)
         if source is not target:
             raise UnimplementedError(
@@ -366,15 +424,20 @@ class Env:
             )
         await source.rename(src, dst)
 
-    async def copy(self, src: str, dst: str, *, recursive: bool = False) -> None:
+    async def copy(
+        self, src: StrPath, dst: StrPath, *, recursive: bool = False, progress: Progress | None = None
+    ) -> None:
         """Copy a file (natively within one scheme, streamed in chunks
         across schemes, always landing by rename); with recursive, a whole
-        tree, its directories listed and files copied concurrently."""
+        tree, its directories listed and files copied concurrently.
+        ``progress`` (``tqdm``'s ``update``, say) is called with the bytes
+        copied as files land: per file, or per directory level of a tree."""
+        src, dst = os.fspath(src), os.fspath(dst)
         source, target = self.filesystem(src), self.filesystem(dst)
         if recursive and await source.isdir(src):
-            await _transfer.copy_tree(source, src, target, dst, self.copy_chunk)  # makes dst itself
+            await _transfer.copy_tree(source, src, target, dst, self.copy_chunk, progress=progress)  # makes dst
         else:
-            copy = partial(_transfer.copy_file, source, src, target, dst, self.copy_chunk)
+            copy = partial(_transfer.copy_file, source, src, target, dst, self.copy_chunk, progress=progress)
             await self._making_parents(target, dst, copy, source=(source, src))
 
     async def _making_parents(
@@ -388,16 +451,18 @@ class Env:
         """write(), and if it failed because a folder above uri is missing,
         those folders made and write() once more (``create_parents``):
         nothing is looked up before a write that succeeds. A missing source
-        (of a copy) is not a missing folder."""
+        (of a copy) is not a missing folder; a folder that another task made
+        meanwhile is tried again as it is."""
         try:
             return await write()
         except NotFoundError:
             parent = _uri.parent(uri)
-            if not self.create_parents or fs.network or not parent or await fs.exists(parent):
+            if not self.create_parents or fs.network or not parent:
                 raise
             if source is not None and not await source[0].exists(source[1]):
                 raise
-        await fs.recursively_create_dir(parent)
+        if not await fs.exists(parent):
+            await fs.recursively_create_dir(parent)
         return await write()
 
 

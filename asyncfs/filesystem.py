@@ -161,6 +161,7 @@ class ModularFileSystem:
         return _FILESYSTEM_OPS
 
     def offered_ops(self) -> list[str]:
+        """The filesystem ops the plugin itself implements, in table order."""
         return [name for name in _FILESYSTEM_OPS if name in self._ops]
 
     def available(self, op: str) -> bool:
@@ -221,6 +222,8 @@ class ModularFileSystem:
     # ---- files ----------------------------------------------------------------
 
     def new_random_access_file(self, uri: str) -> RandomAccessFile:
+        """Open uri for positional reads; NOT_FOUND when missing,
+        FAILED_PRECONDITION for a directory."""
         handle = ffi.new("TF_RandomAccessFile*")
         self._path_call("new_random_access_file", uri, handle)
         return RandomAccessFile(self._tables.random_access_file_ops, handle, uri, self.metadata.name)
@@ -238,6 +241,7 @@ class ModularFileSystem:
         return WritableFile(self._tables.writable_file_ops, handle, uri)
 
     def new_read_only_memory_region_from_file(self, uri: str) -> ReadOnlyMemoryRegion:
+        """Map the whole file at uri into memory (read-only)."""
         handle = ffi.new("TF_ReadOnlyMemoryRegion*")
         self._path_call("new_read_only_memory_region_from_file", uri, handle)
         return ReadOnlyMemoryRegion(self._tables.read_only_memory_region_ops, handle, uri)
@@ -245,18 +249,24 @@ class ModularFileSystem:
     # ---- namespace changes ------------------------------------------------------
 
     def create_dir(self, uri: str) -> None:
+        """Create the directory uri; its parent must exist (ALREADY_EXISTS
+        when uri does)."""
         self._path_call("create_dir", uri)
 
     def recursively_create_dir(self, uri: str) -> None:
+        """Create uri and every missing directory above it; an
+        existing directory is fine."""
         if "recursively_create_dir" in self._ops:
             self._path_call("recursively_create_dir", uri)
         else:
             _fallbacks.recursively_create_dir(self, uri)
 
     def delete_file(self, uri: str) -> None:
+        """Delete the file uri (FAILED_PRECONDITION for a directory)."""
         self._path_call("delete_file", uri)
 
     def delete_dir(self, uri: str) -> None:
+        """Delete the empty directory uri."""
         self._path_call("delete_dir", uri)
 
     def delete_recursively(self, uri: str) -> tuple[int, int]:
@@ -285,6 +295,18 @@ class ModularFileSystem:
         status = _ffi.thread_status()
         self._ops["rename_file"](self._fs, self._path(src), self._path(dst), status)
         _ffi.check(status, "rename_file", f"{src} -> {dst}")
+
+    def rename_dir(self, src: str, dst: str) -> None:
+        """Rename the directory src to dst, which must not exist: in one
+        atomic step where the plugin offers it (posix, memory), otherwise
+        by copying the tree and deleting the source (object stores; not
+        atomic)."""
+        if "rename_dir" not in self._ops:
+            _plans.run(self, _plans.move_tree(src, dst))
+            return
+        status = _ffi.thread_status()
+        self._ops["rename_dir"](self._fs, self._path(src), self._path(dst), status)
+        _ffi.check(status, "rename_dir", f"{src} -> {dst}")
 
     def copy_file(self, src: str, dst: str) -> None:
         """Copy a file, replacing dst if it is a file."""
@@ -361,6 +383,7 @@ class ModularFileSystem:
         return list(codes), statuses
 
     def stat(self, uri: str) -> FileStatistics:
+        """Length, modification time (ns) and kind of uri."""
         stats = ffi.new("TF_FileStatistics*")
         self._path_call("stat", uri, stats)
         length = _ffi.check_count(
@@ -385,6 +408,8 @@ class ModularFileSystem:
             raise
 
     def get_file_size(self, uri: str) -> int:
+        """The size of the file at uri, in bytes (``stat`` when the plugin
+        has no such op)."""
         if "get_file_size" not in self._ops:
             return _fallbacks.get_file_size(self, uri)
         size = int(self._path_call("get_file_size", uri))
@@ -430,6 +455,8 @@ class ModularFileSystem:
         return _plans.iterate(self, _plans.walk(top))
 
     def flush_caches(self) -> None:
+        """Ask the plugin to drop what it caches (the s3 plugin closes
+        idle connections)."""
         fn = self._ops.get("flush_caches")
         if fn is not None:
             fn(self._fs)
@@ -451,6 +478,8 @@ class ModularFileSystem:
         return TransactionToken(token[0])
 
     def start_transaction(self) -> TransactionToken:
+        """Begin a native transaction; the token names it in the
+        other transaction ops (``Env.transaction`` is the usual way)."""
         return self._token_call("start_transaction", None)
 
     def get_or_start_transaction_for_path(self, uri: str) -> TransactionToken:
@@ -459,9 +488,11 @@ class ModularFileSystem:
         return self._token_call("get_or_start_transaction_for_path", uri, self._path(uri))
 
     def get_transaction_for_path(self, uri: str) -> TransactionToken:
+        """The token of the transaction uri belongs to, or None."""
         return self._token_call("get_transaction_for_path", uri, self._path(uri))
 
     def add_to_transaction(self, uri: str, token: TransactionToken) -> None:
+        """Make uri part of the transaction named by token."""
         self._path_call("add_to_transaction", uri, token.raw)
 
     def decode_transaction_token(self, token: TransactionToken) -> str:
@@ -572,6 +603,7 @@ class ModularFileSystem:
             free_options(options[0], int(count[0]), self._free)
 
     def configuration_keys(self) -> list[str]:
+        """The names of the plugin's configuration options."""
         fn = self._op("get_filesystem_configuration_keys")
         count = ffi.new("int*")
         status = _ffi.thread_status()
@@ -583,6 +615,7 @@ class ModularFileSystem:
         return [take_string(keys[i], self._free) or "" for i in range(int(count[0]))]
 
     def get_option(self, key: str) -> Option:
+        """One configuration option and its current value."""
         option = ffi.new("TF_Filesystem_Option**")
         status = _ffi.thread_status()
         self._op("get_filesystem_configuration_option")(self._fs, encode(key), option, status)

@@ -131,10 +131,12 @@ class Registry:
             return info
 
     def schemes(self) -> list[str]:
+        """The schemes registered, sorted."""
         with self._lock:
             return sorted(self._filesystems)
 
     def plugins(self) -> list[PluginInfo]:
+        """The plugins loaded, in load order."""
         with self._lock:
             return list(self._plugins)
 
@@ -144,6 +146,8 @@ class Registry:
         return dict(self._unavailable)
 
     def get(self, scheme: str) -> ModularFileSystem:
+        """The filesystem serving scheme; :class:`UnknownSchemeError`
+        when none does."""
         try:
             return self._filesystems[scheme]
         except KeyError:

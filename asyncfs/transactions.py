@@ -36,6 +36,7 @@ import anyio
 from . import _uri
 from ._generic_staging import GenericStaging
 from ._staging import NativeStaging, Staging
+from ._uri import StrPath
 from .errors import AbortedError, InvalidArgumentError, TransactionConflictError, TransactionStateError
 from .filesystem import FileStatistics, ModularFileSystem
 from .streams import AsyncBinaryWriter, AsyncTextWriter, Stream, StreamOpener, open_stream
@@ -90,6 +91,8 @@ class Transaction:
 
     @property
     def native(self) -> bool:
+        """Whether the plugin's own transaction ops run it (else the
+        generic journal and staging siblings)."""
         return isinstance(self._stage, NativeStaging)
 
     def __repr__(self) -> str:
@@ -201,43 +204,56 @@ class Transaction:
 
     # ---- operations inside the transaction -----------------------------------------
 
-    async def write_file(self, path: str, data: Buffer) -> None:
+    async def write_file(self, path: StrPath, data: Buffer) -> None:
+        """Stage a file with data; it appears at commit."""
         await self._mutate(self._stage.write_file, self._relative(path), data)
 
-    async def append(self, path: str, data: Buffer) -> None:
+    async def append(self, path: StrPath, data: Buffer) -> None:
+        """Stage data appended to a file (a copy of it, if it exists)."""
         await self._mutate(self._stage.append, self._relative(path), data)
 
-    async def read_file(self, path: str) -> bytes:
+    async def read_file(self, path: StrPath) -> bytes:
+        """The file as this transaction sees it (its own writes included)."""
         return await self._read(self._stage.read_file, self._relative(path))
 
-    async def exists(self, path: str) -> bool:
+    async def exists(self, path: StrPath) -> bool:
+        """Whether path exists as this transaction sees it."""
         return await self._read(self._stage.exists, self._relative(path))
 
-    async def stat(self, path: str) -> FileStatistics:
+    async def stat(self, path: StrPath) -> FileStatistics:
+        """The statistics of path as this transaction sees it."""
         return await self._read(self._stage.stat, self._relative(path))
 
-    async def isdir(self, path: str) -> bool:
+    async def isdir(self, path: StrPath) -> bool:
+        """Whether path is a directory as this transaction sees it."""
         return await self._read(self._stage.isdir, self._relative(path))
 
-    async def listdir(self, path: str = "") -> list[str]:
+    async def listdir(self, path: StrPath = "") -> list[str]:
+        """The sorted names in a directory as this transaction sees it
+        (the root by default)."""
         return await self._read(self._stage.listdir, self._relative(path))
 
-    async def rm(self, path: str) -> None:
+    async def rm(self, path: StrPath) -> None:
+        """Stage the deletion of a file."""
         await self._mutate(self._stage.rm, self._relative(path))
 
-    async def rmtree(self, path: str) -> None:
+    async def rmtree(self, path: StrPath) -> None:
+        """Stage the deletion of a directory and everything below it."""
         await self._mutate(self._stage.rmtree, self._relative(path))
 
-    async def rename(self, src: str, dst: str) -> None:
+    async def rename(self, src: StrPath, dst: StrPath) -> None:
+        """Stage a rename within the root."""
         await self._mutate(self._stage.rename, self._relative(src), self._relative(dst))
 
-    async def mkdir(self, path: str) -> None:
+    async def mkdir(self, path: StrPath) -> None:
+        """Stage a new directory (its parent must exist)."""
         await self._mutate(self._stage.makedirs, self._relative(path), False)
 
-    async def makedirs(self, path: str) -> None:
+    async def makedirs(self, path: StrPath) -> None:
+        """Stage a directory and every missing one above it."""
         await self._mutate(self._stage.makedirs, self._relative(path), True)
 
-    def open(self, path: str, mode: str = "rb", **options: Any) -> StreamOpener[Any]:
+    def open(self, path: StrPath, mode: str = "rb", **options: Any) -> StreamOpener[Any]:
         """A stream inside the transaction, as :meth:`asyncfs.Env.open`:
         reads see the transaction's writes; a written file is staged (and
         lands in the transaction on close; an aborted writer leaves nothing)."""
@@ -266,8 +282,9 @@ class Transaction:
         if self.state != "active":
             raise TransactionStateError(f"transaction on {self.root} is {self.state}")
 
-    def _relative(self, path: str) -> str:
+    def _relative(self, given: StrPath) -> str:
         self._check_active()
+        path = os.fspath(given)
         if "://" in path or path.startswith("/"):
             if path.rstrip("/") == self.root:
                 return ""

@@ -119,3 +119,75 @@ def test_a_plugins_cancelled_status_is_not_asyncios_cancellation() -> None:
         warnings.simplefilter("always")
         assert asyncfs.CancelledError is asyncfs.OperationCancelledError
     assert any(issubclass(w.category, DeprecationWarning) for w in caught)
+
+
+async def test_an_error_says_each_thing_once(base: str) -> None:
+    """The plugin says what went wrong, the core says where: the path
+    appears once, as given."""
+    missing = f"{base}/nope/x"
+    async with asyncfs.Env() as env:
+        for call in (env.stat, env.read_file, env.listdir, env.rm):
+            with pytest.raises(asyncfs.NotFoundError) as info:
+                await call(missing)
+            text = str(info.value)
+            assert text.count("nope/x") == 1, text
+            assert text.startswith(f"{info.value.op} {missing}: "), text
+
+
+async def test_pathlib_paths_are_accepted_wherever_a_uri_is(tmp_path: Path) -> None:
+    folder = tmp_path / "p"
+    async with asyncfs.Env() as env:
+        await env.write_file(folder / "a.txt", b"a")
+        assert await env.read_file(folder / "a.txt") == b"a"
+        assert await env.exists(folder / "a.txt") and await env.isdir(folder)
+        assert await env.listdir(folder) == ["a.txt"]
+        assert await env.files_exist([folder / "a.txt", folder / "b.txt"]) == [True, False]
+        assert await env.glob(tmp_path / "*" / "*.txt") == [str(folder / "a.txt")]
+        async with env.open(folder / "b.txt", "w") as out:
+            await out.write("text")
+        await env.copy(folder / "b.txt", folder / "c.txt")
+        await env.rename(folder / "c.txt", folder / "d.txt")
+        async with env.transaction(folder) as txn:
+            await txn.write_file(folder / "e.txt", b"e")
+            await txn.rm(Path("a.txt"))
+        assert [p async for p, _ in env.prefetch([folder / "b.txt", folder / "d.txt"])] == [
+            str(folder / "b.txt"),
+            str(folder / "d.txt"),
+        ]
+        assert sorted(p.name for p in folder.iterdir()) == ["b.txt", "d.txt", "e.txt"]
+        await env.rmtree(folder)
+        assert not folder.exists()
+
+
+@pytest.mark.parametrize("size", [0, 3, 63, 64, 65, 1000])
+def test_a_memory_region_is_a_c_string_too(size: int) -> None:
+    """TensorFlow's own conformance test reads a region's data as a C
+    string: the memory plugin keeps a zero byte after the content."""
+    from asyncfs._ffi import ffi  # noqa: PLC0415
+
+    fs = asyncfs.get_filesystem("mem://")
+    uri = f"mem:///regions/{uuid.uuid4().hex}"
+    fs.recursively_create_dir("mem:///regions")
+    with fs.new_writable_file(uri) as file:
+        for chunk in (b"x" * (size // 2), b"y" * (size - size // 2)):
+            if chunk:
+                file.append(chunk)
+    if size == 0:
+        return  # an empty file has no region to map
+    with fs.new_read_only_memory_region_from_file(uri) as region:
+        assert ffi.string(ffi.cast("char*", ffi.from_buffer(region.data))) == b"x" * (size // 2) + b"y" * (
+            size - size // 2
+        )
+
+
+async def test_copy_tells_its_progress_in_bytes(base: str) -> None:
+    async with asyncfs.Env() as env:
+        await env.write_file(f"{base}/tree/a", b"a" * 1000)
+        await env.write_file(f"{base}/tree/sub/b", b"b" * 234)
+        told: list[int] = []
+        await env.copy(f"{base}/tree/a", f"{base}/single", progress=told.append)
+        assert told == [1000]
+        told.clear()
+        await env.copy(f"{base}/tree", "mem:///progress-copy", recursive=True, progress=told.append)
+        assert sum(told) == 1234 and len(told) == 2  # one call per folder level
+        assert await env.read_file("mem:///progress-copy/sub/b") == b"b" * 234

@@ -231,6 +231,29 @@ def test_rename_and_copy(fs: ModularFileSystem, root: str, op: str) -> None:
     assert fs.read_file(f"{root}/c") == b"c"
 
 
+def test_rename_dir(fs: ModularFileSystem, root: str) -> None:
+    """asyncfs's rename_dir: native (one atomic step) or, for a plugin
+    without it, the core's copy-then-delete, with the same answers."""
+    make_dir(fs, f"{root}/tree")
+    make_dir(fs, f"{root}/tree/sub")
+    make_file(fs, f"{root}/tree/a", b"a bytes")
+    make_file(fs, f"{root}/tree/sub/b", b"b bytes")
+    fs.rename_dir(f"{root}/tree", f"{root}/moved")
+    expect(NF, fs.path_exists, f"{root}/tree")
+    assert fs.read_file(f"{root}/moved/a") == b"a bytes"
+    assert fs.read_file(f"{root}/moved/sub/b") == b"b bytes"
+    assert fs.is_directory(f"{root}/moved/sub")
+
+    make_dir(fs, f"{root}/other")
+    expect(AE, fs.rename_dir, f"{root}/moved", f"{root}/other")
+    expect(IA, fs.rename_dir, f"{root}/moved", f"{root}/moved/sub/inside")
+    expect(NF, fs.rename_dir, f"{root}/missing", f"{root}/x")
+    expect(FP, fs.rename_dir, f"{root}/moved/a", f"{root}/x")
+    if fs.scheme not in OBJECT_STORES:  # a key needs no parent there
+        expect(NF, fs.rename_dir, f"{root}/moved", f"{root}/no_dir/x")
+    assert fs.read_file(f"{root}/moved/sub/b") == b"b bytes"
+
+
 # ---- exists -------------------------------------------------------------------------
 
 
