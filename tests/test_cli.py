@@ -26,8 +26,9 @@ def ok(*args: str) -> str:
 
 
 def user_error(*args: str) -> str:
+    """An operation that failed: status 1 and one line, no traceback."""
     done = asyncfs(*args)
-    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     return done.stderr
@@ -60,7 +61,7 @@ def test_plugins_shows_an_unbuilt_s3_plugin_and_why(tmp_path: Path) -> None:
     listing = subprocess.run([*run, "plugins"], capture_output=True, text=True, env=env, timeout=60, check=True)
     assert f"unavailable: {note}" in listing.stdout
     use = subprocess.run([*run, "ls", "s3://bucket"], capture_output=True, text=True, env=env, timeout=60, check=False)
-    assert use.returncode == 2 and "libcurl4-openssl-dev" in use.stderr
+    assert use.returncode == 1 and "libcurl4-openssl-dev" in use.stderr
 
 
 def test_ls_stat_cat_glob(tree: Path) -> None:
@@ -71,6 +72,8 @@ def test_ls_stat_cat_glob(tree: Path) -> None:
     assert ok("ls", "-R", src).split() == [f"{src}/a.txt", f"{src}/sub", f"{src}/sub/b.bin"]
     assert "kind: file" in ok("stat", f"{src}/a.txt") and "size: 6" in ok("stat", f"{src}/a.txt")
     assert ok("cat", f"{src}/a.txt", f"{src}/a.txt") == "alpha\nalpha\n"
+    assert ok("ls", f"{src}/a.txt").split() == [f"{src}/a.txt"]  # a file lists itself
+    assert "6 " in ok("ls", "-l", f"{src}/a.txt")
     assert ok("glob", f"{src}/*/*.bin").split() == [f"{src}/sub/b.bin"]
 
 
@@ -159,3 +162,85 @@ def test_a_missing_optional_plugin_says_how_to_get_it(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         assert "missing libcurl (test)" in done.stdout
         assert "binary wheel" in done.stdout and "reinstall from source" in done.stdout
+
+
+# ---- the conventions of gsutil, aws s3 and rclone --------------------------------------
+
+
+def test_exit_status_is_2_for_usage_errors_only(tree: Path) -> None:
+    done = asyncfs("ls", "--no-such-flag", str(tree))
+    assert done.returncode == 2 and "usage:" in done.stderr
+    assert asyncfs("cat", str(tree / "missing")).returncode == 1
+
+
+def test_plugin_before_or_after_the_command(tree: Path) -> None:
+    plugin = build_plugin(REPO / "plugins/examples/demo_fs.c", tree / "libdemo_fs.so")
+    assert ok("--plugin", str(plugin), "ls", f"demo://{tree}/src").split() == ["a.txt", "sub"]
+    assert ok("ls", "--plugin", str(plugin), f"demo://{tree}/src").split() == ["a.txt", "sub"]
+
+
+def test_ls_human_sizes_and_du(tree: Path) -> None:
+    src = f"file://{tree}/src"
+    assert "4.9K" in ok("ls", "-l", "-h", f"{src}/sub")
+    per_folder = [line.split("\t") for line in ok("du", src).splitlines()]
+    assert per_folder == [["5000", f"{src}/sub"], ["5006", src]]
+    assert ok("du", "-s", "-h", src).split() == ["4.9K", src]
+    assert ok("du", f"{src}/a.txt").split() == ["6", f"{src}/a.txt"]
+
+
+def test_cp_several_sources_patterns_dry_run_and_jobs(tree: Path) -> None:
+    src, out = f"file://{tree}/src", f"file://{tree}/out"
+    assert ok("cp", "-n", f"{src}/*.txt", f"{out}/").strip() == f"would copy {src}/a.txt -> {out}/a.txt"
+    assert not (tree / "out").exists()
+    ok("cp", "-r", "-j", "2", f"{src}/*", f"{out}/")
+    assert (tree / "out/a.txt").read_text() == "alpha\n"
+    assert (tree / "out/sub/b.bin").read_bytes() == (tree / "src/sub/b.bin").read_bytes()
+    assert "matched no objects or files" in user_error("cp", f"{src}/*.none", f"{out}/")
+    assert "matched no objects or files" in user_error("glob", f"{src}/*.none")
+    assert ok("glob", "-r", f"{src}/**/*.bin").split() == [f"{src}/sub/b.bin"]
+
+
+def test_mv_moves_folders_within_and_across_schemes(tree: Path) -> None:
+    base = f"file://{tree}"
+    ok("mv", f"{base}/src/sub", f"{base}/moved")
+    assert (tree / "moved/b.bin").exists() and not (tree / "src/sub").exists()
+    plugin = build_plugin(REPO / "plugins/examples/demo_fs.c", tree / "libdemo_fs.so")
+    ok("--plugin", str(plugin), "mv", f"{base}/moved", f"demo://{tree}/across")
+    assert (tree / "across/b.bin").exists() and not (tree / "moved").exists()
+
+
+def test_rm_of_a_root_needs_force(tree: Path) -> None:
+    assert "--force" in user_error("rm", "-r", "mem:///")
+    assert "--force" in user_error("rm", "-r", "file:///")
+    ok("rm", "-r", "--force", "mem:///")  # an empty memory filesystem, in its own process
+    ok("rm", "-r", f"file://{tree}/src/sub")
+    assert not (tree / "src/sub").exists()
+
+
+def test_cat_cut_short_by_its_reader_ends_quietly(tree: Path) -> None:
+    big = tree / "big.bin"
+    big.write_bytes(os.urandom(4 << 20))
+    reader = subprocess.Popen(["head", "-c", "10"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncfs", "cat", str(big), str(big)],
+        stdout=reader.stdin,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert reader.stdin is not None
+    reader.stdin.close()
+    reader.wait(timeout=60)
+    assert done.returncode == 0 and done.stderr == ""
+
+
+def test_cat_moves_bytes_as_stored_unless_asked_to_decompress(tree: Path) -> None:
+    import gzip  # noqa: PLC0415
+
+    (tree / "x.txt.gz").write_bytes(gzip.compress(b"inflated\n"))
+    raw = subprocess.run(
+        [sys.executable, "-m", "asyncfs", "cat", str(tree / "x.txt.gz")], capture_output=True, timeout=60, check=True
+    )
+    assert gzip.decompress(raw.stdout) == b"inflated\n"
+    assert ok("cat", "--decompress", str(tree / "x.txt.gz")) == "inflated\n"
