@@ -35,7 +35,7 @@ class DynamicTables:
     def __init__(self, data: bytes) -> None:
         try:
             self._read(data)
-        except (struct.error, IndexError) as exc:
+        except (struct.error, IndexError, OverflowError) as exc:
             raise ElfError(f"truncated or malformed ELF file ({exc})") from None
 
     @property
@@ -165,6 +165,8 @@ def _version_needs(data: bytes, end: str, section: tuple[int, ...], refs: dict[i
         for _ in range(count):
             _, _, _, name, next_aux = struct.unpack_from(end + "IHHII", data, name_at)
             refs.setdefault(name, set()).add("version")
+            if next_aux == 0:  # the last one, whatever the count says
+                break
             name_at += next_aux
         if next_entry == 0:
             return
@@ -179,6 +181,8 @@ def _version_definitions(data: bytes, end: str, section: tuple[int, ...], refs: 
         for _ in range(count):
             name, next_aux = struct.unpack_from(end + "II", data, name_at)
             refs.setdefault(name, set()).add("version")
+            if next_aux == 0:  # the last one, whatever the count says
+                break
             name_at += next_aux
         if next_entry == 0:
             return

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CC, REPO, build_plugin
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import asyncfs
@@ -233,22 +233,31 @@ def test_a_longer_name_is_refused() -> None:
         DynamicTables(MEMORY.read_bytes()).renamed(needed={"libc.so.6": "libc-but-longer.so.6"}, imports={})
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data())
-def test_damaged_elf_is_an_elf_error_never_a_crash(data: st.DataObject) -> None:
-    original = bytearray(MEMORY.read_bytes())
-    edits = data.draw(st.lists(st.tuples(st.integers(0, len(original) - 1), st.integers(0, 255)), max_size=40))
+ORIGINAL = MEMORY.read_bytes()
+_SECTION_TABLE = struct.unpack_from("<Q", ORIGINAL, 0x28)[0] if ORIGINAL[4] == 2 else 0
+# where damage matters most: the ELF header, the section table, anywhere
+PLACES = st.one_of(
+    st.integers(0, 63),
+    st.integers(min(_SECTION_TABLE, len(ORIGINAL) - 1), len(ORIGINAL) - 1),
+    st.integers(0, len(ORIGINAL) - 1),
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(edits=st.lists(st.tuples(PLACES, st.integers(0, 255)), max_size=40), cut=st.integers(0, len(ORIGINAL)))
+@example(edits=[(47, 128)], cut=len(ORIGINAL))  # a section table offset no file can hold
+def test_damaged_elf_is_an_elf_error_never_a_crash(edits: list[tuple[int, int]], cut: int) -> None:
+    damaged = bytearray(ORIGINAL)
     for at, value in edits:
-        original[at] = value
-    cut = data.draw(st.integers(0, len(original)))
-    damaged = bytes(original[:cut])
+        damaged[at] = value
+    data = bytes(damaged[:cut])
     try:
-        tables = DynamicTables(damaged)
+        tables = DynamicTables(data)
         imports = {name: f"AF_{name[3:]}" for name in tables.imports if name[:3] == "TF_"}
         renamed = tables.renamed(needed={"libc.so.6": "libc.so.6"}, imports=imports)
     except ElfError:
         return
-    assert len(renamed) == len(damaged)
+    assert len(renamed) == len(data)
 
 
 def test_renaming_keeps_everything_else() -> None:
