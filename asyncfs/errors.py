@@ -78,11 +78,35 @@ class AsyncFSError(Exception):
     """Root of every asyncfs exception; never raised directly."""
 
 
+# How an error names a plugin operation: as a user of the Env calls it.
+USER_TERMS = {
+    "get_children": "listdir",
+    "delete_file": "rm",
+    "delete_dir": "rmdir",
+    "delete_recursively": "rmtree",
+    "create_dir": "mkdir",
+    "recursively_create_dir": "makedirs",
+    "new_random_access_file": "open",
+    "new_writable_file": "open for writing",
+    "new_appendable_file": "open for appending",
+    "new_read_only_memory_region_from_file": "memory_region",
+    "rename_file": "rename",
+    "rename_dir": "rename",
+    "copy_file": "copy",
+    "path_exists": "exists",
+    "get_file_size": "size",
+    "is_directory": "isdir",
+    "get_matching_paths": "glob",
+}
+
+
 class StatusError(AsyncFSError):
     """An operation failed with a non-OK status from a plugin.
 
     ``code`` is the :class:`Code`, ``message`` the plugin's own text, ``op``
-    the operation and ``path`` the URI it was applied to (when there is one).
+    the operation (the plugin's name for it: ``get_children``) and ``path``
+    the URI it was applied to (when there is one). The message names the
+    operation as the Env calls it (``listdir``; :data:`USER_TERMS`).
     """
 
     code: Code = Code.UNKNOWN
@@ -100,7 +124,7 @@ class StatusError(AsyncFSError):
             _fill_os_error(self, self.errno_value, message, path)
 
     def __str__(self) -> str:
-        where = " ".join(part for part in (self.op, self.path) if part)
+        where = " ".join(part for part in (USER_TERMS.get(self.op, self.op), self.path) if part)
         text = f"{where}: {self.message}" if where else self.message
         return f"{text} [{self.code.name}]"
 
