@@ -427,6 +427,43 @@ def bench_prefetch(files: int, size: int, in_flight: int, latency_ms: float, bud
     return row
 
 
+def bench_prefetch_local(paths: list[str], size: int, repeat: int) -> Row:
+    """A dataset of small local files read whole: the synchronous loop a
+    user would write, against prefetch (which hands the files to C in
+    groups) and against one task per file through gather."""
+
+    def loop() -> None:
+        for path in paths:
+            with open(path, "rb") as f:
+                f.read()
+
+    row = Row(f"prefetch {len(paths)} local files of {size >> 10} KiB (page cache)", "files/s")
+    row.results["sync open().read() loop"] = len(paths) / best(loop, repeat)
+    env = started_env()
+
+    async def prefetched(ordered: bool) -> None:
+        n = 0
+        async for _ in env.prefetch(paths, in_flight=64, ordered=ordered):
+            n += 1
+        assert n == len(paths)
+
+    async def gathered() -> None:
+        await asyncio.gather(*(env.read_file(p) for p in paths))
+
+    row.results["asyncfs prefetch (ordered)"] = len(paths) / best_async(lambda: prefetched(True), repeat)
+    row.results["asyncfs prefetch (unordered)"] = len(paths) / best_async(lambda: prefetched(False), repeat)
+    row.results["asyncfs read_file, a task each (gather)"] = len(paths) / best_async(gathered, repeat)
+    env.close()
+    sync = row.results["sync open().read() loop"]
+    row.target = "prefetch ≥ 2× the sync loop"
+    row.verdict = ", ".join(
+        f"{name.removeprefix('asyncfs prefetch ')}: {rate / sync:.2f}×"
+        for name, rate in row.results.items()
+        if "prefetch" in name
+    )
+    return row
+
+
 # ---- output --------------------------------------------------------------------------
 
 
@@ -476,6 +513,10 @@ def main() -> int:
         rows.append(bench_tfrecord(make_tfrecords(data / "records.tfrecord", records, 1024), records, repeat))
     if "prefetch" in only:
         rows.append(bench_prefetch(200 if args.quick else 1000, 4096, 32, 5.0, 1 << 20))
+        for full_count, size in ((2000, 4096), (20_000, 1024)):
+            count = full_count // 10 if args.quick else full_count
+            paths = make_small_files(data / f"prefetch-{count}-{size}", count, size)
+            rows.append(bench_prefetch_local(paths, size, repeat))
     if "s3" in only:
         rows.extend(bench_s3(repeat, args.quick))
 

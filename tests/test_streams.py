@@ -376,3 +376,56 @@ async def test_prefetch_records_interleaves(env: asyncfs.Env, base: str) -> None
     got = [record async for _, record in env.prefetch(paths, records=True, cycle_length=2)]
     assert sorted(got) == sorted(f"{k}:{j}".encode() for k in range(5) for j in range(3 + k))
     assert got[:4] == [b"0:0", b"1:0", b"0:1", b"1:1"]
+
+
+# ---- prefetch's bulk path: many files per call into C -----------------------------------
+
+
+def test_read_files_reads_many_per_call_with_an_answer_for_each(base: str) -> None:
+    fs = asyncfs.get_filesystem(base)
+    fs.recursively_create_dir(f"{base}/bulk/folder")
+    uris = [f"{base}/bulk/{i}" for i in range(5)]
+    for i, uri in enumerate(uris):
+        fs.write_file(uri, bytes([65 + i]) * (100 * i))  # the first is empty
+    mixed = [uris[0], uris[1], f"{base}/bulk/missing", f"{base}/bulk/folder", uris[4]]
+    got, _ = fs.read_files(mixed, bytearray(1 << 16))
+    assert got[:2] == [b"", b"B" * 100] and got[4] == b"E" * 400
+    assert isinstance(got[2], asyncfs.NotFoundError) and got[2].path == mixed[2]
+    assert isinstance(got[3], asyncfs.FailedPreconditionError)
+    # a file that does not fit in what is left stops the call: None, then nothing
+    assert fs.read_files(uris[1:], bytearray(450))[0] == [b"B" * 100, b"C" * 200, None]
+    assert fs.read_files(uris[4:], bytearray(399))[0] == [None]
+    assert fs.read_files(uris[4:], bytearray(400))[0] == [b"E" * 400]  # fits exactly
+
+
+async def test_prefetch_groups_answer_for_every_file(env: asyncfs.Env, base: str) -> None:
+    """Groups of files larger and smaller than the scratch buffer, with
+    failures among them: each path gets its own bytes or its own error, in
+    order, and the budget is back to 0."""
+    uris = await make_files(env, base, 300)  # 1,000 to 12,063 bytes
+    await env.makedirs(f"{base}/a-folder")
+    uris[7:7] = [f"{base}/missing"]
+    uris[100:100] = [f"{base}/a-folder"]
+    budget = asyncfs.Budget(1 << 20)
+    got = [
+        item async for item in env.prefetch(uris, scratch_size=8192, errors="deliver", budget=budget, max_bytes=1 << 20)
+    ]
+    assert [path for path, _ in got] == uris
+    files = [data for path, data in got if isinstance(data, bytes)]
+    assert files == [bytes([i % 256]) * (1000 + 37 * i) for i in range(300)]
+    assert isinstance(got[7][1], FileNotFoundError) and isinstance(got[100][1], asyncfs.FailedPreconditionError)
+    assert budget.used == 0 and budget.peak <= (1 << 20) + 12_063
+
+
+async def test_prefetch_through_a_plugin_with_only_the_core_ops(registry: asyncfs.Registry, tmp_path: Path) -> None:
+    """The bulk path needs nothing but open, read and stat: the example
+    plugin (no get_file_size) serves it."""
+    if "demo" not in registry.schemes():
+        pytest.skip("the example plugin is not built (no C compiler)")
+    for i in range(150):
+        (tmp_path / f"f{i:03d}").write_bytes(bytes([i]) * (i * 50))
+    async with asyncfs.Env(registry=registry) as env:
+        uris = [f"demo://{tmp_path}/f{i:03d}" for i in range(150)] + [f"demo://{tmp_path}/none"]
+        got = [item async for item in env.prefetch(uris, errors="deliver", scratch_size=4096)]
+    assert [data for _, data in got[:150]] == [bytes([i]) * (i * 50) for i in range(150)]
+    assert isinstance(got[150][1], FileNotFoundError)

@@ -114,6 +114,12 @@ static uint64_t now_nanos(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t monotonic_nanos(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 RUNTIME_EXPORT uint64_t AF_NowNanos(void) { return now_nanos(); }
 RUNTIME_EXPORT uint64_t AF_NowMicros(void) { return now_nanos() / 1000u; }
 RUNTIME_EXPORT uint64_t AF_NowSeconds(void) { return now_nanos() / 1000000000u; }
@@ -361,6 +367,51 @@ RUNTIME_EXPORT int64_t ASYNCFS_ReadAndClose(const TF_RandomAccessFileOps* file_o
   }
   file_ops->cleanup(file);
   return count;
+}
+
+RUNTIME_EXPORT int ASYNCFS_ReadFiles(const TF_FilesystemOps* ops,
+                                     const TF_RandomAccessFileOps* file_ops,
+                                     const TF_Filesystem* fs,
+                                     void (*plugin_free)(void*),
+                                     const char* uris, int n, char* out,
+                                     size_t cap, int64_t* sizes,
+                                     TF_Status** statuses,
+                                     uint64_t* elapsed_ns) {
+  const char* uri = uris;
+  uint64_t started = monotonic_nanos();
+  size_t at = 0;
+  int i;
+  for (i = 0; i < n; ++i, uri += strlen(uri) + 1) {
+    TF_RandomAccessFile file = {NULL};
+    TF_Status* status = statuses[i];
+    size_t room = cap - at;
+    int64_t size = 0;
+    int64_t count = ASYNCFS_OpenForRead(ops, file_ops, fs, plugin_free, uri,
+                                        &file, out + at, room, &size, status);
+    sizes[i] = 0;
+    if (status->code != TF_OK) continue;
+    if (count >= 0 && count < (int64_t)room) { /* whole, and closed */
+      sizes[i] = count;
+      at += (size_t)count;
+      continue;
+    }
+    if (count == (int64_t)room && size == count) { /* fits exactly */
+      file_ops->cleanup(&file);
+      sizes[i] = count;
+      at += (size_t)count;
+      continue;
+    }
+    if (count == (int64_t)room) { /* does not fit: the caller reads it */
+      file_ops->cleanup(&file);
+      sizes[i] = -1;
+      break;
+    }
+    if (count > (int64_t)room) file_ops->cleanup(&file); /* still open */
+    AF_SetStatus(status, TF_DATA_LOSS,
+                 "the plugin's read answered a count it was not asked for");
+  }
+  *elapsed_ns = monotonic_nanos() - started;
+  return i;
 }
 
 RUNTIME_EXPORT int ASYNCFS_PathsExist(const TF_FilesystemOps* ops,

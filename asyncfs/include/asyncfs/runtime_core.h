@@ -79,6 +79,20 @@ int64_t ASYNCFS_ReadAndClose(const TF_RandomAccessFileOps* file_ops,
                              TF_RandomAccessFile* file, uint64_t offset,
                              size_t n, char* buffer, TF_Status* status);
 
+/* Reads whole files one after another into out, each right after the one
+ * before, for the n NUL-terminated URIs packed one after another in uris
+ * (opened as ASYNCFS_OpenForRead does): sizes[i] is file i's byte count, or
+ * 0 with statuses[i] set when it failed. Stops at the first file that does
+ * not fit in what is left of cap (sizes[i] = -1, closed) and returns its
+ * index; returns n when every file was tried. *elapsed_ns is the time it
+ * took. Many files per call into C: the bulk path of dataset prefetch. */
+int ASYNCFS_ReadFiles(const TF_FilesystemOps* ops,
+                      const TF_RandomAccessFileOps* file_ops,
+                      const TF_Filesystem* fs, void (*plugin_free)(void*),
+                      const char* uris, int n, char* out, size_t cap,
+                      int64_t* sizes, TF_Status** statuses,
+                      uint64_t* elapsed_ns);
+
 /* Translates each of the n NUL-terminated URIs packed one after another in
  * uris (as ASYNCFS_TranslateName, TensorFlow's generic rule applying when
  * the plugin has none) and asks paths_exist, or path_exists one by one when
