@@ -429,3 +429,25 @@ async def test_prefetch_through_a_plugin_with_only_the_core_ops(registry: asyncf
         got = [item async for item in env.prefetch(uris, errors="deliver", scratch_size=4096)]
     assert [data for _, data in got[:150]] == [bytes([i]) * (i * 50) for i in range(150)]
     assert isinstance(got[150][1], FileNotFoundError)
+
+
+async def test_iter_lines_gives_lists_and_keeps_the_position(env: asyncfs.Env, base: str) -> None:
+    uri = f"{base}/lines.txt"
+    text = "".join(f"line {i}\n" for i in range(5000)) + "no newline at the end"
+    async with env.open(uri, "w") as out:
+        await out.write(text)
+    async with env.open(uri, "r", block_size=4096) as f:  # lines span buffers
+        got = [line async for lines in f.iter_lines() for line in lines]
+    assert "".join(got) == text and len(got) == 5001
+    async with env.open(uri, "rb") as f:
+        sizes = []
+        async for lines in f.iter_lines(batch=100):
+            sizes.append(len(lines))
+            if len(sizes) == 3:
+                break
+        assert sizes == [100, 100, 100]
+        assert await f.readline() == b"line 300\n"  # exactly where the lists ended
+    with pytest.raises(ValueError, match="batch"):
+        async with env.open(uri, "r") as f:
+            async for _ in f.iter_lines(batch=0):
+                pass
