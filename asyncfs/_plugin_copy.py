@@ -14,7 +14,9 @@ TensorFlow never uses), and a plugin is loaded from a copy of its file in which
 The original file is never changed, so TensorFlow can load it too, bound to
 itself; the two instances share nothing. Copies are cached by content in
 ``$ASYNCFS_CACHE_DIR``, else ``$XDG_CACHE_HOME/asyncfs``, else
-``~/.cache/asyncfs`` (a private temporary folder when none is writable).
+``~/.cache/asyncfs`` (a private temporary folder when none is writable);
+each use touches a copy, and copies unused for 30 days are removed when a
+new one is written.
 A dependency the plugin finds through ``$ORIGIN`` (bundled beside it, as
 auditwheel does) is loaded from beside the original first.
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import time
 from collections.abc import Callable, Collection
 from pathlib import Path
 
@@ -88,11 +91,21 @@ def _beside(origin: Path, tables: DynamicTables) -> list[Path]:
 def _cached(data: bytes, name: str) -> Path:
     digest = hashlib.sha256(data).hexdigest()[:32]
     try:
-        return _store(_cache_root() / digest, name, data)
+        return _store(_cache_root() / digest, name, data, prune=True)
     except OSError:
         if not _fallback:
             _fallback.append(Path(tempfile.mkdtemp(prefix="asyncfs-plugins-")))
         return _store(_fallback[0] / digest, name, data)
+
+
+def _prune(root: Path, before: float) -> None:
+    for copy in root.glob("*/*"):
+        try:
+            if copy.stat().st_mtime < before:
+                copy.unlink()
+                copy.parent.rmdir()
+        except OSError:
+            continue  # in use by a concurrent prune, or not empty: leave it
 
 
 def _cache_root() -> Path:
@@ -103,15 +116,25 @@ def _cache_root() -> Path:
     return Path(base) / "asyncfs" / "plugins"
 
 
-def _store(folder: Path, name: str, data: bytes) -> Path:
+# A copy not used for this long is removed when another is written (a
+# process still running it keeps its mapping; the next load writes it again).
+UNUSED_FOR = 30 * 24 * 3600
+
+
+def _store(folder: Path, name: str, data: bytes, *, prune: bool = False) -> Path:
     """folder/name holding data, written whole under a temporary name first
-    (another process may be loading the same copy)."""
+    (another process may be loading the same copy). Each use of a copy
+    touches it; with prune, writing one removes the copies beside it that
+    went unused for UNUSED_FOR seconds (older builds of upgraded plugins)."""
     target = folder / name
     try:
         if target.read_bytes() == data:
+            os.utime(target)
             return target
     except FileNotFoundError:
         pass
+    if prune:
+        _prune(folder.parent, time.time() - UNUSED_FOR)
     folder.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
     try:

@@ -13,6 +13,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -267,3 +268,20 @@ def test_renaming_keeps_everything_else() -> None:
     renamed = DynamicTables(tables.renamed(needed={}, imports=renames))
     assert renamed.imports == {renames.get(name, name) for name in tables.imports}
     assert renamed.needed == tables.needed
+
+
+def test_copies_unused_for_a_month_are_removed_when_another_is_written(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(_plugin_copy.CACHE_DIR_ENV, str(tmp_path))
+    memory = Path(_plugin_copy.loadable(str(MEMORY), _ffi.runtime_provides(), print))
+    stale = tmp_path / "plugins" / ("0" * 32) / "libold.so"
+    stale.parent.mkdir()
+    stale.write_bytes(b"an old build")
+    month_ago = time.time() - _plugin_copy.UNUSED_FOR - 60
+    os.utime(stale, (month_ago, month_ago))
+    os.utime(memory, (month_ago, month_ago))
+    assert _plugin_copy.loadable(str(MEMORY), _ffi.runtime_provides(), print) == str(memory)  # used: touched
+    assert memory.stat().st_mtime > month_ago and stale.exists()
+    _plugin_copy.loadable(str(_libs.library_path("posix")), _ffi.runtime_provides(), print)  # a new copy
+    assert not stale.exists() and not stale.parent.exists() and memory.exists()
