@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_left
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 __all__ = ["DynamicTables", "ElfError"]
 
@@ -156,34 +156,26 @@ def _entries(data: bytes, section: tuple[int, ...], layout: struct.Struct) -> li
     return list(layout.iter_unpack(data[offset : offset + usable]))
 
 
-def _version_needs(data: bytes, end: str, section: tuple[int, ...], refs: dict[int, set[str]]) -> None:
-    at = section[4]
-    for _ in range(section[7]):  # sh_info: the number of entries
-        _, count, file, aux, next_entry = struct.unpack_from(end + "HHIII", data, at)
-        refs.setdefault(file, set()).add("version file")
-        name_at = at + aux
-        for _ in range(count):
-            _, _, _, name, next_aux = struct.unpack_from(end + "IHHII", data, name_at)
-            refs.setdefault(name, set()).add("version")
-            if next_aux == 0:  # the last one, whatever the count says
-                break
-            name_at += next_aux
-        if next_entry == 0:
+def _chain(data: bytes, at: int, count: int, layout: str) -> Iterator[tuple[int, tuple[int, ...]]]:
+    """(offset, fields) of the entries of a version table's linked list:
+    at most count, each one's last field the distance to the next (0 ends
+    it, whatever count says)."""
+    for _ in range(count):
+        fields = struct.unpack_from(layout, data, at)
+        yield at, fields
+        if fields[-1] == 0:
             return
-        at += next_entry
+        at += fields[-1]
+
+
+def _version_needs(data: bytes, end: str, section: tuple[int, ...], refs: dict[int, set[str]]) -> None:
+    for at, (_, count, file, aux, _) in _chain(data, section[4], section[7], end + "HHIII"):  # sh_info entries
+        refs.setdefault(file, set()).add("version file")
+        for _, (_, _, _, name, _) in _chain(data, at + aux, count, end + "IHHII"):
+            refs.setdefault(name, set()).add("version")
 
 
 def _version_definitions(data: bytes, end: str, section: tuple[int, ...], refs: dict[int, set[str]]) -> None:
-    at = section[4]
-    for _ in range(section[7]):
-        _, _, _, count, _, aux, next_entry = struct.unpack_from(end + "HHHHIII", data, at)
-        name_at = at + aux
-        for _ in range(count):
-            name, next_aux = struct.unpack_from(end + "II", data, name_at)
+    for at, (_, _, _, count, _, aux, _) in _chain(data, section[4], section[7], end + "HHHHIII"):
+        for _, (name, _) in _chain(data, at + aux, count, end + "II"):
             refs.setdefault(name, set()).add("version")
-            if next_aux == 0:  # the last one, whatever the count says
-                break
-            name_at += next_aux
-        if next_entry == 0:
-            return
-        at += next_entry

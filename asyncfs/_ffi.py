@@ -12,7 +12,7 @@ import threading
 from functools import cache
 from typing import Any, NoReturn
 
-from . import _libs
+from . import _libs, _uri
 from ._cdef import ffi
 from .errors import STATUS_ERRORS, Code, DataLossError, StatusError, UnknownError
 
@@ -97,9 +97,8 @@ def _unrepeated(message: str, path: str | None) -> str:
     said = []
     for named in path.split(" -> "):  # a rename or copy names both
         said.append(named)
-        if "://" in named:
-            rest = named.split("://", 1)[1]
-            said.append(rest[rest.find("/") :] if "/" in rest else "/")
+        if "://" in named:  # and the plugin may say its own path for it
+            said.append(_uri.parse_uri(named).path or "/")
     for prefix in said:
         for separator in ("; ", ": "):
             if message.startswith(prefix + separator):
