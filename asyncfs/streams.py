@@ -197,13 +197,8 @@ class _BufferedReader(_Stream, Generic[T]):
             parts.append(buf[pos:stop])
             got += stop - pos
             self._pos = stop
-            if end >= 0:
+            if end >= 0 or not await self._fill():  # the buffer is all consumed
                 break
-            chunk = await self._more()
-            if chunk is None:
-                break
-            self._buf_start += len(self._buf)
-            self._buf, self._pos = chunk, 0
         return parts[0] if len(parts) == 1 else self._empty.join(parts)
 
     async def readlines(self) -> list[T]:
@@ -276,11 +271,8 @@ class LineBatches(Generic[T]):
             buf, pos = reader._buf, reader._pos
             end = buf.rfind(reader._newline, pos)
             if end < 0 and pos == len(buf):  # nothing buffered: the next block
-                chunk = await reader._more()
-                if chunk is None:
+                if not await reader._fill():
                     raise StopAsyncIteration
-                reader._buf_start += len(buf)
-                reader._buf, reader._pos = chunk, 0
                 continue
             if end < 0:  # no whole line buffered: one that spans buffers
                 line = await reader.readline()
