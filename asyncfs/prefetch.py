@@ -123,17 +123,18 @@ def _read_group(
     """Each file's bytes, StatusError or _DEFERRED, in order, and the
     seconds it took: as many files at a time as fill the scratch buffer, in
     one call into C, their bytes reserved together; a file bigger than the
-    buffer on its own."""
+    buffer, or on a network store (where it is its own request anyway), on
+    its own, so that nothing is asked for twice."""
     seconds = 0.0
     items: list[object] = []
     while len(items) < len(uris):
         start = len(items)
-        read, took = fs.read_files(uris[start:], _buffer(scratch_size))
-        batch: list[object] = list(read)
-        seconds += took
-        if batch[-1] is None:
-            batch.pop()
-        if not batch:  # the file alone is bigger than the buffer
+        batch: list[object] = []
+        if not fs.metadata.network:
+            read, took = fs.read_files(uris[start:], _buffer(scratch_size))
+            batch = [item for item in read if item is not None]  # None: the first that did not fit
+            seconds += took
+        if not batch:  # on its own
             started = time.perf_counter()
             try:
                 items.append(_read(fs, uris[start], budget, indices[start], scratch_size))

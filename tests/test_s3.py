@@ -633,3 +633,26 @@ def test_a_forked_child_and_its_parent_never_share_a_connection(s3_gateway: Gate
     read each other's answers (HTTP/0.9 errors, 30 s stalls). The child now
     starts with an empty pool."""
     assert python_with_gateway(s3_gateway, FORKED_READS, bucket).split() == ["0", "0"]
+
+
+def test_prefetch_on_a_network_store_reads_each_object_on_its_own(
+    registry: asyncfs.Registry, s3_fs: asyncfs.ModularFileSystem, bucket: str
+) -> None:
+    """On a network store prefetch takes the per-object path (one request
+    each, no group read first): objects smaller and larger than the scratch
+    buffer, in order, with a per-object error."""
+    import asyncio  # noqa: PLC0415
+
+    uris = [f"s3://{bucket}/p/{i:03d}" for i in range(40)]
+    for i, uri in enumerate(uris):
+        s3_fs.write_file(uri, pattern(i, 100 + i * 1000))
+    uris.append(f"s3://{bucket}/p/missing")
+
+    async def main() -> list[tuple[str, bytes | Exception]]:
+        async with asyncfs.Env(registry=registry) as env:
+            return [item async for item in env.prefetch(uris, scratch_size=8192, errors="deliver")]
+
+    got = asyncio.run(main())
+    assert [path for path, _ in got] == uris
+    assert [data for _, data in got[:40]] == [pattern(i, 100 + i * 1000) for i in range(40)]
+    assert isinstance(got[40][1], FileNotFoundError)
