@@ -7,6 +7,7 @@ values and are released with that plugin's own free function.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from ._ffi import CData, ffi, runtime
@@ -69,6 +70,20 @@ def unpack_strings(array: CData, count: int, free: CData) -> list[str]:
     finally:
         rt.ASYNCFS_Free(packed)
     return raw[:-1].decode("utf-8", "surrogateescape").split("\0")
+
+
+# TF_FileStatistics: length and mtime_nsec (int64), is_directory (bool),
+# padding to the struct's size.
+_STATISTICS = struct.Struct(f"=qq?{ffi.sizeof('TF_FileStatistics') - 17}x")
+
+
+def unpack_statistics(array: CData, count: int) -> list[tuple[int, int, bool]]:
+    """(length, mtime_nsec, is_directory) of each of count plugin-filled
+    ``TF_FileStatistics``, read in one pass over their bytes (the caller
+    frees the array)."""
+    if array == ffi.NULL or count <= 0:
+        return []
+    return list(_STATISTICS.iter_unpack(ffi.buffer(array, count * _STATISTICS.size)))
 
 
 OptionValue = int | float | bytes

@@ -275,6 +275,13 @@ class AsyncModularFileSystem:
     async def get_children(self, uri: str) -> list[str]:
         return await self._read(self.wrapped.get_children, uri)
 
+    async def get_children_stats(self, uri: str) -> list[tuple[str, FileStatistics]]:
+        """As :meth:`ModularFileSystem.get_children_stats`; without the op,
+        the children's stats run in parallel on the pool."""
+        if self.wrapped.offers("get_children_stats"):
+            return await self._read(self.wrapped.get_children_stats, uri)
+        return await _plans.run_async(self, _plans.children_stats(uri))
+
     async def get_matching_paths(self, pattern: str) -> list[str]:
         """Glob, expanding directory levels concurrently (see
         :func:`asyncfs._plans.glob`); equal to the sync result."""

@@ -338,6 +338,13 @@ class Env:
         uri = os.fspath(uri)
         return await self.filesystem(uri).listdir(uri)
 
+    async def scandir(self, uri: StrPath) -> list[tuple[str, FileStatistics]]:
+        """The entries of the directory uri with their statistics, sorted by
+        name: one plugin call where the plugin lists with statistics
+        (``get_children_stats``), else a listing and the stats in parallel."""
+        uri = os.fspath(uri)
+        return sorted(await self.filesystem(uri).get_children_stats(uri))
+
     def walk(self, uri: StrPath) -> AsyncIterator[tuple[str, list[str], list[str]]]:
         """``async for folder, dirs, files in env.walk(uri)``: as
         :func:`os.walk`, top-down, names sorted, a level's folders listed

@@ -28,6 +28,7 @@ from ._marshal import (
     option_to_c,
     refuse_text,
     take_string,
+    unpack_statistics,
     unpack_strings,
 )
 from .errors import Code, StatusError
@@ -80,6 +81,8 @@ FALLBACK_OPS = frozenset(
         "copy_file",
         "get_file_size",
         "rename_file",
+        "rename_dir",
+        "get_children_stats",
         "translate_name",
         "flush_caches",
     }
@@ -421,6 +424,28 @@ class ModularFileSystem:
         count = int(self._path_call("get_children", uri, entries))
         return unpack_strings(entries[0], count, self._free)
 
+    def get_children_stats(self, uri: str) -> list[tuple[str, FileStatistics]]:
+        """Each entry of a directory with its statistics (as :meth:`stat`
+        gives them), any order: one plugin call where the plugin offers
+        ``get_children_stats``, else :meth:`get_children` and a ``stat`` per
+        child. A child removed during the listing is left out."""
+        if "get_children_stats" not in self._ops:
+            return _plans.run(self, _plans.children_stats(uri))
+        entries = ffi.new("char***")
+        stats = ffi.new("TF_FileStatistics**")
+        count = int(self._path_call("get_children_stats", uri, entries, stats))
+        try:
+            names = unpack_strings(entries[0], count, self._free)
+            raw = unpack_statistics(stats[0], len(names))
+        finally:
+            if stats[0] != ffi.NULL:
+                self._free(stats[0])
+        shortest = min((length for length, _, _ in raw), default=0)
+        _ffi.check_count(
+            shortest, _ffi.UNBOUNDED, plugin=self.metadata.name, op="get_children_stats", path=uri, what="as length"
+        )
+        return [(name, FileStatistics(*fields)) for name, fields in zip(names, raw, strict=True)]
+
     def get_matching_paths(self, pattern: str) -> list[str]:
         """The paths matching a glob pattern (``*``, ``?``, ``[...]`` within
         one path component), sorted, shaped like the pattern (a URI when it
@@ -444,8 +469,12 @@ class ModularFileSystem:
         """(directory names, other names) of a directory, each sorted."""
         dirs: list[str] = []
         files: list[str] = []
-        for name in sorted(self.get_children(uri)):
-            (dirs if self.isdir(_uri.join(uri, name)) else files).append(name)
+        if "get_children_stats" in self._ops:
+            for name, stats in sorted(self.get_children_stats(uri)):
+                (dirs if stats.is_directory else files).append(name)
+        else:
+            for name in sorted(self.get_children(uri)):
+                (dirs if self.isdir(_uri.join(uri, name)) else files).append(name)
         return dirs, files
 
     def walk(self, top: str) -> Iterator[tuple[str, list[str], list[str]]]:

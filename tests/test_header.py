@@ -53,9 +53,10 @@ def fields(ctype: str) -> list[str]:
 
 
 def test_filesystem_ops_are_tensorflows_33_then_the_appended_ones() -> None:
-    assert fields("TF_FilesystemOps") == [*TF_FILESYSTEM_OPS, "abort_transaction", "rename_dir"]
-    assert ffi.offsetof("TF_FilesystemOps", "abort_transaction") == 33 * ffi.sizeof("void*")
-    assert ffi.offsetof("TF_FilesystemOps", "rename_dir") == 34 * ffi.sizeof("void*")
+    appended = ["abort_transaction", "rename_dir", "get_children_stats"]
+    assert fields("TF_FilesystemOps") == [*TF_FILESYSTEM_OPS, *appended]
+    for entry, name in enumerate(appended, start=33):
+        assert ffi.offsetof("TF_FilesystemOps", name) == entry * ffi.sizeof("void*")
 
 
 def test_tables_and_handles_match_tensorflow() -> None:

@@ -79,6 +79,54 @@ int plugin_strlist_release(plugin_strlist* list, char*** entries) {
   return count;
 }
 
+int plugin_listing_push(plugin_listing* listing, const char* name, size_t len,
+                        const TF_FileStatistics* st) {
+  if (listing->with_stats && listing->names.count == listing->stats_capacity) {
+    int capacity = listing->stats_capacity ? listing->stats_capacity * 2 : 16;
+    TF_FileStatistics* stats =
+        realloc(listing->stats, (size_t)capacity * sizeof *stats);
+    if (stats == NULL) return -1;
+    listing->stats = stats;
+    listing->stats_capacity = capacity;
+  }
+  if (plugin_strlist_push(&listing->names, name, len) != 0) return -1;
+  if (listing->with_stats) listing->stats[listing->names.count - 1] = *st;
+  return 0;
+}
+
+void plugin_listing_free(plugin_listing* listing) {
+  plugin_strlist_free(&listing->names);
+  free(listing->stats);
+  listing->stats = NULL;
+  listing->stats_capacity = 0;
+}
+
+int plugin_listing_release(plugin_listing* listing, char*** entries,
+                           TF_FileStatistics** stats) {
+  int count = listing->names.count;
+  TF_FileStatistics* out = NULL;
+  *entries = NULL;
+  if (stats != NULL) {
+    *stats = NULL;
+    if (count > 0) {
+      out = plugin_memory_allocate((size_t)count * sizeof *out);
+      if (out == NULL) {
+        plugin_listing_free(listing);
+        return -1;
+      }
+      memcpy(out, listing->stats, (size_t)count * sizeof *out);
+    }
+  }
+  count = plugin_strlist_release(&listing->names, entries);
+  if (count < 0) {
+    plugin_memory_free(out);
+    out = NULL;
+  }
+  if (stats != NULL) *stats = out;
+  plugin_listing_free(listing);
+  return count;
+}
+
 void plugin_set_ok(TF_Status* status) { TF_SetStatus(status, TF_OK, ""); }
 
 void plugin_set_oom(TF_Status* status) {

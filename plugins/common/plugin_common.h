@@ -43,6 +43,28 @@ void plugin_strlist_free(plugin_strlist* list);
 /* Hands items to the core (NULL when empty) and returns the count. */
 int plugin_strlist_release(plugin_strlist* list, char*** entries);
 
+/* A directory listing under construction: the children's names and, when
+ * the core asked for them (get_children_stats), each one's statistics. A
+ * plugin writes one listing function over it and serves both get_children
+ * and get_children_stats from it (PLUGIN_DEFINE_LISTING in plugin_fs.h). */
+typedef struct plugin_listing {
+  plugin_strlist names;
+  TF_FileStatistics* stats; /* parallel to names; unused unless with_stats */
+  int stats_capacity;
+  int with_stats;
+} plugin_listing;
+
+/* Appends a child; st is read only when the listing has stats (it may be
+ * NULL otherwise). Returns -1 when out of memory. */
+int plugin_listing_push(plugin_listing* listing, const char* name, size_t len,
+                        const TF_FileStatistics* st);
+void plugin_listing_free(plugin_listing* listing);
+/* Hands names (and stats, when stats is not NULL) to the core, as
+ * plugin-allocated arrays (NULL when empty), and returns the count; -1
+ * with everything freed when out of memory. */
+int plugin_listing_release(plugin_listing* listing, char*** entries,
+                           TF_FileStatistics** stats);
+
 /* A growable byte buffer, NUL-terminated after len bytes (for text). */
 typedef struct plugin_buf {
   char* data;

@@ -15,7 +15,10 @@
 #ifndef ASYNCFS_PLUGIN_FS_H_
 #define ASYNCFS_PLUGIN_FS_H_
 
+#include <string.h>
+
 #include "asyncfs/filesystem_interface.h"
+#include "plugin_common.h"
 #include "plugin_config.h"
 #include "plugin_txn.h"
 
@@ -60,6 +63,7 @@ void plugin_fs_free(TF_Filesystem* filesystem);
   .stat = p##stat, .is_directory = p##is_directory,                       \
   .get_file_size = p##get_file_size, .translate_name = p##translate_name, \
   .get_children = p##get_children,                                        \
+  .get_children_stats = p##get_children_stats,                            \
   .get_matching_paths = p##get_matching_paths
 
 /* Declares the four file constructors named after prefix, for plugins
@@ -97,6 +101,40 @@ void plugin_fs_free(TF_Filesystem* filesystem);
   static void fs_copy_file(const TF_Filesystem* filesystem, const char* src, \
                            const char* dst, TF_Status* status) {           \
     transfer(filesystem, src, dst, 0, status);                             \
+  }
+
+/* Defines fs_get_children and fs_get_children_stats over one function
+ * that lists a directory, list(filesystem, path, listing, status),
+ * returning 0 with status OK or -1 with status set. */
+#define PLUGIN_DEFINE_LISTING(list)                                           \
+  static int plugin_run_listing(const TF_Filesystem* filesystem,             \
+                                const char* path, char*** entries,           \
+                                TF_FileStatistics** stats,                   \
+                                TF_Status* status) {                         \
+    plugin_listing listing;                                                  \
+    int count;                                                               \
+    memset(&listing, 0, sizeof listing);                                     \
+    listing.with_stats = stats != NULL;                                      \
+    *entries = NULL;                                                         \
+    if (stats != NULL) *stats = NULL;                                        \
+    if (list(filesystem, path, &listing, status) != 0) {                     \
+      plugin_listing_free(&listing);                                         \
+      return -1;                                                             \
+    }                                                                        \
+    count = plugin_listing_release(&listing, entries, stats);                \
+    if (count < 0) plugin_set_oom(status);                                   \
+    return count;                                                            \
+  }                                                                          \
+  static int fs_get_children(const TF_Filesystem* filesystem,                \
+                             const char* path, char*** entries,              \
+                             TF_Status* status) {                            \
+    return plugin_run_listing(filesystem, path, entries, NULL, status);      \
+  }                                                                          \
+  static int fs_get_children_stats(const TF_Filesystem* filesystem,          \
+                                   const char* path, char*** entries,        \
+                                   TF_FileStatistics** stats,                \
+                                   TF_Status* status) {                      \
+    return plugin_run_listing(filesystem, path, entries, stats, status);     \
   }
 
 /* One scheme a plugin serves, and its operation tables. */

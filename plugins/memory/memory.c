@@ -326,6 +326,13 @@ static bool fs_paths_exist(const TF_Filesystem* filesystem, char** paths,
   return all;
 }
 
+static void node_stats(const node* n, TF_FileStatistics* stats) {
+  stats->length =
+      (!n->is_dir && n->content != NULL) ? (int64_t)n->content->len : 0;
+  stats->mtime_nsec = n->mtime;
+  stats->is_directory = n->is_dir != 0;
+}
+
 static void fs_stat(const TF_Filesystem* filesystem, const char* path,
                     TF_FileStatistics* stats, TF_Status* status) {
   memfs* fs = mem_fs_of(filesystem);
@@ -334,11 +341,7 @@ static void fs_stat(const TF_Filesystem* filesystem, const char* path,
   pthread_rwlock_rdlock(&fs->lock);
   n = mem_find_existing(fs, path, status);
   if (n != NULL) {
-    stats->length = (!n->is_dir && n->content != NULL)
-                        ? (int64_t)n->content->len
-                        : 0;
-    stats->mtime_nsec = n->mtime;
-    stats->is_directory = n->is_dir != 0;
+    node_stats(n, stats);
     plugin_set_ok(status);
   }
   pthread_rwlock_unlock(&fs->lock);
@@ -386,35 +389,37 @@ static char* fs_translate_name(const TF_Filesystem* filesystem,
   return plugin_translate_name(uri, 1);
 }
 
-static int fs_get_children(const TF_Filesystem* filesystem, const char* path,
-                           char*** entries, TF_Status* status) {
+static int mem_list(const TF_Filesystem* filesystem, const char* path,
+                    plugin_listing* out, TF_Status* status) {
   memfs* fs = mem_fs_of(filesystem);
-  plugin_strlist list = {NULL, 0, 0};
   node* n;
   size_t i;
+  int failed = 0;
   mem_inject_latency(fs);
-  *entries = NULL;
   pthread_rwlock_rdlock(&fs->lock);
   n = mem_find_existing(fs, path, status);
   if (n != NULL && !n->is_dir) {
     TF_SetStatus(status, TF_FAILED_PRECONDITION, "path is not a directory");
     n = NULL;
   }
-  for (i = 0; n != NULL && i < n->children.capacity; ++i) {
+  for (i = 0; n != NULL && !failed && i < n->children.capacity; ++i) {
     node* c = n->children.slots[i];
+    TF_FileStatistics st;
     if (c == NULL || c == TOMBSTONE) continue;
-    if (plugin_strlist_push(&list, c->name, c->name_len) != 0) {
-      pthread_rwlock_unlock(&fs->lock);
-      plugin_strlist_free(&list);
-      plugin_set_oom(status);
-      return -1;
-    }
+    node_stats(c, &st);
+    failed = plugin_listing_push(out, c->name, c->name_len, &st) != 0;
   }
   pthread_rwlock_unlock(&fs->lock);
   if (n == NULL) return -1;
+  if (failed) {
+    plugin_set_oom(status);
+    return -1;
+  }
   plugin_set_ok(status);
-  return plugin_strlist_release(&list, entries);
+  return 0;
 }
+
+PLUGIN_DEFINE_LISTING(mem_list)
 
 /* ---- glob ---------------------------------------------------------------- */
 

@@ -675,15 +675,19 @@ static int stat_path(const char* path, struct stat* st, TF_Status* status) {
   return -1;
 }
 
+static void stats_from(const struct stat* st, TF_FileStatistics* stats) {
+  stats->length = S_ISDIR(st->st_mode) ? 0 : (int64_t)st->st_size;
+  stats->mtime_nsec =
+      (int64_t)st->st_mtim.tv_sec * 1000000000 + (int64_t)st->st_mtim.tv_nsec;
+  stats->is_directory = S_ISDIR(st->st_mode);
+}
+
 static void fs_stat(const TF_Filesystem* filesystem, const char* path,
                     TF_FileStatistics* stats, TF_Status* status) {
   struct stat st;
   (void)filesystem;
   if (stat_path(path, &st, status) != 0) return;
-  stats->length = S_ISDIR(st.st_mode) ? 0 : (int64_t)st.st_size;
-  stats->mtime_nsec =
-      (int64_t)st.st_mtim.tv_sec * 1000000000 + (int64_t)st.st_mtim.tv_nsec;
-  stats->is_directory = S_ISDIR(st.st_mode);
+  stats_from(&st, stats);
   plugin_set_ok(status);
 }
 
@@ -723,8 +727,23 @@ static char* fs_translate_name(const TF_Filesystem* filesystem,
  * path still names the directory that was read: a transaction's commit
  * swaps a new tree in for the root and then empties the old one, so a
  * listing that began on the old one may be cut short. */
-static int read_names(const char* path, plugin_strlist* list, int* same,
-                      TF_Status* status) {
+/* A child's statistics as `stat` gives them (links followed; a dangling
+ * link describes itself). 1 when the child is gone, -1 on an error. */
+static int child_stats(DIR* dir, const char* name, TF_FileStatistics* stats,
+                       TF_Status* status) {
+  struct stat st;
+  if (fstatat(dirfd(dir), name, &st, 0) != 0 &&
+      fstatat(dirfd(dir), name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return 1;
+    TF_SetStatusFromIOError(status, errno, name);
+    return -1;
+  }
+  stats_from(&st, stats);
+  return 0;
+}
+
+static int read_listing(const char* path, plugin_listing* out, int* same,
+                        TF_Status* status) {
   struct dirent* entry;
   struct stat read_st, now_st;
   DIR* dir = opendir(path);
@@ -734,8 +753,17 @@ static int read_names(const char* path, plugin_strlist* list, int* same,
   }
   while ((entry = readdir(dir)) != NULL) {
     const char* name = entry->d_name;
+    TF_FileStatistics st;
     if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
-    if (plugin_strlist_push(list, name, strlen(name)) != 0) {
+    if (out->with_stats) {
+      int gone = child_stats(dir, name, &st, status);
+      if (gone < 0) {
+        closedir(dir);
+        return -1;
+      }
+      if (gone) continue;
+    }
+    if (plugin_listing_push(out, name, strlen(name), &st) != 0) {
       closedir(dir);
       plugin_set_oom(status);
       return -1;
@@ -747,24 +775,23 @@ static int read_names(const char* path, plugin_strlist* list, int* same,
   return 0;
 }
 
-static int fs_get_children(const TF_Filesystem* filesystem, const char* path,
-                           char*** entries, TF_Status* status) {
-  plugin_strlist list = {NULL, 0, 0};
+static int posix_list(const TF_Filesystem* filesystem, const char* path,
+                      plugin_listing* out, TF_Status* status) {
   int attempt, same = 0;
   (void)filesystem;
-  *entries = NULL;
   /* A listing that raced a commit is read again from the tree now in
    * place, so a reader sees one whole generation of a transaction root. */
   for (attempt = 0; attempt < 8 && !same; ++attempt) {
-    plugin_strlist_free(&list);
-    if (read_names(path, &list, &same, status) != 0) {
-      plugin_strlist_free(&list);
-      return -1;
-    }
+    int with_stats = out->with_stats;
+    plugin_listing_free(out);
+    out->with_stats = with_stats;
+    if (read_listing(path, out, &same, status) != 0) return -1;
   }
   plugin_set_ok(status);
-  return plugin_strlist_release(&list, entries);
+  return 0;
 }
+
+PLUGIN_DEFINE_LISTING(posix_list)
 
 /* ---- glob: one readdir per directory that a wildcard component reaches -- */
 

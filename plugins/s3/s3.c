@@ -215,22 +215,25 @@ static int addressable_key(const char* key) {
   }
 }
 
-static int fs_get_children(const TF_Filesystem* filesystem, const char* path,
-                           char*** entries, TF_Status* status) {
+static int s3_list(const TF_Filesystem* filesystem, const char* path,
+                   plugin_listing* out, TF_Status* status) {
   s3_op op;
-  plugin_strlist out = {NULL, 0, 0};
   s3_listing l;
   char* prefix = NULL;
   size_t plen;
-  int i, count = -1, marker = 0;
+  int i, result = -1, marker = 0;
+  TF_FileStatistics st;
   memset(&l, 0, sizeof l);
-  *entries = NULL;
   if (op_parse(&op, filesystem, path, status) != 0) goto done;
   if (*op.p.bucket == '\0') {
     if (list_buckets(op.fs, op.cfg, &l, status) != 0) goto done;
-    for (i = 0; i < l.keys.count; ++i)
-      if (plugin_strlist_push(&out, l.keys.items[i], strlen(l.keys.items[i])) != 0) goto oom;
-    count = plugin_strlist_release(&out, entries);
+    for (i = 0; i < l.keys.count; ++i) {
+      st.length = 0;
+      st.mtime_nsec = l.mtimes[i];
+      st.is_directory = true;
+      if (plugin_listing_push(out, l.keys.items[i], strlen(l.keys.items[i]), &st) != 0) goto oom;
+    }
+    result = 0;
     goto done;
   }
   prefix = *op.p.key != '\0' ? s3_key_with_slash(op.p.key) : strdup("");
@@ -244,15 +247,21 @@ static int fs_get_children(const TF_Filesystem* filesystem, const char* path,
       continue;
     }
     if (!addressable_name(name, strlen(name))) continue;
-    if (plugin_strlist_push(&out, name, strlen(name)) != 0) goto oom;
+    st.length = l.sizes[i];
+    st.mtime_nsec = l.mtimes[i];
+    st.is_directory = false;
+    if (plugin_listing_push(out, name, strlen(name), &st) != 0) goto oom;
   }
   for (i = 0; i < l.prefixes.count; ++i) {
     const char* name = l.prefixes.items[i] + plen;
     size_t n = strlen(name);
     if (n > 0 && name[n - 1] == '/') --n;
-    if (addressable_name(name, n) && plugin_strlist_push(&out, name, n) != 0) goto oom;
+    st.length = 0;
+    st.mtime_nsec = 0;
+    st.is_directory = true;
+    if (addressable_name(name, n) && plugin_listing_push(out, name, n, &st) != 0) goto oom;
   }
-  if (out.count == 0 && !marker) {
+  if (out->names.count == 0 && !marker) {
     /* Nothing under the prefix: a bucket, a file, or nothing at all. */
     int64_t size, mtime;
     int kind = s3_probe(op.fs, op.cfg, &op.p, &size, &mtime, status);
@@ -261,18 +270,19 @@ static int fs_get_children(const TF_Filesystem* filesystem, const char* path,
       set_status(status, TF_FAILED_PRECONDITION, "list s3://%s/%s: a file, not a directory", &op.p);
     if (kind != S3_DIR) goto done;
   }
-  count = plugin_strlist_release(&out, entries);
   TF_SetStatus(status, TF_OK, "");
+  result = 0;
   goto done;
 oom:
   TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
 done:
-  plugin_strlist_free(&out);
   s3_listing_free(&l);
   free(prefix);
   op_end(&op);
-  return count;
+  return result;
 }
+
+PLUGIN_DEFINE_LISTING(s3_list)
 
 /* ---- glob: one listing of the longest literal prefix ------------------------------ */
 

@@ -321,6 +321,30 @@ def test_get_children(fs: ModularFileSystem, root: str) -> None:
     expect(FP, fs.get_children, f"{root}/dir/a/x")
 
 
+def test_get_children_stats(fs: ModularFileSystem, root: str) -> None:
+    """asyncfs's get_children_stats (native, or the core's listing plus a
+    stat per child): each child once, with what stat says of it, and
+    get_children's answers for what is not a directory."""
+    make_dir(fs, f"{root}/dir")
+    make_file(fs, f"{root}/dir/a", b"")
+    make_file(fs, f"{root}/dir/b.txt", b"x" * 1234)
+    make_dir(fs, f"{root}/dir/c_dir")
+    make_file(fs, f"{root}/dir/c_dir/inner", b"inside")
+    listing = dict(fs.get_children_stats(f"{root}/dir"))
+    assert sorted(listing) == sorted(fs.get_children(f"{root}/dir")) == ["a", "b.txt", "c_dir"]
+    for name, stats in listing.items():
+        alone = fs.stat(f"{root}/dir/{name}")
+        assert (stats.length, stats.is_directory) == (alone.length, alone.is_directory), name
+        if fs.scheme not in OBJECT_STORES:
+            assert stats.mtime_nsec == alone.mtime_nsec, name
+        elif not stats.is_directory:  # LIST says milliseconds, HEAD whole seconds; a prefix has no time
+            assert abs(stats.mtime_nsec - alone.mtime_nsec) < 1_000_000_000, name
+    assert listing["b.txt"].length == 1234 and listing["c_dir"].is_directory
+    assert fs.get_children_stats(make_dir(fs, f"{root}/empty")) == []
+    expect(FP, fs.get_children_stats, f"{root}/dir/a")
+    expect(NF, fs.get_children_stats, f"{root}/missing")
+
+
 def test_get_matching_paths(fs: ModularFileSystem, root: str) -> None:
     need(fs, "get_matching_paths")
     assert fs.get_matching_paths(f"{root}/*") == []  # an empty tree

@@ -9,8 +9,8 @@
  * as C++ and depends on nothing but the C standard library.
  *
  * asyncfs extensions (ABI-safe, see docs/plugin-abi.md):
- *   - TF_FilesystemOps gains `abort_transaction` after its 33rd entry and
- *     `rename_dir` after that; plugins built against an older header have
+ *   - TF_FilesystemOps gains `abort_transaction` after its 33rd entry,
+ *     `rename_dir` and `get_children_stats` after that; plugins built against an older header have
  *     a smaller table and the core treats the missing tail as "not
  *     offered".
  *   - An optional exported symbol, ASYNCFS_GetPluginMetadata, describes the
@@ -297,6 +297,15 @@ typedef struct TF_FilesystemOps {
    * NULL: the core then copies the tree and deletes the source. */
   void (*rename_dir)(const TF_Filesystem* filesystem, const char* src,
                      const char* dst, TF_Status* status);
+  /* 36: asyncfs extension (filesystem ops API 3). get_children with each
+   * child's statistics, in one call: *entries as get_children, and *stats
+   * one plugin_memory_allocate block of as many TF_FileStatistics (NULL
+   * when there are none), stats[i] describing entries[i] as `stat` would.
+   * A child that disappears during the listing is left out. Returns the
+   * count, or -1 with status set as get_children would. */
+  int (*get_children_stats)(const TF_Filesystem* filesystem, const char* path,
+                            char*** entries, TF_FileStatistics** stats,
+                            TF_Status* status);
 } TF_FilesystemOps;
 
 /* ---- Versions ----------------------------------------------------------- */
@@ -304,7 +313,7 @@ typedef struct TF_FilesystemOps {
  * entries are appended. The core refuses a table whose ABI differs from its
  * own and warns (then loads) when only the API differs. */
 
-#define TF_FILESYSTEM_OPS_API 2
+#define TF_FILESYSTEM_OPS_API 3
 #define TF_FILESYSTEM_OPS_ABI 0
 #define TF_RANDOM_ACCESS_FILE_OPS_API 0
 #define TF_RANDOM_ACCESS_FILE_OPS_ABI 0
