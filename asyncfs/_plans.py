@@ -149,12 +149,14 @@ def delete_tree(uri: str) -> Plan[tuple[int, int]]:
     for directory, _, names in (yield from _collect(walk(uri))):
         levels.setdefault(directory.count("/"), []).append(directory)
         files += [_uri.join(directory, name) for name in names]
+    # Gone already is deleted: on an object store a folder without a marker
+    # vanishes with its last file.
     results = yield Calls("delete_file", [(f,) for f in files], mutating=True)
-    errors = [r for r in results if isinstance(r, Exception)]
+    errors = [r for r in results if isinstance(r, Exception) and not isinstance(r, NotFoundError)]
     undeleted_files, undeleted_dirs = len(errors), 0
     for depth in sorted(levels, reverse=True):
         results = yield Calls("delete_dir", [(d,) for d in levels[depth]], mutating=True)
-        failed = [r for r in results if isinstance(r, Exception)]
+        failed = [r for r in results if isinstance(r, Exception) and not isinstance(r, NotFoundError)]
         undeleted_dirs += len(failed)
         errors += failed
     if errors:

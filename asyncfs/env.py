@@ -77,7 +77,9 @@ class Env:
     so TFRecord writers) create the folders missing above their target, as
     ``open`` on most tools' paths would be expected to; ``create_parents=False``
     keeps the plugins' own rule (TensorFlow's: the parent must exist). Object
-    stores need no parents, and a missing bucket is never created this way.
+    stores need no parents for a write; a copy, whose target folder the s3
+    plugin checks as a local filesystem would, gets it made inside the
+    bucket. A missing bucket is never created this way.
 
     Plugins whose calls wait on a network (s3://; the ASYNCFS_PLUGIN_NETWORK
     flag) run on a second pool of ``network_workers`` threads (default 64):
@@ -464,13 +466,22 @@ class Env:
             return await write()
         except NotFoundError:
             parent = _uri.parent(uri)
-            if not self.create_parents or fs.network or not parent:
+            if not self.create_parents or not parent:
                 raise
             if source is not None and not await source[0].exists(source[1]):
+                raise
+            if fs.network and not await self._makes_folders_in(fs, parent):
                 raise
         if not await fs.exists(parent):
             await fs.recursively_create_dir(parent)
         return await write()
+
+    @staticmethod
+    async def _makes_folders_in(fs: AsyncModularFileSystem, parent: str) -> bool:
+        """On a network store, folders are made only inside a bucket (or
+        other top) that exists: a missing bucket is never created this way."""
+        top = _uri.parse_uri(parent)
+        return bool(top.path.strip("/")) and await fs.exists(top.prefix())
 
 
 def _rebuild_env(recipe: RegistryRecipe | None, options: dict[str, Any]) -> Env:

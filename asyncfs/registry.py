@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import _libs, _uri
@@ -24,6 +25,7 @@ __all__ = [
     "PluginInfo",
     "Registry",
     "RegistryRecipe",
+    "add_load_listener",
     "default_registry",
     "get_filesystem",
     "load_plugin",
@@ -128,7 +130,9 @@ class Registry:
                 self._filesystems[tables.scheme] = ModularFileSystem(tables, plugin.metadata, plugin.memory_free)
             info = PluginInfo(plugin.metadata, tuple(schemes))
             self._plugins.append(info)
-            return info
+        for listener in list(_load_listeners):
+            listener(info)
+        return info
 
     def schemes(self) -> list[str]:
         """The schemes registered, sorted."""
@@ -160,6 +164,15 @@ class Registry:
     def for_uri(self, uri: str) -> ModularFileSystem:
         """The filesystem serving uri (bare paths go to the "" scheme)."""
         return self.get(_uri.scheme_of(_uri.check_uri(uri)))
+
+
+_load_listeners: list[Callable[[PluginInfo], None]] = []
+
+
+def add_load_listener(listener: Callable[[PluginInfo], None]) -> None:
+    """Call listener with each plugin any registry loads from now on (the
+    fsspec bridge registers the new schemes as protocols this way)."""
+    _load_listeners.append(listener)
 
 
 _default: Registry | None = None

@@ -418,11 +418,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         """The size of the file as stored (compressed, for compressed streams)."""
         return self._size
 
-    async def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        """Move to offset (from the start, the current position, or the end).
-        Compressed streams seek by decoding: forward from here, or from the
-        start; from the end they cannot."""
-        self._check_open()
+    def _seek_target(self, offset: int, whence: int) -> int:
         if whence == io.SEEK_CUR:
             offset += self.tell()
         elif whence == io.SEEK_END:
@@ -433,25 +429,78 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
             raise InvalidArgumentError(f"whence must be 0, 1 or 2, not {whence}")
         if offset < 0:
             raise InvalidArgumentError(f"cannot seek to {offset}: {self.uri}")
+        return offset
+
+    def _restart_at(self, offset: int) -> None:
+        """Empty the buffer; the next block is fetched from raw offset."""
+        self._raw_offset = self._buf_start = offset
+        self._raw_eof = self._eof = False
+        self._buf, self._pos = b"", 0
+
+    async def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        """Move to offset (from the start, the current position, or the end).
+        Compressed streams seek by decoding: forward from here, or from the
+        start; from the end they cannot."""
+        self._check_open()
+        offset = self._seek_target(offset, whence)
         if self._buf_start <= offset <= self._buf_start + len(self._buf):
             self._pos = offset - self._buf_start
             return offset
         if self._codec is None:
             await self._drop_ahead()
-            self._raw_offset = self._buf_start = offset
-            self._raw_eof = self._eof = False
-            self._buf, self._pos = b"", 0
+            self._restart_at(offset)
             return offset
         if offset < self._buf_start:  # decode again from the start
             await self._drop_ahead()
             self._decompressor = _compression.decompressor(self._codec, self.uri)
-            self._raw_offset = self._buf_start = 0
-            self._raw_eof = self._eof = False
-            self._buf, self._pos = b"", 0
+            self._restart_at(0)
         while self.tell() < offset:
             if not await self.read(min(offset - self.tell(), self._block)):
                 break
         return self.tell()
+
+    # ---- answers that need no plugin call (a synchronous caller's fast path) ----------
+
+    def _rest_is_buffered(self) -> bool:
+        return self._eof or (self._raw_eof and self._decompressor is None and not self._ahead)
+
+    def read_nowait(self, n: int = -1) -> bytes | None:
+        """What :meth:`read` would return, when the buffer alone holds it;
+        None when it would wait for a plugin call (then await read). For a
+        caller on another thread than the loop's, whose hop to the loop
+        costs more than a small read."""
+        self._check_open()
+        if 0 <= n <= len(self._buf) - self._pos:
+            data = self._buf[self._pos : self._pos + n]
+            self._pos += n
+            return data
+        return self._take_buffer() if self._rest_is_buffered() else None
+
+    def readline_nowait(self, limit: int = -1) -> bytes | None:
+        """:meth:`readline` from the buffer alone, or None (see :meth:`read_nowait`)."""
+        self._check_open()
+        end = self._buf.find(b"\n", self._pos)
+        stop: int | None = end + 1 if end >= 0 else len(self._buf) if self._rest_is_buffered() else None
+        if limit >= 0 and self._pos + limit <= (len(self._buf) if stop is None else stop):
+            stop = self._pos + limit  # the limit ends the line inside the buffer
+        if stop is None:
+            return None
+        line = self._buf[self._pos : stop]
+        self._pos = stop
+        return line
+
+    def seek_nowait(self, offset: int, whence: int = io.SEEK_SET) -> int | None:
+        """:meth:`seek` when it needs no plugin call (inside the buffer, or
+        an uncompressed stream with nothing read ahead), or None."""
+        self._check_open()
+        offset = self._seek_target(offset, whence)
+        if self._buf_start <= offset <= self._buf_start + len(self._buf):
+            self._pos = offset - self._buf_start
+            return offset
+        if self._codec is None and not self._ahead:
+            self._restart_at(offset)
+            return offset
+        return None
 
     async def close(self) -> None:
         if self.closed:
@@ -525,6 +574,18 @@ class AsyncBinaryWriter(_Writer):
     async def writelines(self, lines: Iterable[Buffer]) -> None:
         for line in lines:
             await self.write(line)
+
+    def write_nowait(self, data: Buffer) -> int | None:
+        """:meth:`write` when it only adds to the buffer (uncompressed, and
+        the buffer stays below a block); None when it would call the plugin."""
+        self._check_open()
+        refuse_text(data, "write", self.uri)
+        view = memoryview(data).cast("B")
+        if self._compressor is not None or len(self._buffer) + len(view) >= self._block:
+            return None
+        self._buffer += view
+        self._written += len(view)
+        return len(view)
 
     async def _push(self) -> None:
         if self._buffer:

@@ -472,6 +472,7 @@ static void fs_recursively_create_dir(const TF_Filesystem* filesystem,
                                       const char* path, TF_Status* status) {
   s3_op op;
   char* key;
+  char* marker = NULL;
   size_t i, n;
   int kind;
   if (op_parse(&op, filesystem, path, status) != 0) goto done;
@@ -512,24 +513,23 @@ static void fs_recursively_create_dir(const TF_Filesystem* filesystem,
       if (resp.http != 404) goto done;
     }
   }
+  /* Each marker is "key[0..i)/": written into a buffer of its own, since
+   * the marker of the whole key is one byte longer than the key. */
+  marker = malloc(n + 2);
+  if (marker == NULL) {
+    plugin_set_oom(status);
+    goto done;
+  }
   for (i = 1; i <= n; ++i) {
     if (i < n && key[i] != '/') continue;
-    {
-      char saved = key[i];
-      int rc;
-      key[i] = '/';
-      {
-        char keep = key[i + 1];
-        key[i + 1] = '\0';
-        rc = s3_simple_request(op.fs, op.cfg, "PUT", op.p.bucket, key, NULL, status);
-        key[i + 1] = keep;
-      }
-      key[i] = saved;
-      if (rc != 0) goto done;
-    }
+    memcpy(marker, key, i);
+    marker[i] = '/';
+    marker[i + 1] = '\0';
+    if (s3_simple_request(op.fs, op.cfg, "PUT", op.p.bucket, marker, NULL, status) != 0) goto done;
   }
   TF_SetStatus(status, TF_OK, "");
 done:
+  free(marker);
   op_end(&op);
 }
 

@@ -1,0 +1,743 @@
+"""asyncfs as an fsspec filesystem: pandas, pyarrow, Dask, xarray, zarr and
+universal-pathlib reach every asyncfs plugin through it.
+
+Each asyncfs scheme is the fsspec protocol ``asyncfs+<scheme>``
+(``asyncfs+file:///data/a.csv``, ``asyncfs+mem://bucket/x``,
+``asyncfs+s3://bucket/key``), so fsspec's own ``file``, ``memory`` and
+``s3`` stay as they are. The built-in schemes are registered through the
+``fsspec.specs`` entry point (no import needed: ``fsspec.open("asyncfs+s3://...")``);
+importing this module registers every scheme the process-wide registry has,
+and plugins it loads later (TensorFlow-built ones too).
+
+:class:`AsyncfsFileSystem` is an ``fsspec.asyn.AsyncFileSystem`` over an
+:class:`~asyncfs.Env`: the coroutines are asyncfs's, and fsspec's sync
+methods run them on fsspec's own loop. Options that are not fsspec's are the
+plugin's configuration (``endpoint=``, ``region=``, ... for s3): with
+options, the filesystem gets an Env and a registry of its own, so they
+never change another user's plugin. See ``docs/fsspec.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import os
+import posixpath
+import threading
+from collections.abc import Iterable, Mapping
+from glob import has_magic
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import fsspec
+from fsspec.asyn import AsyncFileSystem, sync, sync_wrapper
+from fsspec.transaction import Transaction as _FsspecTransaction
+from fsspec.utils import stringify_path
+
+from . import _uri
+from .env import Env
+from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from .filesystem import FileStatistics
+from .registry import PluginInfo, Registry, RegistryRecipe, add_load_listener, default_registry
+
+if TYPE_CHECKING:
+    from .streams import AsyncBinaryReader, AsyncBinaryWriter
+
+__all__ = ["AsyncfsFileSystem", "PREFIX", "filesystem_class", "protocol_for", "register"]
+
+PREFIX = "asyncfs+"
+
+# Keyword arguments fsspec itself passes or understands; the rest are plugin options.
+_FSSPEC_OPTIONS = frozenset(
+    {"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths", "auto_mkdir"}
+)
+# Schemes whose fsspec paths are local absolute paths (``/data/x``); the
+# others are ``host/path`` as in the URI (``bucket/key``).
+_LOCAL = frozenset({"file"})
+
+
+def protocol_for(scheme: str) -> str:
+    """The fsspec protocol of an asyncfs scheme (``"s3"`` -> ``"asyncfs+s3"``)."""
+    return PREFIX + (scheme or "file")
+
+
+# ---- one Env per process for filesystems made without options ---------------------
+
+_process_env: tuple[int, Env] | None = None
+_process_env_lock = threading.Lock()
+
+
+def _shared_env() -> Env:
+    """The Env every option-less bridge filesystem of this process shares
+    (a forked child makes its own: the parent's pools are not its own)."""
+    global _process_env
+    with _process_env_lock:
+        if _process_env is None or _process_env[0] != os.getpid():
+            _process_env = (os.getpid(), Env())
+        return _process_env[1]
+
+
+def _option_value(key: str, value: Any) -> int | float | bytes:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int | float | bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    raise InvalidArgumentError(f"option {key!r} must be a str, bytes, int, float or bool, not {type(value).__name__}")
+
+
+# ---- file objects and transactions -----------------------------------------------------
+
+
+class _StagedFile:
+    """A file written under a staging name beside its target, landed by
+    :meth:`commit` (or with the whole transaction)."""
+
+    def __init__(self, fs: AsyncfsFileSystem, path: str) -> None:
+        self.fs = fs
+        self.path = path
+        self.uri = _uri.staging_name(fs._uri(path))
+        self.staged_path = posixpath.join(posixpath.dirname(path), posixpath.basename(self.uri))
+
+    def commit(self) -> None:
+        sync(self.fs.loop, self.fs.env.rename, self.uri, self.fs._uri(self.path))
+
+    def discard(self) -> None:
+        sync(self.fs.loop, self.fs.env.rm, self.uri)
+
+
+class BridgeFile(io.RawIOBase):
+    """The file object of ``fs.open``: an asyncfs stream (reads buffered in
+    large blocks, writes landing atomically on close) driven from a
+    synchronous caller. A call the stream's buffer can answer runs on the
+    caller's thread; the rest hop to fsspec's loop."""
+
+    def __init__(
+        self, fs: AsyncfsFileSystem, path: str, mode: str, *, block_size: int | None, autocommit: bool
+    ) -> None:
+        super().__init__()
+        if mode not in ("rb", "wb", "ab", "xb"):
+            raise ValueError(f"mode must be rb, wb, ab or xb, not {mode!r}")
+        self.fs = fs
+        self.path = path
+        self.mode = mode
+        self.autocommit = autocommit
+        self._staged = _StagedFile(fs, path) if mode != "rb" and not autocommit else None
+        options: dict[str, Any] = {"compression": None}
+        if block_size:
+            options["block_size"] = block_size
+        uri = fs._uri(path)
+        if mode == "xb":
+            if self._call(fs.env.exists, uri):
+                raise FileExistsError(f"{fs.unstrip_protocol(path)} exists")
+            mode = "wb"
+        if self._staged is not None:
+            uri, options["atomic"] = self._staged.uri, False
+            mode = "wb"
+            if self.mode == "ab" and self._call(fs.env.exists, fs._uri(path)):
+                self._call(fs.env.copy, fs._uri(path), uri)
+                mode = "ab"
+        self._stream: Any = self._call(fs.env.open, uri, mode, **options)
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return sync(self.fs.loop, fn, *args, **kwargs)
+
+    @property
+    def name(self) -> str:
+        return self.path
+
+    @property
+    def size(self) -> int:
+        reader: AsyncBinaryReader = self._stream
+        return reader.size()
+
+    def readable(self) -> bool:
+        return self.mode == "rb"
+
+    def writable(self) -> bool:
+        return self.mode != "rb"
+
+    def seekable(self) -> bool:
+        return self.mode == "rb"
+
+    def _reader(self) -> AsyncBinaryReader:
+        if self.closed:
+            raise ValueError(f"I/O operation on a closed file: {self.path}")
+        if self.mode != "rb":
+            raise io.UnsupportedOperation(f"not readable: opened with {self.mode!r}")
+        reader: AsyncBinaryReader = self._stream
+        return reader
+
+    def _writer(self) -> AsyncBinaryWriter:
+        if self.closed:
+            raise ValueError(f"I/O operation on a closed file: {self.path}")
+        if self.mode == "rb":
+            raise io.UnsupportedOperation("not writable: opened with 'rb'")
+        writer: AsyncBinaryWriter = self._stream
+        return writer
+
+    def read(self, size: int | None = -1) -> bytes:
+        reader = self._reader()
+        n = -1 if size is None else size
+        data = reader.read_nowait(n)
+        return data if data is not None else self._call(reader.read, n)
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+    def readline(self, size: int | None = -1) -> bytes:
+        reader = self._reader()
+        limit = -1 if size is None else size
+        line = reader.readline_nowait(limit)
+        return line if line is not None else self._call(reader.readline, limit)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        reader = self._reader()
+        where = reader.seek_nowait(offset, whence)
+        return where if where is not None else self._call(reader.seek, offset, whence)
+
+    def tell(self) -> int:
+        if self.closed:
+            raise ValueError(f"I/O operation on a closed file: {self.path}")
+        return int(self._stream.tell())
+
+    def write(self, data: Any) -> int:
+        writer = self._writer()
+        written = writer.write_nowait(data)
+        return written if written is not None else self._call(writer.write, data)
+
+    def flush(self) -> None:
+        if not self.closed and self.mode != "rb" and not self._stream.closed:
+            self._call(self._stream.flush)
+
+    def close(self) -> None:
+        """Reading: release the handle. Writing: land the file on its target
+        (or, inside a transaction, keep it staged for the commit)."""
+        if self.closed:
+            return
+        try:
+            self._call(self._stream.close)
+        finally:
+            super().close()
+
+    def discard(self) -> None:
+        """Drop what was written (the target is left as it was)."""
+        if self.mode == "rb":
+            return
+        if not self.closed:
+            try:
+                self._call(self._stream.abort)
+            finally:
+                super().close()
+        if self._staged is not None:
+            self._staged.discard()
+
+    def commit(self) -> None:
+        """Land a file written with ``autocommit=False`` on its target."""
+        self.close()
+        if self._staged is not None:
+            self._staged.commit()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None and self.mode != "rb" and self.autocommit:
+            self.discard()  # a failed block never lands half a file
+        else:
+            self.close()
+
+    def __del__(self) -> None:
+        # Never land a half-written file from the garbage collector; give
+        # the handle back. (Closing from here may be impossible: on the loop's
+        # own thread, or at interpreter exit.)
+        if not getattr(self, "closed", True) and hasattr(self, "_stream"):
+            with contextlib.suppress(Exception):  # a finalizer has no one to tell
+                self.discard() if self.mode != "rb" else self.close()
+
+
+class AsyncfsTransaction(_FsspecTransaction):  # type: ignore[misc]  # fsspec is untyped
+    """``with fs.transaction:`` on an asyncfs filesystem: files written in
+    the block are staged beside their targets and land together at the end,
+    in one asyncfs transaction on the deepest folder holding them all (see
+    :meth:`AsyncfsFileSystem._commit`); an exception discards them all."""
+
+    def complete(self, commit: bool = True) -> None:
+        fs: AsyncfsFileSystem = self.fs
+        files = list(self.files)
+        self.files.clear()
+        try:
+            if not commit:
+                _discard(files)
+                return
+            for f in files:
+                if isinstance(f, BridgeFile):
+                    f.close()  # written out, still under its staging name
+            sync(fs.loop, fs._commit, [f._staged if isinstance(f, BridgeFile) else f for f in files])
+        except BaseException:
+            _discard(files)
+            raise
+        finally:
+            fs._intrans = False
+
+
+def _discard(files: list[Any]) -> None:
+    """Drop staged files, those already landed or gone included."""
+    for f in files:
+        with contextlib.suppress(FileNotFoundError):
+            f.discard()
+
+
+# ---- the filesystem ---------------------------------------------------------------
+
+
+class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is untyped
+    """fsspec's view of one asyncfs scheme (use :func:`filesystem_class` or
+    the ``asyncfs+<scheme>`` protocol; this base serves ``file``).
+
+    ``env`` is the :class:`~asyncfs.Env` to run on (default: one shared by
+    the process's bridge filesystems); other keyword arguments are the
+    plugin's configuration options, applied to a registry of this
+    filesystem's own. ``asynchronous=True`` is for use from a running
+    asyncio loop (``await fs._cat_file(...)``), as with every fsspec
+    AsyncFileSystem.
+    """
+
+    scheme: ClassVar[str] = "file"
+    protocol: ClassVar[str | tuple[str, ...]] = "asyncfs+file"
+    root_marker = "/"
+    local_paths: ClassVar[bool] = True
+    transaction_type = AsyncfsTransaction
+
+    def __init__(
+        self,
+        *,
+        env: Env | None = None,
+        asynchronous: bool = False,
+        loop: Any = None,
+        batch_size: int | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(asynchronous=asynchronous, loop=loop, batch_size=batch_size)
+        self._options = {k: _option_value(k, v) for k, v in options.items() if k not in _FSSPEC_OPTIONS}
+        self._given_env = env
+        self._env: Env | None = env
+        self._env_lock = threading.Lock()
+
+    # ---- where calls go ---------------------------------------------------------
+
+    @property
+    def env(self) -> Env:
+        """The Env this filesystem runs on (made on first use)."""
+        if self._env is None:
+            with self._env_lock:
+                if self._env is None:
+                    self._env = self._own_env() if self._options else _shared_env()
+        return self._env
+
+    def _own_env(self) -> Env:
+        registry = Registry()
+        fs = registry.get(self._asyncfs_scheme())
+        known = set(fs.configuration_keys())
+        for key, value in self._options.items():
+            if key not in known:
+                raise InvalidArgumentError(
+                    f"{self.protocol} has no option {key!r}; its options: {', '.join(sorted(known)) or 'none'}"
+                )
+            fs.set_option(key, value)
+        return Env(registry=registry)
+
+    @classmethod
+    def _asyncfs_scheme(cls) -> str:
+        return "" if cls.scheme == "file" else cls.scheme
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles as (scheme, options, env); a worker process rebuilds it,
+        loading the plugins this process's registry had loaded (a given Env
+        travels as :class:`~asyncfs.Env` does: as a recipe)."""
+        options = {k: v for k, v in self.storage_options.items() if k not in ("env", "loop")}
+        recipe = default_registry().recipe() if self._given_env is None and not self._options else None
+        return (_rebuild, (self.scheme, options, self._given_env, recipe))
+
+    # ---- paths --------------------------------------------------------------------
+
+    @classmethod
+    def _strip_protocol(cls, path: Any) -> Any:
+        if isinstance(path, list):
+            return [cls._strip_protocol(p) for p in path]
+        text: str = stringify_path(path)
+        for prefix in (f"{protocol_for(cls.scheme)}://", f"{cls.scheme}://"):
+            if text.startswith(prefix):
+                text = text[len(prefix) :]
+                break
+        if cls.local_paths:
+            if not text.startswith("/"):
+                text = os.path.abspath(text)
+            return text.rstrip("/") or "/"
+        return text.rstrip("/")
+
+    @classmethod
+    def _parent(cls, path: Any) -> str:
+        path = cls._strip_protocol(path)
+        parent = posixpath.dirname(path)
+        return parent or cls.root_marker
+
+    def _uri(self, path: str) -> str:
+        """The asyncfs URI of an fsspec path."""
+        path = self._strip_protocol(path)
+        return path if self.local_paths else f"{self.scheme}://{path}"
+
+    def _join(self, path: str, name: str) -> str:
+        if not path or path == "/":
+            return f"{path}{name}"
+        return f"{path}/{name}"
+
+    @staticmethod
+    def _entry(name: str, stats: FileStatistics) -> dict[str, Any]:
+        return {
+            "name": name,
+            "size": stats.length,
+            "type": "directory" if stats.is_directory else "file",
+            "mtime": stats.mtime_nsec / 1e9,
+        }
+
+    # ---- queries --------------------------------------------------------------------
+
+    async def _info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        path = self._strip_protocol(path)
+        if not self.local_paths and path in ("", "/"):
+            return {"name": path, "size": 0, "type": "directory"}
+        return self._entry(path, await self.env.stat(self._uri(path)))
+
+    async def _ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
+        path = self._strip_protocol(path)
+        uri = self._uri(path)
+        try:
+            entries = await self.env.filesystem(uri).get_children_stats(uri)
+        except FailedPreconditionError:  # a file lists as itself
+            info = await self._info(path)
+            return [info] if detail else [path]
+        entries.sort()
+        if not detail:
+            return [self._join(path, name) for name, _ in entries]
+        return [self._entry(self._join(path, name), stats) for name, stats in entries]
+
+    async def _listing_or_none(self, path: str) -> list[dict[str, Any]]:
+        try:
+            return await self._ls(path, detail=True)
+        except (NotFoundError, PermissionError):
+            return []  # vanished or unreadable, as os.walk skips it
+
+    async def _find(
+        self, path: str, maxdepth: int | None = None, withdirs: bool = False, **kwargs: Any
+    ) -> list[str] | dict[str, Any]:
+        """Every file below path (and directory, with withdirs), a whole
+        directory level listed at once."""
+        if maxdepth is not None and maxdepth < 1:
+            raise ValueError("maxdepth must be at least 1")
+        detail = kwargs.pop("detail", False)
+        path = self._strip_protocol(path)
+        found: dict[str, Any] = {}
+        try:
+            top = await self._info(path)
+        except FileNotFoundError:
+            top = None
+        if top is not None and top["type"] != "directory":
+            found[path] = top
+        elif top is not None:
+            if withdirs and path not in ("", "/"):
+                found[path] = top
+            level, depth = [path], 1
+            while level:
+                listings = await asyncio.gather(*(self._listing_or_none(d) for d in level))
+                level = []
+                for info in (info for listing in listings for info in listing):
+                    if info["type"] != "directory":
+                        found[info["name"]] = info
+                        continue
+                    if withdirs:
+                        found[info["name"]] = info
+                    if maxdepth is None or depth < maxdepth:
+                        level.append(info["name"])
+                depth += 1
+        names = sorted(found)
+        return {name: found[name] for name in names} if detail else names
+
+    async def _exists(self, path: str, **kwargs: Any) -> bool:
+        path = self._strip_protocol(path)
+        if path in ("", "/"):
+            return True
+        return await self.env.exists(self._uri(path))
+
+    async def _isdir(self, path: str) -> bool:
+        path = self._strip_protocol(path)
+        return path in ("", "/") or await self.env.isdir(self._uri(path))
+
+    async def _isfile(self, path: str) -> bool:
+        try:
+            info = await self._info(path)
+        except FileNotFoundError:
+            return False
+        return bool(info["type"] == "file")
+
+    async def _size(self, path: str) -> int:
+        return int((await self._info(path))["size"])
+
+    # ---- reading ------------------------------------------------------------------
+
+    async def _cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
+        uri = self._uri(path)
+        if start is None and end is None:
+            return await self.env.read_file(uri)
+        start = start or 0
+        if start < 0 or end is None or end < 0:
+            size = await self.env.size(uri)
+            start = max(0, size + start) if start < 0 else start
+            end = size if end is None else max(0, size + end) if end < 0 else end
+        if end <= start:
+            return b""
+        buffer = bytearray(end - start)
+        got = await self.env.read_into(uri, buffer, start)
+        del buffer[got:]
+        return bytes(buffer)
+
+    async def _cat(
+        self, path: Any, recursive: bool = False, on_error: str = "raise", batch_size: int | None = None, **kwargs: Any
+    ) -> Any:
+        """fsspec's cat, every file requested at once (the Env bounds how
+        many run): bytes for one path, else {path: bytes}; on_error "raise",
+        "omit" or "return" (the exception as the value)."""
+        paths = await self._expand_path(path, recursive=recursive)
+        results = await asyncio.gather(*(self._cat_file(p) for p in paths), return_exceptions=True)
+        if on_error == "raise":
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
+        if len(paths) > 1 or isinstance(path, list) or paths[0] != self._strip_protocol(path):
+            return {
+                p: r for p, r in zip(paths, results, strict=True) if on_error != "omit" or not isinstance(r, Exception)
+            }
+        return results[0]
+
+    # ---- writing ------------------------------------------------------------------
+
+    async def _pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
+        path = self._strip_protocol(path)
+        uri = self._uri(path)
+        if mode == "create" and await self.env.exists(uri):
+            raise FileExistsError(f"{self.unstrip_protocol(path)} exists")
+        if self._intrans:
+            staged = _StagedFile(self, path)
+            await self.env.write_file(staged.uri, value, atomic=False)
+            self.transaction.files.append(staged)
+            return
+        await self.env.write_file(uri, value)
+
+    async def _put_file(
+        self, lpath: str, rpath: str, mode: str = "overwrite", callback: Any = None, **kwargs: Any
+    ) -> None:
+        rpath = self._strip_protocol(rpath)
+        if os.path.isdir(lpath):
+            await self._makedirs(rpath, exist_ok=True)
+            return
+        if mode == "create" and await self.env.exists(self._uri(rpath)):
+            raise FileExistsError(f"{self.unstrip_protocol(rpath)} exists")
+        await self.env.copy(os.path.abspath(lpath), self._uri(rpath), progress=_progress(callback, lpath))
+
+    async def _get_file(self, rpath: str, lpath: str, callback: Any = None, **kwargs: Any) -> None:
+        rpath = self._strip_protocol(rpath)
+        if await self._isdir(rpath):
+            os.makedirs(lpath, exist_ok=True)
+            return
+        await self.env.copy(self._uri(rpath), os.path.abspath(lpath), progress=_progress(callback, None))
+
+    async def _cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
+        path1, path2 = self._strip_protocol(path1), self._strip_protocol(path2)
+        if await self._isdir(path1):
+            await self._makedirs(path2, exist_ok=True)
+            return
+        await self.env.copy(self._uri(path1), self._uri(path2))
+
+    async def _mv(
+        self, path1: Any, path2: Any, recursive: bool = False, maxdepth: int | None = None, **kwargs: Any
+    ) -> None:
+        """One rename where both sides are single paths (atomic for a file,
+        and for a directory where the plugin has ``rename_dir``); fsspec's
+        copy-then-delete for globs and lists."""
+        single = isinstance(path1, str) and isinstance(path2, str) and not has_magic(path1)
+        if single and (recursive or not await self._isdir(path1)) and maxdepth is None:
+            src, dst = self._strip_protocol(path1), self._strip_protocol(path2)
+            if src == dst:
+                return
+            if await self._isdir(dst):
+                dst = self._join(dst, posixpath.basename(src))
+            await self.env.rename(self._uri(src), self._uri(dst))
+            return
+        await self._copy(path1, path2, recursive=recursive, maxdepth=maxdepth, on_error="raise")
+        await self._rm(path1, recursive=recursive)
+
+    mv = sync_wrapper(_mv)
+
+    async def _rm_file(self, path: str, **kwargs: Any) -> None:
+        uri = self._uri(path)
+        if await self.env.isdir(uri):
+            await self.env.rmdir(uri)
+        else:
+            await self.env.rm(uri)
+
+    async def _rm(
+        self,
+        path: Any,
+        recursive: bool = False,
+        batch_size: int | None = None,
+        maxdepth: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Delete files; with recursive, a directory and all below it (one
+        recursive delete per directory)."""
+        if recursive and maxdepth is None:
+            tops = await self._expand_path(path, recursive=False)
+            await asyncio.gather(*(self._rm_tree_or_file(p) for p in tops))
+            return
+        await super()._rm(path, recursive=recursive, batch_size=batch_size, maxdepth=maxdepth)
+
+    async def _rm_tree_or_file(self, path: str) -> None:
+        uri = self._uri(path)
+        if await self.env.isdir(uri):
+            await self.env.rmtree(uri)
+        else:
+            await self.env.rm(uri)
+
+    async def _mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
+        uri = self._uri(path)
+        if create_parents:
+            await self.env.makedirs(uri, exist_ok=True)
+        else:
+            await self.env.mkdir(uri)
+
+    async def _makedirs(self, path: str, exist_ok: bool = False) -> None:
+        await self.env.makedirs(self._uri(path), exist_ok=exist_ok)
+
+    async def _rmdir(self, path: str) -> None:
+        await self.env.rmdir(self._uri(path))
+
+    rmdir = sync_wrapper(_rmdir)
+
+    # ---- files ----------------------------------------------------------------------
+
+    def _open(
+        self,
+        path: str,
+        mode: str = "rb",
+        block_size: int | None = None,
+        autocommit: bool = True,
+        cache_options: Any = None,
+        **kwargs: Any,
+    ) -> BridgeFile:
+        return BridgeFile(self, self._strip_protocol(path), mode, block_size=block_size, autocommit=autocommit)
+
+    async def open_async(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
+        """An asyncfs stream (``await f.read()``, ``await f.write(...)``,
+        ``await f.close()``) on path, for code on a running loop."""
+        if "b" not in mode or kwargs.get("compression"):
+            raise ValueError("open_async takes binary modes without compression")
+        return await self.env.open(self._uri(path), mode, compression=None, **kwargs)
+
+    async def _commit(self, staged: list[_StagedFile]) -> None:
+        """Land staged files on their targets: in one asyncfs transaction on
+        the deepest folder holding them all, so readers see all or none;
+        where that folder cannot be a transaction root (a bucket, ``/``),
+        file by file, each rename atomic."""
+        if not staged:
+            return
+        root = posixpath.commonpath([s.path for s in staged]) if self.local_paths else _common_dir(staged)
+        if any(root == s.path for s in staged):
+            root = self._parent(root)
+        try:
+            transaction = await self.env.transaction(self._uri(root)).begin()
+        except InvalidArgumentError:  # a top cannot be a transaction root
+            for item in staged:
+                await self.env.rename(item.uri, self._uri(item.path))
+            return
+        try:
+            for item in staged:
+                await transaction.rename(posixpath.relpath(item.staged_path, root), posixpath.relpath(item.path, root))
+        except BaseException:
+            await transaction.abort()
+            raise
+        await transaction.commit()
+
+
+def _common_dir(staged: list[_StagedFile]) -> str:
+    return posixpath.commonpath([posixpath.dirname(s.path) or "." for s in staged]).lstrip(".")
+
+
+def _progress(callback: Any, source: str | None) -> Any:
+    if callback is None or not hasattr(callback, "relative_update"):
+        return None
+    if source is not None and hasattr(callback, "set_size"):
+        callback.set_size(os.path.getsize(source))
+    return callback.relative_update
+
+
+def _rebuild(
+    scheme: str, options: Mapping[str, Any], env: Env | None, recipe: RegistryRecipe | None
+) -> AsyncfsFileSystem:
+    if recipe is not None:
+        recipe.build()  # the plugins the sending process had loaded, loaded here too
+    cls = filesystem_class(scheme)
+    return cls(env=env, **options) if env is not None else cls(**options)
+
+
+# ---- protocols -------------------------------------------------------------------------
+
+_classes: dict[str, type[AsyncfsFileSystem]] = {"file": AsyncfsFileSystem}
+_classes_lock = threading.Lock()
+
+
+def filesystem_class(scheme: str) -> type[AsyncfsFileSystem]:
+    """The :class:`AsyncfsFileSystem` subclass serving an asyncfs scheme
+    (``""`` and ``"file"`` are the same)."""
+    scheme = scheme or "file"
+    with _classes_lock:
+        cls = _classes.get(scheme)
+        if cls is None:
+            attrs = {
+                "scheme": scheme,
+                "protocol": protocol_for(scheme),
+                "root_marker": "/" if scheme in _LOCAL else "",
+                "local_paths": scheme in _LOCAL,
+                "__module__": __name__,
+                "__doc__": f"fsspec's view of asyncfs's {scheme}:// (protocol {protocol_for(scheme)}).",
+            }
+            cls = _classes[scheme] = type(f"AsyncfsFileSystem[{scheme}]", (AsyncfsFileSystem,), attrs)
+        return cls
+
+
+def register(schemes: Iterable[str] | None = None) -> list[str]:
+    """Register ``asyncfs+<scheme>`` with fsspec for each scheme (default:
+    every scheme the process-wide registry has); returns the protocols."""
+    names = default_registry().schemes() if schemes is None else list(schemes)
+    protocols = []
+    for scheme in dict.fromkeys(s or "file" for s in names):
+        fsspec.register_implementation(protocol_for(scheme), filesystem_class(scheme), clobber=True)
+        protocols.append(protocol_for(scheme))
+    return protocols
+
+
+# The entry points name these (pyproject.toml, "fsspec.specs").
+MemFileSystem = filesystem_class("mem")
+S3FileSystem = filesystem_class("s3")
+
+register()
+
+
+def _register_loaded(info: PluginInfo) -> None:
+    register(info.schemes)
+
+
+add_load_listener(_register_loaded)

@@ -1,0 +1,345 @@
+"""The fsspec bridge in the stack users have: fsspec's own URL handling,
+pandas, pyarrow (datasets, through FSSpecHandler), universal-pathlib, and
+Dask with worker processes. Plus what the bridge adds: listing with
+statistics in one call, transactions, pickling, typed errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+fsspec = pytest.importorskip("fsspec", reason="fsspec is not installed (pip install 'asyncfs[fsspec]')")
+
+from ceph_gateway import Gateway  # noqa: E402
+
+import asyncfs  # noqa: E402
+from asyncfs.fsspec import AsyncfsFileSystem, filesystem_class, register  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def s3_options(gateway: Gateway) -> dict[str, Any]:
+    return {
+        "endpoint": gateway.endpoint,
+        "access_key_id": gateway.access_key,
+        "secret_access_key": gateway.secret_key,
+        "region": gateway.region,
+        "path_style": 1,
+    }
+
+
+@pytest.fixture(params=["file", "mem", "s3"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[AsyncfsFileSystem, str, dict[str, Any]]]:
+    """(filesystem, a fresh folder as a full URL, storage options) on each store."""
+    if request.param == "file":
+        yield filesystem_class("file")(), f"asyncfs+file://{tmp_path}", {}
+        return
+    if request.param == "mem":
+        fs = filesystem_class("mem")()
+        folder = f"t{uuid.uuid4().hex}"
+        fs.makedirs(folder)
+        yield fs, f"asyncfs+mem://{folder}", {}
+        fs.rm(folder, recursive=True)
+        return
+    gateway: Gateway = request.getfixturevalue("s3_gateway")
+    options = s3_options(gateway)
+    fs = filesystem_class("s3")(**options)
+    if not fs.exists("asyncfs-stack"):
+        fs.mkdir("asyncfs-stack")
+    folder = f"asyncfs-stack/{uuid.uuid4().hex}"
+    yield fs, f"asyncfs+s3://{folder}", options
+    if fs.exists(folder):
+        fs.rm(folder, recursive=True)
+
+
+# ---- fsspec itself -----------------------------------------------------------------
+
+
+def test_protocols_resolve_through_the_entry_points_in_a_fresh_interpreter(tmp_path: Path) -> None:
+    """No import of asyncfs: fsspec finds asyncfs+file through the
+    fsspec.specs entry point, and its own file protocol is untouched."""
+    (tmp_path / "a.txt").write_text("through the entry point")
+    code = (
+        "import fsspec, sys\n"
+        "assert 'asyncfs' not in sys.modules\n"
+        f"print(fsspec.open('asyncfs+file://{tmp_path}/a.txt', 'r').open().read())\n"
+        "print(type(fsspec.filesystem('file')).__module__)\n"
+        "print(type(fsspec.filesystem('asyncfs+mem')).__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == [
+        "through the entry point",
+        "fsspec.implementations.local",
+        "AsyncfsFileSystem[mem]",
+    ]
+
+
+def test_a_loaded_plugin_becomes_a_protocol(tmp_path: Path) -> None:
+    source = REPO / "plugins/examples/demo_fs.c"
+    library = tmp_path / "libdemo_bridge.so"
+    include = asyncfs.get_include()
+    built = subprocess.run(
+        ["cc", "-std=c99", "-shared", "-fPIC", f"-I{include}", str(source), "-o", str(library)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if built.returncode != 0:
+        pytest.skip(f"no C compiler to build the demo plugin: {built.stderr.strip()[:200]}")
+    if "demo" not in asyncfs.default_registry().schemes():
+        asyncfs.load_plugin(library)
+    fs = fsspec.filesystem("asyncfs+demo")
+    fs.pipe(f"{tmp_path}/via-demo", b"demo bytes")
+    assert fs.cat(f"asyncfs+demo://{tmp_path}/via-demo") == b"demo bytes"
+    # the demo plugin has no get_children_stats: ls(detail=True) takes the fallback
+    assert fs.ls(str(tmp_path), detail=True)[-1]["size"] == len(b"demo bytes")
+    assert "asyncfs+demo" in register()
+
+
+def test_ls_find_glob_and_info(where: tuple[AsyncfsFileSystem, str, dict[str, Any]]) -> None:
+    fs, base, _ = where
+    fs.pipe({f"{base}/a.csv": b"1,2\n", f"{base}/sub/b.csv": b"3,4\n5,6\n", f"{base}/sub/deep/c.txt": b"c"})
+    root = fs._strip_protocol(base)
+    listing = {info["name"]: info for info in fs.ls(base, detail=True)}
+    assert listing[f"{root}/a.csv"]["size"] == 4 and listing[f"{root}/a.csv"]["type"] == "file"
+    assert listing[f"{root}/sub"]["type"] == "directory"
+    assert fs.ls(base, detail=False) == sorted(listing)
+    assert fs.find(base) == [f"{root}/a.csv", f"{root}/sub/b.csv", f"{root}/sub/deep/c.txt"]
+    assert fs.find(base, maxdepth=1) == [f"{root}/a.csv"]
+    assert f"{root}/sub" in fs.find(base, withdirs=True)
+    assert fs.glob(f"{base}/**/*.csv") == [f"{root}/a.csv", f"{root}/sub/b.csv"]
+    assert fs.glob(f"{base}/*/*.csv") == [f"{root}/sub/b.csv"]
+    assert fs.info(f"{base}/sub/b.csv")["size"] == 8
+    assert fs.du(base) == 4 + 8 + 1
+    assert fs.isdir(f"{base}/sub") and fs.isfile(f"{base}/a.csv") and not fs.exists(f"{base}/nope")
+    with pytest.raises(FileNotFoundError):
+        fs.info(f"{base}/nope")
+    with pytest.raises(FileNotFoundError):
+        fs.cat(f"{base}/nope")
+
+
+def test_cat_ranges_and_batched_cat(where: tuple[AsyncfsFileSystem, str, dict[str, Any]]) -> None:
+    fs, base, _ = where
+    data = bytes(range(256)) * 4
+    fs.pipe(f"{base}/blob", data)
+    assert fs.cat_file(f"{base}/blob", 10, 20) == data[10:20]
+    assert fs.cat_file(f"{base}/blob", -5) == data[-5:]
+    assert fs.cat_file(f"{base}/blob", 1000, 5000) == data[1000:]
+    assert fs.cat_file(f"{base}/blob", 50, -50) == data[50:-50]
+    assert fs.cat_ranges([f"{base}/blob"] * 3, [0, 100, 1020], [4, 104, 1024]) == [data[:4], data[100:104], data[1020:]]
+    paths = [f"{base}/many/{i}" for i in range(50)]
+    fs.pipe({p: str(i).encode() for i, p in enumerate(paths)})
+    got = fs.cat(paths)
+    assert [got[fs._strip_protocol(p)] for p in paths] == [str(i).encode() for i in range(50)]
+    got = fs.cat([*paths[:2], f"{base}/missing"], on_error="omit")
+    assert len(got) == 2
+    got = fs.cat([paths[0], f"{base}/missing"], on_error="return")
+    assert isinstance(got[fs._strip_protocol(f"{base}/missing")], FileNotFoundError)
+
+
+def test_open_modes_go_through_asyncfs_streams(where: tuple[AsyncfsFileSystem, str, dict[str, Any]]) -> None:
+    fs, base, options = where
+    with fs.open(f"{base}/f.bin", "wb") as f:
+        for i in range(1000):
+            f.write(b"%d\n" % i)
+    with fs.open(f"{base}/f.bin", "ab") as f:
+        f.write(b"tail\n")
+    with fs.open(f"{base}/f.bin", "rb", block_size=64) as f:
+        assert f.readline() == b"0\n"
+        assert f.read(2) == b"1\n"
+        assert f.seek(-5, os.SEEK_END) == f.size - 5
+        assert f.read() == b"tail\n"
+        f.seek(0)
+        assert len(f.readlines()) == 1001
+    with fs.open(f"{base}/t.txt", "w", encoding="utf-8") as t:
+        t.write("ünïcode\nline two\n")
+    with fs.open(f"{base}/t.txt", "r", encoding="utf-8") as t:
+        assert t.read().splitlines() == ["ünïcode", "line two"]
+    with pytest.raises(FileExistsError):
+        fs.open(f"{base}/t.txt", "xb")
+    # fsspec.open closes the file under the codec (fs.open leaves that to
+    # the garbage collector, which never lands a half-written file here)
+    with fsspec.open(f"{base}/f.bin.gz", "wb", compression="gzip", **options) as f:
+        f.write(b"squeezed" * 100)
+    with fsspec.open(f"{base}/f.bin.gz", "rb", compression="infer", **options) as f:
+        assert f.read() == b"squeezed" * 100
+
+
+def test_a_failed_write_leaves_the_target_as_it_was(where: tuple[AsyncfsFileSystem, str, dict[str, Any]]) -> None:
+    fs, base, _ = where
+    fs.pipe(f"{base}/keep", b"old")
+    with pytest.raises(RuntimeError), fs.open(f"{base}/keep", "wb") as f:
+        f.write(b"half of the new")
+        raise RuntimeError("the writer fails")
+    assert fs.cat(f"{base}/keep") == b"old"
+    assert fs.ls(base, detail=False) == [f"{fs._strip_protocol(base)}/keep"]
+
+
+def test_transactions_land_together_or_not_at_all(where: tuple[AsyncfsFileSystem, str, dict[str, Any]]) -> None:
+    fs, base, _ = where
+    root = fs._strip_protocol(base)
+    fs.pipe(f"{base}/ckpt/meta", b"v1")
+    with fs.transaction:
+        with fs.open(f"{base}/ckpt/weights", "wb") as f:
+            f.write(b"w2")
+        fs.pipe(f"{base}/ckpt/meta", b"v2")
+        assert fs.cat(f"{base}/ckpt/meta") == b"v1"  # nothing lands before the end
+        assert not fs.exists(f"{base}/ckpt/weights")
+    assert fs.cat(f"{base}/ckpt/meta") == b"v2" and fs.cat(f"{base}/ckpt/weights") == b"w2"
+    with pytest.raises(KeyError), fs.transaction:
+        fs.pipe(f"{base}/ckpt/meta", b"v3")
+        with fs.open(f"{base}/ckpt/other", "wb") as f:
+            f.write(b"never")
+        raise KeyError("abandon")
+    assert fs.cat(f"{base}/ckpt/meta") == b"v2"
+    assert fs.ls(f"{base}/ckpt", detail=False) == [f"{root}/ckpt/meta", f"{root}/ckpt/weights"]
+    assert not fs._intrans
+
+
+def test_mv_cp_rm_and_put_get(
+    where: tuple[AsyncfsFileSystem, str, dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    fs, base, _ = where
+    root = fs._strip_protocol(base)
+    fs.pipe({f"{base}/d/x": b"x", f"{base}/d/y/z": b"z"})
+    fs.mv(f"{base}/d", f"{base}/moved", recursive=True)
+    assert fs.find(base) == [f"{root}/moved/x", f"{root}/moved/y/z"]
+    fs.mv(f"{base}/moved/x", f"{base}/x2")
+    fs.cp(f"{base}/moved", f"{base}/copy", recursive=True)
+    assert fs.cat(f"{base}/copy/y/z") == b"z"
+    local = tmp_path_factory.mktemp("local") / "got"
+    fs.get(f"{base}/copy", str(local), recursive=True)
+    assert (local / "y" / "z").read_bytes() == b"z"
+    (local / "up.txt").write_bytes(b"uploaded")
+    fs.put(str(local / "up.txt"), f"{base}/up.txt")
+    assert fs.cat(f"{base}/up.txt") == b"uploaded"
+    fs.rm(f"{base}/copy", recursive=True)
+    fs.rm(f"{base}/x2")
+    assert fs.find(base) == [f"{root}/moved/y/z", f"{root}/up.txt"]
+
+
+def test_pickles_to_a_worker_process(where: tuple[AsyncfsFileSystem, str, dict[str, Any]]) -> None:
+    fs, base, _ = where
+    if fs.scheme == "mem":
+        pytest.skip("mem:// is each process's own memory")
+    fs.pipe(f"{base}/for-the-worker", b"pickled")
+    code = (
+        "import pickle, sys\nfs, path = pickle.loads(sys.stdin.buffer.read())\nsys.stdout.buffer.write(fs.cat(path))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        input=pickle.dumps((fs, f"{base}/for-the-worker")),
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == b"pickled"
+    assert pickle.loads(pickle.dumps(fs)) is fs  # same options: fsspec's cached instance
+
+
+def test_bad_options_are_typed_errors(s3_gateway: Gateway) -> None:
+    with pytest.raises(asyncfs.InvalidArgumentError, match=r"no option 'endpoint_uri'.*endpoint"):
+        filesystem_class("s3")(endpoint_uri="http://x", skip_instance_cache=True).ls("")
+    with pytest.raises(asyncfs.InvalidArgumentError, match="must be a str"):
+        filesystem_class("s3")(region=["eu"])
+
+
+# ---- pandas, pyarrow, universal-pathlib ---------------------------------------------------------
+
+
+def test_pandas_csv_and_parquet_round_trips(where: tuple[AsyncfsFileSystem, str, dict[str, Any]]) -> None:
+    pd = pytest.importorskip("pandas", reason="pandas is not installed")
+    pytest.importorskip("pyarrow", reason="pyarrow is not installed (pandas needs it for Parquet)")
+    _, base, options = where
+    frame = pd.DataFrame({"a": range(100), "b": [f"row {i}" for i in range(100)]})
+    frame.to_csv(f"{base}/frame.csv", index=False, storage_options=options)
+    assert pd.read_csv(f"{base}/frame.csv", storage_options=options).equals(frame)
+    frame.to_parquet(f"{base}/frame.parquet", storage_options=options)
+    assert pd.read_parquet(f"{base}/frame.parquet", storage_options=options).equals(frame)
+
+
+def test_pyarrow_dataset_with_partitioning(where: tuple[AsyncfsFileSystem, str, dict[str, Any]]) -> None:
+    pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed")
+    ds = pytest.importorskip("pyarrow.dataset")
+    pafs = pytest.importorskip("pyarrow.fs")
+
+    fs, base, _ = where
+    table = pa.table({"year": [2024, 2024, 2025, 2026] * 25, "value": list(range(100))})
+    arrow_fs = pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+    root = fs._strip_protocol(base)
+    ds.write_dataset(table, f"{root}/ds", format="parquet", partitioning=["year"], filesystem=arrow_fs)
+    assert sorted(fs.ls(f"{base}/ds", detail=False)) == [f"{root}/ds/{y}" for y in (2024, 2025, 2026)]
+    back = ds.dataset(f"{root}/ds", format="parquet", partitioning=["year"], filesystem=arrow_fs).to_table()
+    assert sorted(back.column("value").to_pylist()) == list(range(100))
+    assert back.filter(pa.compute.equal(back.column("year"), 2025)).num_rows == 25
+
+
+def test_universal_pathlib(where: tuple[AsyncfsFileSystem, str, dict[str, Any]]) -> None:
+    upath = pytest.importorskip("upath", reason="universal-pathlib is not installed")
+    _, base, options = where
+    folder = upath.UPath(base, **options)
+    (folder / "notes.txt").write_text("through UPath")
+    (folder / "sub").mkdir(parents=True, exist_ok=True)
+    (folder / "sub" / "x.bin").write_bytes(b"x")
+    assert (folder / "notes.txt").read_text() == "through UPath"
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt", "sub"]
+    assert [p.name for p in folder.glob("**/*.bin")] == ["x.bin"]
+    assert (folder / "notes.txt").stat().st_size == len("through UPath")
+    assert (folder / "notes.txt").exists() and not (folder / "gone").exists()
+
+
+# ---- Dask on worker processes --------------------------------------------------------------------
+
+DASK_JOB = """
+import sys, json
+import dask.dataframe as dd
+import pandas as pd
+from distributed import Client, LocalCluster
+
+base, options = sys.argv[1], json.loads(sys.argv[2])
+if __name__ == "__main__":
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with Client(cluster) as client:
+            frame = pd.DataFrame({"part": [i % 4 for i in range(400)], "value": range(400)})
+            dd.from_pandas(frame, npartitions=4).to_parquet(
+                f"{base}/table", partition_on=["part"], storage_options=options
+            )
+            back = dd.read_parquet(f"{base}/table", storage_options=options).compute()
+            pids = client.run(lambda: __import__("os").getpid())
+            print(json.dumps({"rows": len(back), "sum": int(back["value"].sum()), "workers": len(set(pids.values()))}))
+"""
+
+
+def test_dask_cluster_of_worker_processes(where: tuple[AsyncfsFileSystem, str, dict[str, Any]], tmp_path: Path) -> None:
+    pytest.importorskip("distributed", reason="dask[distributed] is not installed")
+    pytest.importorskip("pyarrow", reason="pyarrow is not installed")
+    fs, base, options = where
+    if fs.scheme == "mem":
+        pytest.skip("mem:// is each process's own memory: worker processes cannot share it")
+
+    script = tmp_path / "job.py"
+    script.write_text(DASK_JOB)
+    done = subprocess.run(
+        [sys.executable, str(script), base, json.dumps(options)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"rows": 400, "sum": sum(range(400)), "workers": 2}
+    assert sorted(fs.ls(f"{base}/table", detail=False))[:4] == [
+        f"{fs._strip_protocol(base)}/table/part={i}" for i in range(4)
+    ]
