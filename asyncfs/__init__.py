@@ -13,6 +13,9 @@ The map of the public API:
   :class:`RandomAccessFile`, :class:`WritableFile`,
   :class:`ReadOnlyMemoryRegion`, :class:`Option`
 - errors: :class:`AsyncFSError` and the rest of :mod:`asyncfs.errors`
+- the data stack: :mod:`asyncfs.fsspec` (fsspec protocols ``asyncfs+<scheme>``
+  for pandas, pyarrow, Dask; needs ``asyncfs[fsspec]``) and
+  :mod:`asyncfs.upath` (universal-pathlib)
 """
 
 from __future__ import annotations

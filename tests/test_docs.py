@@ -3,7 +3,8 @@ that fails is a failing test.
 
 Each block runs in a fresh interpreter, with top-level ``await`` allowed, in
 a namespace that holds the placeholders the prose uses (``env``,
-``payload``, ``weights``, ``uris``, ``train_on``, ...). Absolute
+``payload``, ``weights``, ``uris``, ``train_on``, ``options``: the s3
+plugin's options for the gateway, ...). Absolute
 ``file://`` paths move under a temporary folder (made and filled with the
 inputs the examples read), ``s3://bucket`` is a bucket on the test gateway,
 and ``./libmyfs.so`` is the example plugin, built there.
@@ -60,6 +61,7 @@ async def main():
         "asyncfs": asyncfs, "asyncio": asyncio, "io": io, "env": env,
         "payload": b"payload bytes", "weights": b"weights", "meta": b"{}", "line": b"a line\n",
         "example_bytes": b"an example", "uris": spec["uris"], "train_on": lambda data: None,
+        "options": spec["s3"],
     }
     code = compile(spec["code"], spec["name"], "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     result = eval(code, namespace)
