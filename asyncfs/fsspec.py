@@ -138,7 +138,19 @@ class BridgeFile(io.RawIOBase):
             if self.mode == "ab" and self._call(fs.env.exists, fs._uri(path)):
                 self._call(fs.env.copy, fs._uri(path), uri)
                 mode = "ab"
-        self._stream: Any = self._call(fs.env.open, uri, mode, **options)
+        opening = self._open_reading if mode == "rb" else fs.env.open
+        self._stream: Any = self._call(opening, uri, mode, **options)
+
+    async def _open_reading(self, uri: str, mode: str, **options: Any) -> AsyncBinaryReader:
+        """Open, and read the first block in the same hop: a small file is
+        then read and closed without another."""
+        reader = await self.fs.env.open(uri, "rb", **options)
+        try:
+            await reader.fill()
+        except BaseException:
+            await reader.close()
+            raise
+        return reader
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return sync(self.fs.loop, fn, *args, **kwargs)
@@ -223,7 +235,8 @@ class BridgeFile(io.RawIOBase):
         if self.closed:
             return
         try:
-            self._call(self._stream.close)
+            if self.mode != "rb" or not self._stream.close_nowait():
+                self._call(self._stream.close)
         finally:
             super().close()
 

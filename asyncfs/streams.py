@@ -489,6 +489,20 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         self._pos = stop
         return line
 
+    async def fill(self) -> bool:
+        """Read the next block into the buffer now (so that the reads after
+        it may be answered with :meth:`read_nowait`); False at the end."""
+        self._check_open()
+        return await self._fill()
+
+    def close_nowait(self) -> bool:
+        """:meth:`close` when no read-ahead is on its way; False (and still
+        open) otherwise."""
+        if self._ahead:
+            return False
+        self.closed = True
+        return True
+
     def seek_nowait(self, offset: int, whence: int = io.SEEK_SET) -> int | None:
         """:meth:`seek` when it needs no plugin call (inside the buffer, or
         an uncompressed stream with nothing read ahead), or None."""
