@@ -149,14 +149,12 @@ def delete_tree(uri: str) -> Plan[tuple[int, int]]:
     for directory, _, names in (yield from _collect(walk(uri))):
         levels.setdefault(directory.count("/"), []).append(directory)
         files += [_uri.join(directory, name) for name in names]
-    # Gone already is deleted: on an object store a folder without a marker
-    # vanishes with its last file.
     results = yield Calls("delete_file", [(f,) for f in files], mutating=True)
-    errors = [r for r in results if isinstance(r, Exception) and not isinstance(r, NotFoundError)]
+    errors = _not_deleted(results)
     undeleted_files, undeleted_dirs = len(errors), 0
     for depth in sorted(levels, reverse=True):
         results = yield Calls("delete_dir", [(d,) for d in levels[depth]], mutating=True)
-        failed = [r for r in results if isinstance(r, Exception) and not isinstance(r, NotFoundError)]
+        failed = _not_deleted(results)
         undeleted_dirs += len(failed)
         errors += failed
     if errors:
@@ -165,6 +163,12 @@ def delete_tree(uri: str) -> Plan[tuple[int, int]]:
             first.undeleted = (undeleted_files, undeleted_dirs)
         raise first
     return (0, 0)
+
+
+def _not_deleted(results: list[Any]) -> list[Exception]:
+    """The errors of deletions. Gone already is deleted: on an object store
+    a folder without a marker vanishes with its last file."""
+    return [r for r in results if isinstance(r, Exception) and not isinstance(r, NotFoundError)]
 
 
 def move_tree(src: str, dst: str) -> Plan[None]:

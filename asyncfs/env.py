@@ -210,6 +210,11 @@ class Env:
             fs = self._filesystems[scheme] = AsyncModularFileSystem(wrapped, pool)
         return fs
 
+    def _at(self, uri: StrPath) -> tuple[AsyncModularFileSystem, str]:
+        """The filesystem serving uri, and uri as a string."""
+        text = os.fspath(uri)
+        return self.filesystem(text), text
+
     # ---- transactions ------------------------------------------------------------
 
     def transaction(self, root: StrPath, *, timeout: float = 30.0, native: bool | None = None) -> Transaction:
@@ -219,10 +224,10 @@ class Env:
         A transaction on an overlapping root waits up to timeout seconds,
         then raises TransactionConflictError. native picks the plugin's own
         transaction ops (default: when it has them) or the generic path."""
-        root = os.fspath(root)
         from .transactions import Transaction  # noqa: PLC0415 (lazy: see the imports)
 
-        return Transaction(self.filesystem(root), root, timeout=timeout, native=native)
+        fs, root = self._at(root)
+        return Transaction(fs, root, timeout=timeout, native=native)
 
     async def recover(self, root: StrPath, *, native: bool | None = None) -> None:
         """Finish or undo what a crashed transaction left on root now (the
@@ -235,25 +240,25 @@ class Env:
 
     async def read_file(self, uri: StrPath) -> bytes:
         """The whole file at uri."""
-        uri = os.fspath(uri)
-        return await self.filesystem(uri).read_file(uri)
+        fs, uri = self._at(uri)
+        return await fs.read_file(uri)
 
     async def read_into(self, uri: StrPath, buffer: Buffer, offset: int = 0) -> int:
         """Read from offset of uri into a caller-owned buffer, no copy;
         returns the byte count (short at end of file)."""
-        uri = os.fspath(uri)
-        return await self.filesystem(uri).read_into(uri, buffer, offset)
+        fs, uri = self._at(uri)
+        return await fs.read_into(uri, buffer, offset)
 
     async def new_random_access_file(self, uri: StrPath) -> AsyncRandomAccessFile:
         """A file opened for positional reads (``await f.read(offset, n)``)."""
-        uri = os.fspath(uri)
-        return await self.filesystem(uri).new_random_access_file(uri)
+        fs, uri = self._at(uri)
+        return await fs.new_random_access_file(uri)
 
     def memory_region(self, uri: StrPath) -> AbstractAsyncContextManager[memoryview]:
         """``async with env.memory_region(uri) as view``: a zero-copy,
         read-only view of the file, valid inside the block."""
-        uri = os.fspath(uri)
-        return self.filesystem(uri).memory_region(uri)
+        fs, uri = self._at(uri)
+        return fs.memory_region(uri)
 
     # ---- streams ---------------------------------------------------------------------
 
@@ -276,10 +281,9 @@ class Env:
         block_size (bytes per plugin call, 1 MiB), readahead (blocks read
         ahead, 2), atomic ("w" modes: a temporary sibling renamed over the
         target on close; True). Inside a transaction, ``txn.open``."""
-        uri = os.fspath(uri)
         from .streams import StreamOpener, open_stream  # noqa: PLC0415 (lazy: see the imports)
 
-        fs = self.filesystem(uri)
+        fs, uri = self._at(uri)
         opening = partial(open_stream, fs, uri, mode, **options)
         return StreamOpener(opening if mode.startswith("r") else partial(self._making_parents, fs, uri, opening))
 
@@ -303,8 +307,8 @@ class Env:
     async def exists(self, uri: StrPath) -> bool:
         """Whether uri exists; errors other than NOT_FOUND (a denied
         credential, a gateway down) raise."""
-        uri = os.fspath(uri)
-        return await self.filesystem(uri).exists(uri)
+        fs, uri = self._at(uri)
+        return await fs.exists(uri)
 
     async def files_exist(self, uris: Sequence[StrPath]) -> list[bool]:
         """Whether each uri exists: per scheme, chunks of batch-exists calls
@@ -322,109 +326,106 @@ class Env:
 
     async def stat(self, uri: StrPath) -> FileStatistics:
         """Size, modification time and kind of uri."""
-        uri = os.fspath(uri)
-        return await self.filesystem(uri).stat(uri)
+        fs, uri = self._at(uri)
+        return await fs.stat(uri)
 
     async def isdir(self, uri: StrPath) -> bool:
         """Whether uri is a directory (False when it does not exist)."""
-        uri = os.fspath(uri)
-        return await self.filesystem(uri).isdir(uri)
+        fs, uri = self._at(uri)
+        return await fs.isdir(uri)
 
     async def size(self, uri: StrPath) -> int:
         """The size of the file at uri, in bytes."""
-        uri = os.fspath(uri)
-        return await self.filesystem(uri).size(uri)
+        fs, uri = self._at(uri)
+        return await fs.size(uri)
 
     async def listdir(self, uri: StrPath) -> list[str]:
         """The sorted names of the entries of the directory uri."""
-        uri = os.fspath(uri)
-        return await self.filesystem(uri).listdir(uri)
+        fs, uri = self._at(uri)
+        return await fs.listdir(uri)
 
     async def scandir(self, uri: StrPath) -> list[tuple[str, FileStatistics]]:
         """The entries of the directory uri with their statistics, sorted by
         name: one plugin call where the plugin lists with statistics
         (``get_children_stats``), else a listing and the stats in parallel."""
-        uri = os.fspath(uri)
-        return sorted(await self.filesystem(uri).get_children_stats(uri))
+        fs, uri = self._at(uri)
+        return sorted(await fs.get_children_stats(uri))
 
     def walk(self, uri: StrPath) -> AsyncIterator[tuple[str, list[str], list[str]]]:
         """``async for folder, dirs, files in env.walk(uri)``: as
         :func:`os.walk`, top-down, names sorted, a level's folders listed
         concurrently."""
-        uri = os.fspath(uri)
-        return self.filesystem(uri).walk(uri)
+        fs, uri = self._at(uri)
+        return fs.walk(uri)
 
     async def glob(self, pattern: StrPath, *, recursive: bool = False) -> list[str]:
         """The sorted paths matching pattern; see
         :meth:`AsyncModularFileSystem.glob` (``**`` with recursive)."""
-        pattern = os.fspath(pattern)
-        return await self.filesystem(pattern).glob(pattern, recursive=recursive)
+        fs, pattern = self._at(pattern)
+        return await fs.glob(pattern, recursive=recursive)
 
     async def translate_name(self, uri: StrPath) -> str:
         """The plugin's own name for uri (the path it is handed)."""
-        uri = os.fspath(uri)
-        return await self.filesystem(uri).translate_name(uri)
+        fs, uri = self._at(uri)
+        return await fs.translate_name(uri)
 
     # ---- writing ---------------------------------------------------------------------
 
     async def write_file(self, uri: StrPath, data: Buffer, *, atomic: bool = True) -> None:
         """Create or replace uri with data; atomically (temporary sibling,
         then rename) unless atomic is false or the plugin cannot rename."""
-        uri = os.fspath(uri)
-        fs = self.filesystem(uri)
+        fs, uri = self._at(uri)
         await self._making_parents(fs, uri, lambda: fs.write_file(uri, data, atomic=atomic))
 
     async def append(self, uri: StrPath, data: Buffer) -> None:
         """Append data to uri, creating it (and missing folders above it)
         if needed."""
-        uri = os.fspath(uri)
-        fs = self.filesystem(uri)
+        fs, uri = self._at(uri)
         await self._making_parents(fs, uri, lambda: fs.append(uri, data))
 
     async def new_writable_file(self, uri: StrPath) -> AsyncWritableFile:
         """A file opened for writing, truncated; it lands at close
         (``async with`` closes it)."""
-        uri = os.fspath(uri)
-        return await self.filesystem(uri).new_writable_file(uri)
+        fs, uri = self._at(uri)
+        return await fs.new_writable_file(uri)
 
     async def new_appendable_file(self, uri: StrPath) -> AsyncWritableFile:
         """A file opened for appending."""
-        uri = os.fspath(uri)
-        return await self.filesystem(uri).new_appendable_file(uri)
+        fs, uri = self._at(uri)
+        return await fs.new_appendable_file(uri)
 
     async def mkdir(self, uri: StrPath) -> None:
         """Create the directory uri; its parent must exist."""
-        uri = os.fspath(uri)
-        await self.filesystem(uri).mkdir(uri)
+        fs, uri = self._at(uri)
+        await fs.mkdir(uri)
 
     async def makedirs(self, uri: StrPath, *, exist_ok: bool = True) -> None:
         """Create uri and every missing directory above it; an existing
         uri is an error only with exist_ok false."""
-        uri = os.fspath(uri)
-        await self.filesystem(uri).makedirs(uri, exist_ok=exist_ok)
+        fs, uri = self._at(uri)
+        await fs.makedirs(uri, exist_ok=exist_ok)
 
     async def rm(self, uri: StrPath) -> None:
         """Delete the file uri."""
-        uri = os.fspath(uri)
-        await self.filesystem(uri).rm(uri)
+        fs, uri = self._at(uri)
+        await fs.rm(uri)
 
     async def rmdir(self, uri: StrPath) -> None:
         """Delete the empty directory uri."""
-        uri = os.fspath(uri)
-        await self.filesystem(uri).rmdir(uri)
+        fs, uri = self._at(uri)
+        await fs.rmdir(uri)
 
     async def rmtree(self, uri: StrPath) -> tuple[int, int]:
         """Delete uri and all below it; (undeleted files, dirs), (0, 0) when
         all went."""
-        uri = os.fspath(uri)
-        return await self.filesystem(uri).rmtree(uri)
+        fs, uri = self._at(uri)
+        return await fs.rmtree(uri)
 
     async def rename(self, src: StrPath, dst: StrPath) -> None:
         """Rename a file (replacing a file at dst) or a directory (dst must
         not exist: atomic on file:// and mem://, copy then delete on object
         stores). Both must be on one filesystem."""
-        src, dst = os.fspath(src), os.fspath(dst)
-        source, target = self.filesystem(src), self.filesystem(dst)
+        (source, src), (target, dst) = self._at(src), self._at(dst)
         if source is not target:
             raise UnimplementedError(
                 "renaming across filesystems is not supported; copy, then rm",
@@ -441,8 +442,7 @@ class Env:
         tree, its directories listed and files copied concurrently.
         ``progress`` (``tqdm``'s ``update``, say) is called with the bytes
         copied as files land: per file, or per directory level of a tree."""
-        src, dst = os.fspath(src), os.fspath(dst)
-        source, target = self.filesystem(src), self.filesystem(dst)
+        (source, src), (target, dst) = self._at(src), self._at(dst)
         if recursive and await source.isdir(src):
             await _transfer.copy_tree(source, src, target, dst, self.copy_chunk, progress=progress)  # makes dst
         else:

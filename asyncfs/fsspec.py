@@ -35,7 +35,7 @@ from fsspec.transaction import Transaction as _FsspecTransaction
 from fsspec.utils import stringify_path
 
 from . import _uri
-from .env import Env
+from .env import Env, default_env
 from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 from .filesystem import FileStatistics
 from .registry import PluginInfo, Registry, RegistryRecipe, add_load_listener, default_registry
@@ -59,22 +59,6 @@ _LOCAL = frozenset({"file"})
 def protocol_for(scheme: str) -> str:
     """The fsspec protocol of an asyncfs scheme (``"s3"`` -> ``"asyncfs+s3"``)."""
     return PREFIX + (scheme or "file")
-
-
-# ---- one Env per process for filesystems made without options ---------------------
-
-_process_env: tuple[int, Env] | None = None
-_process_env_lock = threading.Lock()
-
-
-def _shared_env() -> Env:
-    """The Env every option-less bridge filesystem of this process shares
-    (a forked child makes its own: the parent's pools are not its own)."""
-    global _process_env
-    with _process_env_lock:
-        if _process_env is None or _process_env[0] != os.getpid():
-            _process_env = (os.getpid(), Env())
-        return _process_env[1]
 
 
 def _option_value(key: str, value: Any) -> int | float | bytes:
@@ -173,17 +157,19 @@ class BridgeFile(io.RawIOBase):
     def seekable(self) -> bool:
         return self.mode == "rb"
 
-    def _reader(self) -> AsyncBinaryReader:
+    def _check_open(self) -> None:
         if self.closed:
             raise ValueError(f"I/O operation on a closed file: {self.path}")
+
+    def _reader(self) -> AsyncBinaryReader:
+        self._check_open()
         if self.mode != "rb":
             raise io.UnsupportedOperation(f"not readable: opened with {self.mode!r}")
         reader: AsyncBinaryReader = self._stream
         return reader
 
     def _writer(self) -> AsyncBinaryWriter:
-        if self.closed:
-            raise ValueError(f"I/O operation on a closed file: {self.path}")
+        self._check_open()
         if self.mode == "rb":
             raise io.UnsupportedOperation("not writable: opened with 'rb'")
         writer: AsyncBinaryWriter = self._stream
@@ -216,8 +202,7 @@ class BridgeFile(io.RawIOBase):
         return where if where is not None else self._call(reader.seek, offset, whence)
 
     def tell(self) -> int:
-        if self.closed:
-            raise ValueError(f"I/O operation on a closed file: {self.path}")
+        self._check_open()
         return int(self._stream.tell())
 
     def write(self, data: Any) -> int:
@@ -312,8 +297,8 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
     """fsspec's view of one asyncfs scheme (use :func:`filesystem_class` or
     the ``asyncfs+<scheme>`` protocol; this base serves ``file``).
 
-    ``env`` is the :class:`~asyncfs.Env` to run on (default: one shared by
-    the process's bridge filesystems); other keyword arguments are the
+    ``env`` is the :class:`~asyncfs.Env` to run on (default: the
+    process-wide one, :func:`asyncfs.env.default_env`); other keyword arguments are the
     plugin's configuration options, applied to a registry of this
     filesystem's own. ``asynchronous=True`` is for use from a running
     asyncio loop (``await fs._cat_file(...)``), as with every fsspec
@@ -349,7 +334,7 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         if self._env is None:
             with self._env_lock:
                 if self._env is None:
-                    self._env = self._own_env() if self._options else _shared_env()
+                    self._env = self._own_env() if self._options else default_env()
         return self._env
 
     def _own_env(self) -> Env:
@@ -439,7 +424,7 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
             return [self._join(path, name) for name, _ in entries]
         return [self._entry(self._join(path, name), stats) for name, stats in entries]
 
-    async def _listing_or_none(self, path: str) -> list[dict[str, Any]]:
+    async def _listing_or_empty(self, path: str) -> list[dict[str, Any]]:
         try:
             return await self._ls(path, detail=True)
         except (NotFoundError, PermissionError):
@@ -466,7 +451,7 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
                 found[path] = top
             level, depth = [path], 1
             while level:
-                listings = await asyncio.gather(*(self._listing_or_none(d) for d in level))
+                listings = await asyncio.gather(*(self._listing_or_empty(d) for d in level))
                 level = []
                 for info in (info for listing in listings for info in listing):
                     if info["type"] != "directory":
@@ -596,11 +581,17 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
     mv = sync_wrapper(_mv)
 
     async def _rm_file(self, path: str, **kwargs: Any) -> None:
+        await self._remove(path, tree=False)
+
+    async def _remove(self, path: str, *, tree: bool) -> None:
+        """Delete a file, or a directory: empty, or (tree) with all below it."""
         uri = self._uri(path)
-        if await self.env.isdir(uri):
-            await self.env.rmdir(uri)
-        else:
+        if not await self.env.isdir(uri):
             await self.env.rm(uri)
+        elif tree:
+            await self.env.rmtree(uri)
+        else:
+            await self.env.rmdir(uri)
 
     async def _rm(
         self,
@@ -614,16 +605,9 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         recursive delete per directory)."""
         if recursive and maxdepth is None:
             tops = await self._expand_path(path, recursive=False)
-            await asyncio.gather(*(self._rm_tree_or_file(p) for p in tops))
+            await asyncio.gather(*(self._remove(p, tree=True) for p in tops))
             return
         await super()._rm(path, recursive=recursive, batch_size=batch_size, maxdepth=maxdepth)
-
-    async def _rm_tree_or_file(self, path: str) -> None:
-        uri = self._uri(path)
-        if await self.env.isdir(uri):
-            await self.env.rmtree(uri)
-        else:
-            await self.env.rm(uri)
 
     async def _mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
         uri = self._uri(path)
@@ -667,9 +651,7 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         file by file, each rename atomic."""
         if not staged:
             return
-        root = posixpath.commonpath([s.path for s in staged]) if self.local_paths else _common_dir(staged)
-        if any(root == s.path for s in staged):
-            root = self._parent(root)
+        root = posixpath.commonpath([posixpath.dirname(s.path) for s in staged])
         try:
             transaction = await self.env.transaction(self._uri(root)).begin()
         except InvalidArgumentError:  # a top cannot be a transaction root
@@ -683,10 +665,6 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
             await transaction.abort()
             raise
         await transaction.commit()
-
-
-def _common_dir(staged: list[_StagedFile]) -> str:
-    return posixpath.commonpath([posixpath.dirname(s.path) or "." for s in staged]).lstrip(".")
 
 
 def _progress(callback: Any, source: str | None) -> Any:
@@ -703,6 +681,8 @@ def _rebuild(
     if recipe is not None:
         recipe.build()  # the plugins the sending process had loaded, loaded here too
     cls = filesystem_class(scheme)
+    # env=None spelled out would change fsspec's cache key: the same options
+    # must find the instance already made
     return cls(env=env, **options) if env is not None else cls(**options)
 
 

@@ -155,9 +155,8 @@ class _BufferedReader(_Stream, Generic[T]):
         """Up to n bytes or characters (all the rest when n < 0); empty at
         the end. Chunks are collected and joined once: linear in the size."""
         self._check_open()
-        if 0 <= n <= len(self._buf) - self._pos:  # the common case: buffered
-            data = self._buf[self._pos : self._pos + n]
-            self._pos += n
+        data = self._from_buffer(n)
+        if data is not None:  # the common case: buffered
             return data
         start = self._buf_start + self._pos
         parts = [self._take_buffer()]
@@ -175,6 +174,14 @@ class _BufferedReader(_Stream, Generic[T]):
         data = parts[0] if len(parts) == 1 else await self._join(parts)
         self._buf_start, self._buf, self._pos = start + len(data), rest, 0
         return data
+
+    def _from_buffer(self, n: int) -> T | None:
+        """The next n items when the buffer holds them (consumed), else None."""
+        if 0 <= n <= len(self._buf) - self._pos:
+            data = self._buf[self._pos : self._pos + n]
+            self._pos += n
+            return data
+        return None
 
     async def _join(self, parts: list[T]) -> T:
         return self._empty.join(parts)
@@ -443,8 +450,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         start; from the end they cannot."""
         self._check_open()
         offset = self._seek_target(offset, whence)
-        if self._buf_start <= offset <= self._buf_start + len(self._buf):
-            self._pos = offset - self._buf_start
+        if self._seek_quickly(offset):
             return offset
         if self._codec is None:
             await self._drop_ahead()
@@ -470,9 +476,8 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         caller on another thread than the loop's, whose hop to the loop
         costs more than a small read."""
         self._check_open()
-        if 0 <= n <= len(self._buf) - self._pos:
-            data = self._buf[self._pos : self._pos + n]
-            self._pos += n
+        data = self._from_buffer(n)
+        if data is not None:
             return data
         return self._take_buffer() if self._rest_is_buffered() else None
 
@@ -504,17 +509,21 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         return True
 
     def seek_nowait(self, offset: int, whence: int = io.SEEK_SET) -> int | None:
-        """:meth:`seek` when it needs no plugin call (inside the buffer, or
-        an uncompressed stream with nothing read ahead), or None."""
+        """:meth:`seek` when it needs no plugin call, or None."""
         self._check_open()
         offset = self._seek_target(offset, whence)
+        return offset if self._seek_quickly(offset) else None
+
+    def _seek_quickly(self, offset: int) -> bool:
+        """Move to offset if that needs no plugin call: inside the buffer,
+        or an uncompressed stream with nothing read ahead."""
         if self._buf_start <= offset <= self._buf_start + len(self._buf):
             self._pos = offset - self._buf_start
-            return offset
+            return True
         if self._codec is None and not self._ahead:
             self._restart_at(offset)
-            return offset
-        return None
+            return True
+        return False
 
     async def close(self) -> None:
         if self.closed:

@@ -58,6 +58,7 @@ typedef struct plugin_listing {
  * NULL otherwise). Returns -1 when out of memory. */
 int plugin_listing_push(plugin_listing* listing, const char* name, size_t len,
                         const TF_FileStatistics* st);
+/* Frees the entries (with_stats stays, so a listing can be refilled). */
 void plugin_listing_free(plugin_listing* listing);
 /* Hands names (and stats, when stats is not NULL) to the core, as
  * plugin-allocated arrays (NULL when empty), and returns the count; -1

@@ -782,9 +782,7 @@ static int posix_list(const TF_Filesystem* filesystem, const char* path,
   /* A listing that raced a commit is read again from the tree now in
    * place, so a reader sees one whole generation of a transaction root. */
   for (attempt = 0; attempt < 8 && !same; ++attempt) {
-    int with_stats = out->with_stats;
-    plugin_listing_free(out);
-    out->with_stats = with_stats;
+    plugin_listing_free(out); /* keeps with_stats */
     if (read_listing(path, out, &same, status) != 0) return -1;
   }
   plugin_set_ok(status);
