@@ -38,7 +38,7 @@ from typing import Any, Generic, TypeVar
 from ._backends import Backend, Waiter, backend_for, current_loop
 from .errors import AbandonedOperationWarning, UnavailableError
 
-__all__ = ["Pending", "PoolStats", "Sink", "WorkerPool", "default_workers"]
+__all__ = ["Pending", "PoolStats", "Sink", "WorkerPool", "call_quietly", "default_workers"]
 
 T = TypeVar("T")
 
@@ -172,7 +172,7 @@ class _Batch:
     Short operations, which are bound by the GIL, stay on one thread, where
     they run fastest. Each worker hands back its share with one wake-up."""
 
-    __slots__ = ("deliver", "eager", "helpers", "items", "lock", "next")
+    __slots__ = ("deliver", "eager", "gil_bound", "helpers", "items", "lock", "next")
 
     def __init__(self, items: list[_Work], deliver: Callable[[list[_Work]], None]) -> None:
         self.items = items
@@ -180,6 +180,7 @@ class _Batch:
         self.eager = any(work.eager for work in items)
         self.next = 0
         self.helpers = 0
+        self.gil_bound = False  # its slow calls waited for the GIL, not in C: helpers would only contend
         self.lock = threading.Lock()
 
     def take(self) -> _Work | None:
@@ -206,6 +207,9 @@ class _Batch:
 # An operation that takes longer than this ran in C with the GIL released,
 # so more threads on its batch make it go faster.
 SLOW_OPERATION = 250e-6
+# A thread that lets go of the GIL gets it back within this when no other
+# thread is running Python.
+GIL_PROBE = 50e-6
 # A worker hands finished work to the loop at least this often, so that no
 # result waits behind more than this much of others' work.
 DELIVERY_INTERVAL = 1e-3
@@ -246,6 +250,7 @@ class _Batcher:
         self.pool = pool
         self.backend = backend
         self.pending: list[_Work] = []
+        self.unawaited: list[tuple[Callable[..., object], tuple[Any, ...]]] = []
         self.scheduled = False
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -256,9 +261,10 @@ class _Batcher:
         self.outbox_lock = threading.Lock()
         self.outbox_scheduled = False
 
-    def take_slot(self) -> bool:
-        """Count one more operation in flight, if there is room."""
-        if self.in_flight >= self.pool.max_in_flight:
+    def take_slot(self, *, beyond_cap: bool = False) -> bool:
+        """Count one more operation in flight, if there is room (always,
+        beyond_cap: work that must never wait, a descriptor's close)."""
+        if self.in_flight >= self.pool.max_in_flight and not beyond_cap:
             return False
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
@@ -280,8 +286,20 @@ class _Batcher:
             self.scheduled = True
             self.backend.call_soon(self.flush)
 
+    def run_soon(self, fn: Callable[..., object], args: tuple[Any, ...]) -> None:
+        """Add fn(*args) to this iteration's calls that nobody waits for;
+        they run together as one operation of the batch."""
+        self.unawaited.append((fn, args))
+        if not self.scheduled:
+            self.scheduled = True
+            self.backend.call_soon(self.flush)
+
     def flush(self) -> None:
         batch, self.pending, self.scheduled = self.pending, [], False
+        if self.unawaited:
+            self.take_slot(beyond_cap=True)  # never waits: a close must not
+            batch.append(_Work(_call_each, (self.unawaited,), self.backend.new_waiter(), None))
+            self.unawaited = []
         self.pool.put(_Batch(batch, self.deliver_threadsafe))
 
     def deliver_threadsafe(self, chunk: list[_Work]) -> None:
@@ -326,6 +344,30 @@ class _Batcher:
                 # opened for a caller that was cancelled meanwhile: release it
                 self.pool.release_later(work)
         self.release_slots(len(chunk))
+
+
+def _gil_contended(clock: Callable[[], float]) -> bool:
+    """Whether another thread (the event loop's, most likely) is running
+    Python now. A call that took long may have spent that time in C (a
+    store's latency: more threads help) or waiting to get the GIL back
+    while the loop ran Python (short calls on a busy loop: more threads
+    only contend for the GIL, and each hand-over costs a context switch).
+    Letting go of the GIL for nothing tells them apart: it comes back at
+    once only when nobody else wants it."""
+    start = clock()
+    time.sleep(0)
+    return clock() - start > GIL_PROBE
+
+
+def call_quietly(fn: Callable[..., object], *args: Any) -> None:
+    """fn(*args), dropping an error it raises (work nobody waits for)."""
+    with contextlib.suppress(Exception):
+        fn(*args)
+
+
+def _call_each(calls: list[tuple[Callable[..., object], tuple[Any, ...]]]) -> None:
+    for fn, args in calls:
+        call_quietly(fn, *args)
 
 
 def _ignore(chunk: list[_Work]) -> None:
@@ -488,9 +530,12 @@ class WorkerPool:
                     state.done.append(work)
                 if state.stuck:  # it came back: the monitor started a spare for it
                     state.stuck = False
-            if end - start > SLOW_OPERATION:
-                for _ in range(batch.helpers_wanted(self.workers)):
-                    self._queue.put(batch)
+            if end - start > SLOW_OPERATION and not batch.gil_bound:
+                if _gil_contended(clock):
+                    batch.gil_bound = True
+                else:
+                    for _ in range(batch.helpers_wanted(self.workers)):
+                        self._queue.put(batch)
             if end - delivered >= DELIVERY_INTERVAL:
                 self._hand_over(state, batch)
                 delivered = end
@@ -552,10 +597,8 @@ class WorkerPool:
             batcher = self._batchers[loop] = _Batcher(self, backend_for(loop))
         return batcher
 
-    async def _acquire(self, batcher: _Batcher) -> None:
-        """Take an in-flight slot, waiting for one when the cap is reached."""
-        if batcher.take_slot():
-            return
+    async def _wait_for_room(self, batcher: _Batcher) -> None:
+        """Wait for an in-flight slot (the cap is reached: take_slot said no)."""
         room = batcher.backend.new_waiter()
         batcher.blocked.append(room)
         try:
@@ -579,10 +622,12 @@ class WorkerPool:
         """
         self._check_open()
         batcher = self.batcher()
-        await self._acquire(batcher)
-        work = _Work(fn, args, batcher.backend.new_waiter(), discard)
-        batcher.submit(work)
-        result: T = await batcher.backend.wait(work.waiter, shielded=mutating)
+        if not batcher.take_slot():
+            await self._wait_for_room(batcher)
+        backend = batcher.backend
+        waiter = backend.new_waiter()
+        batcher.submit(_Work(fn, args, waiter, discard))
+        result: T = await backend.wait(waiter, shielded=mutating)
         return result
 
     def submit(self, fn: Callable[..., T], *args: Any, discard: Any = None) -> Pending[T] | None:
@@ -596,6 +641,14 @@ class WorkerPool:
         batcher.submit(work)
         return Pending(work, batcher.backend)
 
+    def run_soon(self, fn: Callable[..., object], *args: Any) -> None:
+        """Run fn(*args) on a worker, in this loop iteration's batch, with
+        nobody waiting for it: closing a descriptor that was only read,
+        whose close has nothing to report. Never waits for room; an error
+        it raises is dropped."""
+        self._check_open()
+        self.batcher().run_soon(fn, args)
+
     def sink(self) -> Sink:
         """A sink for this event loop (see :meth:`submit_to`)."""
         return Sink(self.batcher().backend)
@@ -605,7 +658,8 @@ class WorkerPool:
         error) goes to sink when done. Waits for room under the in-flight cap."""
         self._check_open()
         batcher = self.batcher()
-        await self._acquire(batcher)
+        if not batcher.take_slot():
+            await self._wait_for_room(batcher)
         work = _Work(fn, args, batcher.backend.new_waiter(), None)
         work.sink = sink
         work.tag = tag
@@ -628,7 +682,8 @@ class WorkerPool:
             works: list[_Work] = []
             try:
                 for args in window:
-                    await self._acquire(batcher)
+                    if not batcher.take_slot():
+                        await self._wait_for_room(batcher)
                     work = _Work(fn, args, group.waiter, None, group)
                     batcher.submit(work)
                     works.append(work)
