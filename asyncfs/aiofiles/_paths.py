@@ -1,0 +1,36 @@
+"""Which names go to a plugin: a URI whose scheme a loaded plugin serves
+(``mem://``, ``s3://``). ``file://`` URIs name local paths; everything else
+(paths, descriptors, and a string with ``://`` of no plugin's scheme) is what
+the standard library takes."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .. import _uri
+from ..env import default_env
+
+__all__ = ["local", "plugin_uri"]
+
+
+def plugin_uri(name: object) -> str | None:
+    """name, when it is a URI a plugin other than the local one serves."""
+    if not isinstance(name, str) or "://" not in name:
+        return None
+    scheme = _uri.parse_uri(name).scheme
+    if scheme in ("", "file") or scheme not in default_env().schemes():
+        return None
+    return name
+
+
+def local(name: Any) -> Any:
+    """The local path a ``file://`` URI names; anything else as given."""
+    if isinstance(name, str) and name.startswith("file://"):
+        return _uri.parse_uri(_uri.check_uri(name)).path
+    return name
+
+
+def fspath_or_fd(name: Any) -> Any:
+    """What os functions take: a path, as os.fspath gives it, or a descriptor."""
+    return name if isinstance(name, int) else os.fspath(name)

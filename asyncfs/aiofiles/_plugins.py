@@ -1,0 +1,97 @@
+"""The ``os`` and ``os.path`` functions that also take URIs of a plugin's
+scheme (``mem://``, ``s3://``): what each does there, on the process-wide
+Env. A local path (or a ``file://`` URI) goes to the standard library."""
+
+from __future__ import annotations
+
+import os
+import stat as _stat
+from collections.abc import Callable, Coroutine
+from functools import wraps
+from typing import Any
+
+from ..env import default_env
+from ..errors import NotFoundError
+from ..filesystem import FileStatistics
+from ._paths import local, plugin_uri
+from .base import query, wrap
+
+__all__ = ["either"]
+
+_Async = Callable[..., Coroutine[Any, Any, Any]]
+
+
+def either(local_fn: Callable[..., Any], on_plugin: _Async, *, shielded: bool) -> _Async:
+    """local_fn on a worker for a local path; on_plugin(uri, ...) for a URI."""
+    on_worker = wrap(local_fn) if shielded else query(local_fn)
+
+    @wraps(local_fn)
+    async def call(path: Any, *args: Any, loop: object = None, executor: Any = None, **kwargs: Any) -> Any:
+        uri = plugin_uri(path)
+        if uri is None:
+            return await on_worker(local(path), *args, loop=loop, executor=executor, **kwargs)
+        return await on_plugin(uri, *args, **kwargs)
+
+    return call
+
+
+def stat_result(stats: FileStatistics) -> os.stat_result:
+    """An os.stat_result for what a plugin reports: kind, size, mtime."""
+    mode = (_stat.S_IFDIR | 0o755) if stats.is_directory else (_stat.S_IFREG | 0o644)
+    seconds = stats.mtime_nsec / 1e9
+    whole = stats.mtime_nsec // 1_000_000_000
+    ns = stats.mtime_nsec
+    return os.stat_result(
+        (mode, 0, 0, 1, 0, 0, stats.length, whole, whole, whole, seconds, seconds, seconds, ns, ns, ns)
+    )
+
+
+async def uri_stat(uri: str, *, dir_fd: None = None, follow_symlinks: bool = True) -> os.stat_result:
+    return stat_result(await default_env().stat(uri))
+
+
+async def uri_exists(uri: str) -> bool:
+    return await default_env().exists(uri)
+
+
+async def uri_isdir(uri: str) -> bool:
+    return await default_env().isdir(uri)
+
+
+async def uri_isfile(uri: str) -> bool:
+    try:
+        return not (await default_env().stat(uri)).is_directory
+    except NotFoundError:
+        return False
+
+
+async def uri_getsize(uri: str) -> int:
+    return (await default_env().stat(uri)).length
+
+
+async def uri_getmtime(uri: str) -> float:
+    return (await default_env().stat(uri)).mtime_nsec / 1e9
+
+
+async def uri_listdir(uri: str) -> list[str]:
+    return await default_env().listdir(uri)
+
+
+async def uri_remove(uri: str, *, dir_fd: None = None) -> None:
+    await default_env().rm(uri)
+
+
+async def uri_mkdir(uri: str, mode: int = 0o777, *, dir_fd: None = None) -> None:
+    await default_env().mkdir(uri)
+
+
+async def uri_makedirs(uri: str, mode: int = 0o777, exist_ok: bool = False) -> None:
+    await default_env().makedirs(uri, exist_ok=exist_ok)
+
+
+async def uri_rmdir(uri: str, *, dir_fd: None = None) -> None:
+    await default_env().rmdir(uri)
+
+
+async def uri_rename(src: str, dst: str, **kwargs: Any) -> None:
+    await default_env().rename(src, dst)

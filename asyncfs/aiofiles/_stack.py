@@ -1,0 +1,158 @@
+"""The standard library's file object, built on a worker as ``open()``
+builds it (``FileIO``, then ``BufferedReader``/``BufferedWriter``, then
+``TextIOWrapper``, with the same arguments, in the same order, so that
+every error is the one ``open()`` raises), with asyncfs's memory layer
+(:mod:`._memory`) between ``FileIO`` and the buffer where that changes
+nothing a program can see: a regular file opened only to read, or only to
+write. Every other file (``+`` modes, ``buffering=0``, pipes, terminals,
+unusual arguments) is exactly what ``open()`` returns.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import io
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .. import _uri
+from ._memory import ReadAhead, WriteBehind
+
+__all__ = ["Landing", "Opened", "close_opened", "open_stack"]
+
+# the modes with a memory layer: mode -> (FileIO's mode, binary)
+_LAYERED: dict[str, tuple[str, bool]] = {}
+for _kind in "rwax":
+    for _suffix in ("", "b", "t"):
+        _LAYERED[_kind + _suffix] = _LAYERED[_suffix + _kind] = (_kind, _suffix == "b")
+
+# what ends a line in each newline mode, as bytes of an ASCII-compatible encoding
+_LINE_ENDS: dict[str | None, bytes] = {None: b"\n", "": b"\n", "\n": b"\n", "\r": b"\r", "\r\n": b"\r\n"}
+
+# ASCII-compatible encodings, with the most bytes a character read takes
+# ("\r\n" read as "\n" is two bytes)
+_WIDTHS = {"utf-8": 4, "utf-8-sig": 4, "ascii": 2, "iso8859-1": 2, "cp1252": 2, "iso8859-15": 2}
+
+
+@dataclass
+class Opened:
+    """What the worker opened: the file object, its memory layer, and
+    whether it is a regular file (a read of anything else may wait forever)."""
+
+    file: Any
+    memory: ReadAhead | WriteBehind | None
+    regular: bool
+    landing: Landing | None = None
+
+
+@dataclass(frozen=True)
+class Landing:
+    """An atomic write: the temporary sibling written, and the target it
+    replaces on close."""
+
+    staged: str
+    target: str
+
+    def land(self) -> None:
+        os.replace(self.staged, self.target)
+
+    def discard(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.staged)
+
+
+def _layered(
+    mode: object, buffering: object, encoding: object, errors: object, newline: object
+) -> tuple[str, bool] | None:
+    """FileIO's mode and whether binary, when open() would take these
+    arguments without a word and the file may get a memory layer."""
+    spelled = _LAYERED.get(mode) if isinstance(mode, str) else None
+    if spelled is None or type(buffering) is not int:
+        return None
+    if spelled[1]:  # binary: open() refuses text arguments, and warns of line buffering
+        plain = encoding is None and errors is None and newline is None and buffering not in (0, 1)
+    else:
+        plain = (
+            buffering != 0
+            and (newline is None or (isinstance(newline, str) and newline in _LINE_ENDS))
+            and isinstance(encoding, (str, type(None)))
+            and isinstance(errors, (str, type(None)))
+        )
+    return spelled if plain else None
+
+
+def open_stack(
+    file: Any,
+    mode: Any,
+    buffering: Any,
+    encoding: Any,
+    errors: Any,
+    newline: Any,
+    closefd: Any,
+    opener: Any,
+    close_later: Callable[[io.FileIO], object],
+    atomic: bool = False,
+) -> Opened:
+    """open(file, ...) on a worker. With atomic, the file opened is a new
+    temporary sibling of file, to land on it by rename. (Nothing is read
+    here: a read sees the file as it is when the read is made.)"""
+    layered = _layered(mode, buffering, encoding, errors, newline)
+    if atomic:
+        if layered is None or layered[0] != "w" or not isinstance(file, (str, os.PathLike)):
+            raise ValueError(f"atomic=True takes a path and a 'w' mode ('w', 'wb', 'wt'), not {file!r}, {mode!r}")
+        target = os.fspath(file)
+        if not isinstance(target, str):
+            raise ValueError(f"atomic=True takes a str path, not {target!r}")
+        landing = Landing(_uri.staging_name(target), target)
+        opened = open_stack(landing.staged, mode, buffering, encoding, errors, newline, True, opener, close_later)
+        opened.landing = landing
+        if opened.memory is not None:
+            opened.memory.file.name = target  # the file's name is the one it will have
+        return opened
+    if layered is None:
+        plain = open(file, mode, buffering, encoding, errors, newline, closefd, opener)  # noqa: SIM115 (returned)
+        return Opened(plain, None, _is_regular(plain))
+    kind, binary = layered
+    if isinstance(file, os.PathLike):
+        file = os.fspath(file)  # as open() does: the file's name is the str (or bytes)
+    raw = io.FileIO(file, kind, closefd, opener=opener)
+    result: Any = raw
+    try:
+        info = os.fstat(raw.fileno())
+        regular = stat.S_ISREG(info.st_mode)
+        line_buffering = buffering == 1 or (buffering < 0 and not regular and raw.isatty())
+        size = buffering if buffering > 1 else info.st_blksize if info.st_blksize > 1 else io.DEFAULT_BUFFER_SIZE
+        memory: ReadAhead | WriteBehind | None = None
+        if regular:
+            memory = ReadAhead(raw, close_later) if kind == "r" else WriteBehind(raw)
+        layer = memory or raw
+        result = io.BufferedReader(layer, size) if kind == "r" else io.BufferedWriter(layer, size)
+        if not binary:
+            result = io.TextIOWrapper(result, encoding, errors, newline, line_buffering)
+            result.mode = mode
+            if isinstance(memory, ReadAhead):
+                memory.width = _WIDTHS.get(codecs.lookup(result.encoding).name)
+                memory.line_end = _LINE_ENDS[newline] if memory.width is not None else None
+                memory.universal = newline in (None, "")
+        return Opened(result, memory, regular)
+    except BaseException:
+        result.close()
+        raise
+
+
+def _is_regular(file: Any) -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(file.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def close_opened(opened: Opened) -> None:
+    """Close what was opened for a caller that was cancelled meanwhile."""
+    opened.file.close()
+    if opened.landing is not None:
+        opened.landing.discard()

@@ -1,0 +1,196 @@
+"""What aiofiles's ``aiofiles.base`` holds: the base of the async file
+objects, the awaitable context manager ``open`` returns, and ``wrap``.
+
+A file object wraps the standard library's own file object. Its calls run
+on a worker (see :mod:`._run`), except those the file's bytes in memory
+answer (see :mod:`._memory`): those run on the event loop's thread, with no
+hop, when no other call of the same file is on a worker. Calls of one file
+that do go to a worker run one at a time, in the order they were made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from concurrent.futures import Executor
+from contextlib import AbstractAsyncContextManager
+from functools import partial, wraps
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+
+from ._memory import ReadAhead, WriteBehind
+from ._run import run
+from ._stack import Landing
+
+__all__ = ["AiofilesContextManager", "AsyncBase", "AsyncIndirectBase", "wrap"]
+
+T = TypeVar("T")
+
+
+def wrap(func: Callable[..., Any]) -> Callable[..., Coroutine[Any, Any, Any]]:
+    """An async version of func that runs it on a worker, as aiofiles's
+    ``wrap``: ``loop=`` and ``executor=`` keyword arguments are taken off;
+    the call is shielded from cancellation (func may change something)."""
+    return _wrap(func, shielded=True)
+
+
+def _wrap(func: Callable[..., Any], *, shielded: bool) -> Callable[..., Coroutine[Any, Any, Any]]:
+    @wraps(func)
+    async def call(*args: Any, loop: object = None, executor: Executor | None = None, **kwargs: Any) -> Any:
+        del loop  # the call runs for the running loop, as aiofiles does with loop=None
+        fn = partial(func, *args, **kwargs) if kwargs else func
+        return await run(executor, fn, *(() if kwargs else args), shielded=shielded)
+
+    return call
+
+
+def query(func: Callable[..., Any]) -> Callable[..., Coroutine[Any, Any, Any]]:
+    """:func:`wrap` for a function that changes nothing: a cancelled
+    caller does not wait for it."""
+    return _wrap(func, shielded=False)
+
+
+class AsyncBase:
+    """A file object: the standard library's ``_file``, run off the loop."""
+
+    _memory: ReadAhead | WriteBehind | None = None
+
+    def __init__(
+        self,
+        file: Any,
+        loop: asyncio.AbstractEventLoop | None = None,
+        executor: Executor | None = None,
+        *,
+        memory: ReadAhead | WriteBehind | None = None,
+        abandonable_reads: bool = False,
+        landing: Landing | None = None,
+    ) -> None:
+        self._file = file
+        self._landing = landing  # an atomic write: lands on close, is dropped on abort
+        self._ref_loop = loop
+        self._executor = executor
+        self._memory = memory
+        self._abandonable_reads = abandonable_reads  # a pipe or a terminal: a read may wait forever
+        self._lock = threading.Lock()
+        self._sent = 0  # calls handed to a worker (counted on the loop's thread)
+        self._done = 0  # of them, finished (counted on the worker, under _lock)
+
+    @property
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        return self._ref_loop or asyncio.get_running_loop()
+
+    def __aiter__(self) -> AsyncBase:
+        return self
+
+    async def __anext__(self) -> Any:
+        line = await self.readline()
+        if line:
+            return line
+        raise StopAsyncIteration
+
+    async def readline(self, size: int = -1) -> Any:
+        return await self._call(self._file.readline, size, line=True)
+
+    def __repr__(self) -> str:
+        return f"{super().__repr__()} wrapping {self._file!r}"
+
+    # ---- where a call runs ------------------------------------------------------------
+
+    def _here(self) -> bool:
+        """Whether a call the memory answers may run on the loop's thread:
+        none of this file's calls is on a worker."""
+        return self._memory is not None and self._sent == self._done
+
+    def _on_loop(self, fn: Callable[..., T], *args: Any, line: bool = False) -> T:
+        memory = self._memory
+        assert memory is not None
+        memory.on_loop = True
+        took_line = False
+        try:
+            result = fn(*args)
+            took_line = line
+            return result
+        finally:
+            memory.on_loop = False
+            if isinstance(memory, ReadAhead):
+                memory.took(took_line)
+
+    async def _call(self, fn: Callable[..., T], *args: Any, read: bool = False, line: bool = False) -> T:
+        """fn(*args) on a worker, after the calls of this file sent before
+        (a readline is a read, and says so: see ReadAhead.lines_above)."""
+        self._sent += 1
+        shielded = not ((read or line) and self._abandonable_reads)
+        return await run(self._executor, self._locked, fn, args, line, shielded=shielded)
+
+    def _locked(self, fn: Callable[..., T], args: tuple[Any, ...], line: bool) -> T:
+        with self._lock:
+            memory = self._memory
+            took_line = False
+            try:
+                result = fn(*args)
+                took_line = line
+                return result
+            finally:
+                if isinstance(memory, ReadAhead):
+                    memory.took(took_line)
+                self._done += 1
+
+
+class AsyncIndirectBase(AsyncBase):
+    """A file object over whatever ``indirect()`` returns when called
+    (``sys.stdin`` and the like, which a program may replace)."""
+
+    def __init__(
+        self,
+        name: str,
+        loop: asyncio.AbstractEventLoop | None,
+        executor: Executor | None,
+        indirect: Callable[[], Any],
+    ) -> None:
+        self._indirect = indirect
+        self._name = name
+        super().__init__(None, loop, executor, abandonable_reads=True)
+
+    @property
+    def _file(self) -> Any:
+        return self._indirect()
+
+    @_file.setter
+    def _file(self, value: Any) -> None:
+        pass  # the file is always indirect()'s
+
+
+FileT = TypeVar("FileT")
+
+
+class AiofilesContextManager(Awaitable[FileT], AbstractAsyncContextManager[FileT], Generic[FileT]):
+    """What ``open`` returns: await it for the file, or use it in ``async
+    with``, which closes the file on the way out."""
+
+    __slots__ = ("_coro", "_obj")
+
+    def __init__(self, coro: Coroutine[Any, Any, FileT]) -> None:
+        self._coro = coro
+        self._obj: FileT | None = None
+
+    def __await__(self) -> Generator[Any, None, FileT]:
+        if self._obj is None:
+            self._obj = yield from self._coro.__await__()
+        return self._obj
+
+    async def __aenter__(self) -> FileT:
+        return await self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        obj: Any = self._obj
+        self._obj = None
+        if exc_type is not None and hasattr(obj, "abort"):
+            await obj.abort()  # an atomic write whose block raised: the target stays as it was
+        else:
+            await obj.close()

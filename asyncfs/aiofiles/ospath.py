@@ -1,0 +1,39 @@
+"""``os.path`` functions, async, as aiofiles's ``aiofiles.ospath``: each
+runs on a worker; none changes anything, so a cancelled caller does not
+wait for it. ``exists``, ``isfile``, ``isdir``, ``getsize`` and ``getmtime``
+also take URIs of a plugin's scheme (``mem://``, ``s3://``)."""
+
+from __future__ import annotations
+
+from os import path
+
+from . import _plugins as plugins
+from .base import query
+
+__all__ = [
+    "abspath",
+    "exists",
+    "getatime",
+    "getctime",
+    "getmtime",
+    "getsize",
+    "isdir",
+    "isfile",
+    "islink",
+    "ismount",
+    "samefile",
+    "sameopenfile",
+]
+
+abspath = query(path.abspath)
+exists = plugins.either(path.exists, plugins.uri_exists, shielded=False)
+getatime = query(path.getatime)
+getctime = query(path.getctime)
+getmtime = plugins.either(path.getmtime, plugins.uri_getmtime, shielded=False)
+getsize = plugins.either(path.getsize, plugins.uri_getsize, shielded=False)
+isdir = plugins.either(path.isdir, plugins.uri_isdir, shielded=False)
+isfile = plugins.either(path.isfile, plugins.uri_isfile, shielded=False)
+islink = query(path.islink)
+ismount = query(path.ismount)
+samefile = query(path.samefile)
+sameopenfile = query(path.sameopenfile)

@@ -1,0 +1,415 @@
+"""asyncfs.aiofiles where it does more than aiofiles: no hop for what memory
+answers, a file followed as it grows, cancellation that leaks nothing, the
+executor honoured, URIs of every plugin, atomic writes, trio, and exactness
+against the standard library over random files and random calls
+(hypothesis)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import io
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+real = pytest.importorskip("aiofiles", reason="aiofiles is a test extra: pip install '.[test]'")
+pytest.importorskip("pytest_asyncio", reason="pytest-asyncio is a test extra: pip install '.[test]'")
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from asyncfs import aiofiles as ours  # noqa: E402
+from asyncfs.env import default_env  # noqa: E402
+
+needs_proc = pytest.mark.skipif(sys.platform != "linux", reason="counts descriptors in /proc/self/fd")
+
+
+def _descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def _settle(before: int) -> None:
+    """Wait until the process has at most `before` descriptors (a read-only
+    file's close runs on a worker, not awaited), and fail if it never does."""
+    for _ in range(200):
+        if _descriptors() <= before:
+            return
+        await asyncio.sleep(0.01)
+    assert _descriptors() <= before
+
+
+def _hops() -> int:
+    return default_env().pool.stats().operations
+
+
+def test_the_public_names_match() -> None:
+    modules = ["os", "ospath", "tempfile", "threadpool", "threadpool.binary", "threadpool.text"]
+    pairs = [(real, ours)] + [
+        (importlib.import_module(f"aiofiles.{name}"), importlib.import_module(f"asyncfs.aiofiles.{name}"))
+        for name in modules
+    ]
+    binary = importlib.import_module("asyncfs.aiofiles.threadpool.binary")
+    text = importlib.import_module("asyncfs.aiofiles.threadpool.text")
+    for theirs, mine in pairs:
+        names = getattr(theirs, "__all__", None) or [
+            name for name, value in vars(theirs).items() if getattr(value, "__module__", None) == theirs.__name__
+        ]
+        assert set(names) <= set(dir(mine)), (theirs.__name__, set(names) - set(dir(mine)))
+    for cls_name in ["AsyncBufferedIOBase", "AsyncBufferedReader", "AsyncFileIO"]:
+        theirs_cls, mine_cls = getattr(pairs[5][0], cls_name), getattr(binary, cls_name)
+        public = {name for name in dir(theirs_cls) if not name.startswith("_")}
+        assert public <= set(dir(mine_cls)), (cls_name, public - set(dir(mine_cls)))
+    public = {name for name in dir(pairs[6][0].AsyncTextIOWrapper) if not name.startswith("_")}
+    assert public <= set(dir(text.AsyncTextIOWrapper))
+
+
+@pytest.mark.asyncio
+@needs_proc
+async def test_every_descriptor_is_released(tmp_path: Path) -> None:
+    (tmp_path / "text.txt").write_text("a\nb\n")
+    before = _descriptors()
+    for _ in range(3):
+        for mode in ("r", "rb", "w", "ab", "r+", "rb"):
+            async with ours.open(tmp_path / "text.txt", mode, buffering=0 if mode == "ab" else -1) as f:
+                if "r" in mode:
+                    await f.read()
+    await _settle(before)
+
+
+@pytest.mark.asyncio
+async def test_lines_and_small_writes_from_memory_cost_no_hop(tmp_path: Path) -> None:
+    path = tmp_path / "lines.txt"
+    path.write_text("".join(f"line {i}\n" for i in range(20_000)))
+    async with ours.open(path) as f:
+        start = _hops()
+        count = 0
+        async for _line in f:
+            count += 1
+        hops = _hops() - start
+    assert count == 20_000
+    chunks = -(-len(path.read_bytes()) // (64 * 1024))
+    assert hops <= 2 * chunks + 2  # per 64 KiB: the line the buffer above ends on, and the read; not per line
+    async with ours.open(tmp_path / "out.txt", "w") as f:
+        start = _hops()
+        for i in range(20_000):
+            await f.write(f"{i}\n")
+        hops = _hops() - start
+    assert hops <= 3
+    assert (tmp_path / "out.txt").read_text() == "".join(f"{i}\n" for i in range(20_000))
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", ["r", "rb"])
+async def test_a_file_is_followed_as_it_grows(tmp_path: Path, mode: str) -> None:
+    path = tmp_path / "log"
+    path.write_bytes(b"one\n")
+    async with ours.open(path, mode) as f:
+        assert await f.readline() in ("one\n", b"one\n")
+        assert await f.readline() in ("", b"")
+        with open(path, "ab") as writer:
+            writer.write(b"two\nthr")
+        assert await f.readline() in ("two\n", b"two\n")
+        assert await f.read() in ("thr", b"thr")
+        with open(path, "ab") as writer:
+            writer.write(b"ee\n")
+        assert await f.read() in ("ee\n", b"ee\n")
+        assert await f.read() in ("", b"")
+
+
+@pytest.mark.asyncio
+async def test_what_was_appended_after_open_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "grows"
+    path.write_bytes(b"before")
+    async with ours.open(path, "rb") as f:
+        with open(path, "ab") as writer:
+            writer.write(b" after")
+        assert await f.read() == b"before after"
+    async with ours.open(path) as f:
+        assert await f.read(3) == "bef"  # read ahead: the whole file
+        with open(path, "ab") as writer:
+            writer.write(b"\nmore")
+        assert await f.readlines() == ["ore after\n", "more"]  # to the end: the file says where it ends now
+
+
+@pytest.mark.asyncio
+@needs_proc
+async def test_a_cancelled_open_leaks_no_descriptor(tmp_path: Path) -> None:
+    paths = []
+    for i in range(200):
+        path = tmp_path / f"f{i}"
+        path.write_bytes(b"x" * 100)
+        paths.append(path)
+    before = _descriptors()
+    for delay in (0, 0, 0.0001, 0.001):
+        tasks = [asyncio.ensure_future(ours.open(p, mode)) for p in paths for mode in ("rb", "w")]
+        if delay:
+            await asyncio.sleep(delay)
+        else:
+            await asyncio.sleep(0)
+        for task in tasks:
+            task.cancel()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        for result in results:
+            if not isinstance(result, BaseException):
+                await result.close()
+    await _settle(before)
+
+
+@pytest.mark.asyncio
+async def test_a_cancelled_write_still_lands_whole(tmp_path: Path) -> None:
+    async with ours.open(tmp_path / "out.bin", "wb") as f:
+        task = asyncio.ensure_future(f.write(b"x" * 1_000_000))  # big: goes to a worker
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert (tmp_path / "out.bin").read_bytes() == b"x" * 1_000_000
+
+
+@pytest.mark.asyncio
+async def test_the_executor_is_honoured(tmp_path: Path) -> None:
+    threads: set[str] = set()
+
+    class Counting(ThreadPoolExecutor):
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            def recorded() -> Any:
+                threads.add(threading.current_thread().name)
+                return fn(*args, **kwargs)
+
+            return super().submit(recorded)
+
+    (tmp_path / "a").write_text("hello\n")
+    with Counting(thread_name_prefix="mine") as executor:
+        async with ours.open(tmp_path / "a", executor=executor, loop=asyncio.get_running_loop()) as f:
+            assert await f.read() == "hello\n"
+        async with ours.open(tmp_path / "b", "w", executor=executor) as f:
+            await f.write("x")
+        assert await ours.os.stat(tmp_path / "a", executor=executor)
+        assert await ours.ospath.exists(tmp_path / "b", executor=executor)
+    assert threads and all(name.startswith("mine") for name in threads)
+
+
+@pytest.mark.asyncio
+async def test_many_tasks_on_one_file(tmp_path: Path) -> None:
+    lines = [f"{i}\n" for i in range(3000)]
+    (tmp_path / "in.txt").write_text("".join(lines))
+    async with ours.open(tmp_path / "in.txt") as f:
+        got = await asyncio.gather(*(f.readline() for _ in lines))
+    assert sorted(got, key=int) == lines  # each line once
+    async with ours.open(tmp_path / "out.txt", "w") as f:
+        await asyncio.gather(*(f.write(line) for line in lines))
+    assert sorted((tmp_path / "out.txt").read_text().splitlines(keepends=True), key=int) == lines
+
+
+# ---- URIs ---------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_uris_of_a_plugin(tmp_path: Path) -> None:
+    root = f"mem:///aiofiles-{os.getpid()}"
+    async with ours.open(f"{root}/a.txt", "w") as f:
+        await f.write("one\ntwo\n")
+        await f.writelines(["three\n"])
+    async with ours.open(f"{root}/a.txt", "a") as f:
+        await f.write("four\n")
+    async with ours.open(f"{root}/a.txt") as f:
+        assert [line async for line in f] == ["one\n", "two\n", "three\n", "four\n"]
+        assert f.name == f"{root}/a.txt" and f.mode == "r" and f.readable()
+        with pytest.raises(io.UnsupportedOperation):
+            await f.write("x")
+        with pytest.raises(io.UnsupportedOperation):
+            f.fileno()
+    assert f.closed
+    async with ours.open(f"{root}/a.txt", "rb") as f:
+        assert await f.read(3) == b"one"
+        assert await f.seek(-5, io.SEEK_END) == 14
+        assert await f.read() == b"four\n"
+        assert await f.readlines() == []
+    stat = await ours.os.stat(f"{root}/a.txt")
+    assert stat.st_size == 19 and stat.st_mtime > 0
+    assert await ours.ospath.isfile(f"{root}/a.txt") and not await ours.ospath.isdir(f"{root}/a.txt")
+    assert await ours.ospath.getsize(f"{root}/a.txt") == 19
+    await ours.os.makedirs(f"{root}/d/e", exist_ok=True)
+    assert await ours.ospath.isdir(f"{root}/d")
+    await ours.os.rename(f"{root}/a.txt", f"{root}/d/b.txt")
+    assert await ours.os.listdir(f"{root}/d") == ["b.txt", "e"]
+    await ours.os.remove(f"{root}/d/b.txt")
+    await ours.os.rmdir(f"{root}/d/e")
+    assert not await ours.ospath.exists(f"{root}/d/b.txt")
+    with pytest.raises(FileNotFoundError):
+        await ours.os.stat(f"{root}/d/b.txt")
+    with pytest.raises(FileNotFoundError):
+        await ours.open(f"{root}/missing")
+    with pytest.raises(ValueError, match="newline"):
+        await ours.open(f"{root}/x", "w", newline="\r\n")
+
+
+@pytest.mark.asyncio
+async def test_file_uris_and_strings_that_are_no_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "local.txt").write_text("local")
+    async with ours.open(f"file://{tmp_path}/local.txt") as f:
+        assert await f.read() == "local"
+        assert f.name == f"{tmp_path}/local.txt"
+    assert await ours.ospath.exists(f"file://{tmp_path}/local.txt")
+    monkeypatch.chdir(tmp_path)
+    os.makedirs("nosuch:", exist_ok=True)
+    with open("nosuch://x", "w") as f:  # a local path that holds "://" (a folder "nosuch:")
+        f.write("a local file")
+    async with ours.open("nosuch://x") as f:
+        assert await f.read() == "a local file"
+
+
+# ---- atomic writes ------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", ["w", "wb"])
+async def test_an_atomic_write_lands_whole_or_not_at_all(tmp_path: Path, mode: str) -> None:
+    target = tmp_path / "ckpt"
+    target.write_text("old")
+    data: Any = "new" * 50_000 if mode == "w" else b"new" * 50_000
+    with pytest.raises(KeyError):
+        async with ours.open(target, mode, atomic=True) as f:
+            await f.write(data)
+            assert target.read_text() == "old"  # nothing seen while writing
+            raise KeyError("the block failed")
+    assert target.read_text() == "old"
+    assert sorted(os.listdir(tmp_path)) == ["ckpt"]  # the temporary sibling is gone
+    async with ours.open(target, mode, atomic=True) as f:
+        assert f.name == str(target)
+        await f.write(data)
+        assert target.read_text() == "old"
+    assert target.read_bytes() == (data if isinstance(data, bytes) else data.encode())
+    assert sorted(os.listdir(tmp_path)) == ["ckpt"]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", ["a", "r", "x", "w+"])
+async def test_atomic_takes_only_w_modes(tmp_path: Path, mode: str) -> None:
+    with pytest.raises(ValueError, match="atomic"):
+        await ours.open(tmp_path / "f", mode, atomic=True)
+    assert os.listdir(tmp_path) == []
+
+
+# ---- trio, through anyio's plugin ----------------------------------------------------
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    if request.param == "trio":
+        pytest.importorskip("trio", reason="trio is a test extra: pip install '.[test]'")
+    return str(request.param)
+
+
+@pytest.mark.anyio
+async def test_it_runs_on_trio_too(anyio_backend: str, tmp_path: Path) -> None:
+    (tmp_path / "t.txt").write_text("a\nb\n" * 50_000)
+    async with ours.open(tmp_path / "t.txt") as f:
+        count = 0
+        async for _line in f:
+            count += 1
+    assert count == 100_000
+    async with ours.open(tmp_path / "u.bin", "wb") as f:
+        for _ in range(1000):
+            await f.write(b"0123456789")
+    assert (tmp_path / "u.bin").stat().st_size == 10_000
+    assert await ours.ospath.getsize(tmp_path / "u.bin") == 10_000
+
+
+# ---- exactness, over random files and random calls ----------------------------------
+
+ENCODINGS = ["utf-8", "latin-1", "utf-16", "ascii"]
+NEWLINES = [None, "", "\n", "\r", "\r\n"]
+pieces = st.sampled_from(["a", "bc", "\n", "\r", "\r\n", "é", "✓", "𝄞", " " * 40, "x" * 3000])
+calls = st.lists(
+    st.one_of(
+        st.tuples(st.just("read"), st.integers(-1, 5000)),
+        st.tuples(st.just("readline"), st.integers(-1, 200)),
+        st.tuples(st.just("readlines"), st.integers(-1, 300)),
+        st.tuples(st.just("tell")),
+        st.tuples(st.just("seek"), st.integers(0, 200_000)),
+        # another writer appends (in the file's encoding: bytes that cannot
+        # decode are asyncfs's one known difference, see docs/aiofiles.md)
+        st.tuples(st.just("append"), st.lists(pieces, max_size=8).map("".join)),
+    ),
+    max_size=25,
+)
+
+
+def _apply_sync(f: Any, path: Path, steps: list[tuple[Any, ...]], encoding: str | None) -> list[Any]:
+    binary = encoding is None
+    seen: list[Any] = []
+    cookies = [0]
+    for name, *args in steps:
+        try:
+            if name == "append":
+                with open(path, "ab") as writer:
+                    writer.write(args[0].encode(encoding or "utf-8", "replace"))
+                seen.append(None)
+            elif name == "seek":  # text: only to a cookie tell gave
+                target = args[0] if binary else cookies[args[0] % len(cookies)]
+                seen.append(f.seek(target))
+            elif name == "tell":
+                cookies.append(f.tell())
+                seen.append(cookies[-1])
+            else:
+                seen.append(getattr(f, name)(*args))
+        except Exception as exc:
+            seen.append(type(exc))
+    return seen
+
+
+async def _apply_async(f: Any, path: Path, steps: list[tuple[Any, ...]], encoding: str | None) -> list[Any]:
+    binary = encoding is None
+    seen: list[Any] = []
+    cookies = [0]
+    for name, *args in steps:
+        try:
+            if name == "append":
+                with open(path, "ab") as writer:
+                    writer.write(args[0].encode(encoding or "utf-8", "replace"))
+                seen.append(None)
+            elif name == "seek":
+                target = args[0] if binary else cookies[args[0] % len(cookies)]
+                seen.append(await f.seek(target))
+            elif name == "tell":
+                cookies.append(await f.tell())
+                seen.append(cookies[-1])
+            else:
+                seen.append(await getattr(f, name)(*args))
+        except Exception as exc:
+            seen.append(type(exc))
+    return seen
+
+
+@settings(max_examples=int(os.environ.get("ASYNCFS_HYPOTHESIS_EXAMPLES", "150")), deadline=None)
+@given(
+    text=st.lists(pieces, max_size=60).map("".join),
+    binary=st.booleans(),
+    encoding=st.sampled_from(ENCODINGS),
+    newline=st.sampled_from(NEWLINES),
+    steps=calls,
+)
+def test_reads_match_the_standard_library(  # noqa: PLR0917 (hypothesis passes keywords)
+    tmp_path_factory: pytest.TempPathFactory, text: str, binary: bool, encoding: str, newline: str | None, steps: Any
+) -> None:
+    folder = tmp_path_factory.mktemp("exact")
+    data = text.encode(encoding, "replace")
+    mine, theirs = folder / "mine", folder / "theirs"
+    mine.write_bytes(data)
+    theirs.write_bytes(data)
+    options: dict[str, Any] = {} if binary else {"encoding": encoding, "newline": newline}
+    mode = "rb" if binary else "r"
+    with open(theirs, mode, **options) as f:
+        expected = _apply_sync(f, theirs, steps, None if binary else encoding)
+
+    async def run() -> list[Any]:
+        async with ours.open(mine, mode, **options) as f:
+            return await _apply_async(f, mine, steps, None if binary else encoding)
+
+    assert asyncio.run(run()) == expected
