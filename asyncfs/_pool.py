@@ -210,6 +210,9 @@ SLOW_OPERATION = 250e-6
 # A thread that lets go of the GIL gets it back within this when no other
 # thread is running Python.
 GIL_PROBE = 50e-6
+# How long a probe's "the GIL is contended" holds for the batches after it
+# (each probe is a hand-over of the GIL: on a busy loop, every batch would pay one).
+GIL_VERDICT = 0.02
 # A worker hands finished work to the loop at least this often, so that no
 # result waits behind more than this much of others' work.
 DELIVERY_INTERVAL = 1e-3
@@ -427,6 +430,8 @@ class WorkerPool:
         self._draining = 0  # batches workers are running now
         self._monitor: threading.Thread | None = None
         self._batchers: weakref.WeakKeyDictionary[object, _Batcher] = weakref.WeakKeyDictionary()
+        self._recent: tuple[weakref.ref[object], _Batcher] | None = None  # the last loop's, looked up first
+        self._gil_bound_until = 0.0  # till then, slow calls are taken to be GIL waits (see _gil_contended)
         _pools.add(self)
 
     def _after_fork_in_child(self) -> None:
@@ -441,6 +446,7 @@ class WorkerPool:
         self._draining = 0
         self._monitor = None
         self._batchers = weakref.WeakKeyDictionary()
+        self._recent = None
 
     @property
     def threads(self) -> int:
@@ -531,8 +537,9 @@ class WorkerPool:
                 if state.stuck:  # it came back: the monitor started a spare for it
                     state.stuck = False
             if end - start > SLOW_OPERATION and not batch.gil_bound:
-                if _gil_contended(clock):
+                if end < self._gil_bound_until or _gil_contended(clock):
                     batch.gil_bound = True
+                    self._gil_bound_until = clock() + GIL_VERDICT  # the batches that follow need no probe
                 else:
                     for _ in range(batch.helpers_wanted(self.workers)):
                         self._queue.put(batch)
@@ -592,9 +599,13 @@ class WorkerPool:
     def batcher(self) -> _Batcher:
         """This event loop's batcher (made on the loop's first operation)."""
         loop = current_loop()
+        recent = self._recent
+        if recent is not None and recent[0]() is loop:
+            return recent[1]
         batcher = self._batchers.get(loop)
         if batcher is None:
             batcher = self._batchers[loop] = _Batcher(self, backend_for(loop))
+        self._recent = (weakref.ref(loop), batcher)
         return batcher
 
     async def _wait_for_room(self, batcher: _Batcher) -> None:
