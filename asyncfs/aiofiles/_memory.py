@@ -153,11 +153,14 @@ class ReadAhead(_Layer):
         return end - start
 
     def readall(self) -> bytes:
-        held = self._ahead[self._start :]
+        parts = [self._ahead[self._start :]] if self.held else []
         self._ahead, self._start, self.lines_above = b"", 0, 0
         self._blocking("a read to the end")
-        rest = self.file.readall()
-        return held + rest if rest else held
+        size = CHUNK  # growing: a small file costs two reads (FileIO.readall adds fstat and lseek)
+        while data := self.file.read(size):
+            parts.append(data)
+            size = min(size * 2, 64 << 20)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def tell(self) -> int:
         return self.file.tell() - self.held
