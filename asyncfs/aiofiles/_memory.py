@@ -60,6 +60,10 @@ class _Layer(io.RawIOBase):
     def seekable(self) -> bool:
         return self.file.seekable()
 
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")  # FileIO's words
+
     def _blocking(self, what: str) -> None:
         if self.on_loop:  # the callers check what is in memory first; this must not happen
             raise RuntimeError(f"asyncfs.aiofiles: {what} would block the event loop")
@@ -75,11 +79,16 @@ class ReadAhead(_Layer):
     library does (the file may have grown: a log being followed).
     """
 
-    def __init__(self, file: io.FileIO, close_later: Callable[[io.FileIO], object]) -> None:
+    def __init__(
+        self, file: io.FileIO, close_later: Callable[[io.FileIO], object], *, position: int | None = None
+    ) -> None:
         super().__init__(file)
         self._ahead = b""
         self._start = 0  # what of _ahead was handed up already
         self._close_later = close_later
+        # the file's own offset, counted here once known (0 for a file just
+        # opened by name): the buffer's tell() then costs no system call
+        self._position = position
         # What the layers above take: at most `width` bytes per unit they
         # count (a byte, or a character of an encoding known here), and a
         # line ends at or before `line_end`; None: not known, and then no
@@ -94,6 +103,10 @@ class ReadAhead(_Layer):
 
     def readable(self) -> bool:
         return True
+
+    def seekable(self) -> bool:
+        self._check_open()
+        return True  # a regular file
 
     # ---- what the event loop's thread asks ------------------------------------------
 
@@ -138,10 +151,11 @@ class ReadAhead(_Layer):
             self._blocking("a read")
             if len(buffer) >= CHUNK:
                 self.lines_above = 0
-                return self.file.readinto(buffer)
+                return self._moved(self.file.readinto(buffer))
             data = self.file.read(CHUNK)
             if not data:
                 return None if data is None else 0
+            self._moved(len(data))
             self._ahead, self._start = data, 0
         start = self._start
         self._start = end = min(start + len(buffer), len(self._ahead))
@@ -159,17 +173,28 @@ class ReadAhead(_Layer):
         size = CHUNK  # growing: a small file costs two reads (FileIO.readall adds fstat and lseek)
         while data := self.file.read(size):
             parts.append(data)
+            self._moved(len(data))
             size = min(size * 2, 64 << 20)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
+    def _moved(self, count: int | None) -> int | None:
+        if self._position is not None and count:
+            self._position += count
+        return count
+
     def tell(self) -> int:
-        return self.file.tell() - self.held
+        self._check_open()
+        if self._position is None:
+            self._position = self.file.tell()
+        return self._position - self.held
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         if whence == io.SEEK_CUR:
             offset -= self.held
         self._ahead, self._start, self.lines_above = b"", 0, 0
-        return self.file.seek(offset, whence)
+        self._position = None  # until the seek returns
+        self._position = self.file.seek(offset, whence)
+        return self._position
 
     def truncate(self, size: int | None = None) -> int:
         return self.file.truncate(size)  # raises: the file is not open for writing

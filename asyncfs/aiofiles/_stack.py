@@ -127,8 +127,10 @@ def open_stack(
         line_buffering = buffering == 1 or (buffering < 0 and not regular and raw.isatty())
         size = buffering if buffering > 1 else info.st_blksize if info.st_blksize > 1 else io.DEFAULT_BUFFER_SIZE
         memory: ReadAhead | WriteBehind | None = None
-        if regular:
-            memory = ReadAhead(raw, close_later) if kind == "r" else WriteBehind(raw)
+        if regular and kind == "r":  # a file opened by name starts at 0; one given as a descriptor anywhere
+            memory = ReadAhead(raw, close_later, position=0 if opener is None and not isinstance(file, int) else None)
+        elif regular:
+            memory = WriteBehind(raw)
         layer = memory or raw
         result = io.BufferedReader(layer, size) if kind == "r" else io.BufferedWriter(layer, size)
         if not binary:
