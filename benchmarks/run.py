@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import responsiveness
+from aiofiles_bench import bench_aiofiles
 from fsspec_bench import bench_fsspec
 from harness import Row, best, best_async, bounded, optional, started_env, table
 from s3_bench import bench_s3
@@ -483,7 +484,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "asyncfs-bench"))
     parser.add_argument(
-        "--only", default="import,small,pool,streams,big,glob,exists,latency,lines,tfrecord,prefetch,s3,fsspec"
+        "--only",
+        default="import,small,pool,streams,big,glob,exists,latency,lines,tfrecord,prefetch,s3,fsspec,aiofiles",
     )
     args = parser.parse_args()
     repeat = 1 if args.quick else args.repeat
@@ -531,6 +533,8 @@ def main() -> int:
         rows.extend(bench_s3(repeat, args.quick))
     if "fsspec" in only:
         rows.extend(bench_fsspec(data / "fsspec", repeat, args.quick))
+    if "aiofiles" in only:
+        rows.extend(bench_aiofiles(data / "aiofiles", repeat, args.quick))
 
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     header = (
