@@ -16,6 +16,8 @@ The map of the public API:
 - the data stack: :mod:`asyncfs.fsspec` (fsspec protocols ``asyncfs+<scheme>``
   for pandas, pyarrow, Dask; needs ``asyncfs[fsspec]``) and
   :mod:`asyncfs.upath` (universal-pathlib)
+- aiofiles's API, as a drop-in: :mod:`asyncfs.aiofiles` (``from asyncfs
+  import aiofiles``: ``open``, ``os``, ``ospath``, ``tempfile``)
 """
 
 from __future__ import annotations

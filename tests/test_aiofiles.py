@@ -341,31 +341,9 @@ calls = st.lists(
 )
 
 
-def _apply_sync(f: Any, path: Path, steps: list[tuple[Any, ...]], encoding: str | None) -> list[Any]:
-    binary = encoding is None
-    seen: list[Any] = []
-    cookies = [0]
-    for name, *args in steps:
-        try:
-            if name == "append":
-                with open(path, "ab") as writer:
-                    writer.write(args[0].encode(encoding or "utf-8", "replace"))
-                seen.append(None)
-            elif name == "seek":  # text: only to a cookie tell gave
-                target = args[0] if binary else cookies[args[0] % len(cookies)]
-                seen.append(f.seek(target))
-            elif name == "tell":
-                cookies.append(f.tell())
-                seen.append(cookies[-1])
-            else:
-                seen.append(getattr(f, name)(*args))
-        except Exception as exc:
-            seen.append(type(exc))
-    return seen
-
-
-async def _apply_async(f: Any, path: Path, steps: list[tuple[Any, ...]], encoding: str | None) -> list[Any]:
-    binary = encoding is None
+async def _apply(call: Any, f: Any, path: Path, steps: list[tuple[Any, ...]], encoding: str | None) -> list[Any]:
+    """Run steps on f through call (which awaits, or not), with another
+    writer appending between them; text seeks go only to cookies tell gave."""
     seen: list[Any] = []
     cookies = [0]
     for name, *args in steps:
@@ -375,16 +353,24 @@ async def _apply_async(f: Any, path: Path, steps: list[tuple[Any, ...]], encodin
                     writer.write(args[0].encode(encoding or "utf-8", "replace"))
                 seen.append(None)
             elif name == "seek":
-                target = args[0] if binary else cookies[args[0] % len(cookies)]
-                seen.append(await f.seek(target))
+                target = cookies[args[0] % len(cookies)] if encoding else args[0]
+                seen.append(await call(f, "seek", target))
             elif name == "tell":
-                cookies.append(await f.tell())
+                cookies.append(await call(f, "tell"))
                 seen.append(cookies[-1])
             else:
-                seen.append(await getattr(f, name)(*args))
+                seen.append(await call(f, name, *args))
         except Exception as exc:
             seen.append(type(exc))
     return seen
+
+
+async def _sync_call(f: Any, name: str, *args: Any) -> Any:
+    return getattr(f, name)(*args)
+
+
+async def _async_call(f: Any, name: str, *args: Any) -> Any:
+    return await getattr(f, name)(*args)
 
 
 @settings(max_examples=int(os.environ.get("ASYNCFS_HYPOTHESIS_EXAMPLES", "150")), deadline=None)
@@ -406,10 +392,10 @@ def test_reads_match_the_standard_library(  # noqa: PLR0917 (hypothesis passes k
     options: dict[str, Any] = {} if binary else {"encoding": encoding, "newline": newline}
     mode = "rb" if binary else "r"
     with open(theirs, mode, **options) as f:
-        expected = _apply_sync(f, theirs, steps, None if binary else encoding)
+        expected = asyncio.run(_apply(_sync_call, f, theirs, steps, None if binary else encoding))
 
     async def run() -> list[Any]:
         async with ours.open(mine, mode, **options) as f:
-            return await _apply_async(f, mine, steps, None if binary else encoding)
+            return await _apply(_async_call, f, mine, steps, None if binary else encoding)
 
     assert asyncio.run(run()) == expected

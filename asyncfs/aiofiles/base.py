@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from concurrent.futures import Executor
 from contextlib import AbstractAsyncContextManager
 from functools import partial, wraps
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ._memory import ReadAhead, WriteBehind
 from ._run import run
 from ._stack import Landing
 
-__all__ = ["AiofilesContextManager", "AsyncBase", "AsyncIndirectBase", "wrap"]
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = ["AiofilesContextManager", "AsyncBase", "AsyncIndirectBase", "LineIteration", "wrap"]
 
 T = TypeVar("T")
 
@@ -51,7 +55,23 @@ def query(func: Callable[..., Any]) -> Callable[..., Coroutine[Any, Any, Any]]:
     return _wrap(func, shielded=False)
 
 
-class AsyncBase:
+class LineIteration(ABC):
+    """``async for line in f``: readline until it returns nothing."""
+
+    @abstractmethod
+    async def readline(self, size: int = -1, /) -> Any: ...
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> Any:
+        line = await self.readline()
+        if line:
+            return line
+        raise StopAsyncIteration
+
+
+class AsyncBase(LineIteration):
     """A file object: the standard library's ``_file``, run off the loop."""
 
     _memory: ReadAhead | WriteBehind | None = None
@@ -80,16 +100,7 @@ class AsyncBase:
     def _loop(self) -> asyncio.AbstractEventLoop:
         return self._ref_loop or asyncio.get_running_loop()
 
-    def __aiter__(self) -> AsyncBase:
-        return self
-
-    async def __anext__(self) -> Any:
-        line = await self.readline()
-        if line:
-            return line
-        raise StopAsyncIteration
-
-    async def readline(self, size: int = -1) -> Any:
+    async def readline(self, size: int = -1, /) -> Any:
         return await self._call(self._file.readline, size, line=True)
 
     def __repr__(self) -> str:
@@ -97,24 +108,16 @@ class AsyncBase:
 
     # ---- where a call runs ------------------------------------------------------------
 
-    def _here(self) -> bool:
-        """Whether a call the memory answers may run on the loop's thread:
-        none of this file's calls is on a worker."""
-        return self._memory is not None and self._sent == self._done
-
     def _on_loop(self, fn: Callable[..., T], *args: Any, line: bool = False) -> T:
+        """fn(*args) here, on the loop's thread: the callers checked that
+        the bytes in memory answer it (the layer refuses a system call)."""
         memory = self._memory
         assert memory is not None
         memory.on_loop = True
-        took_line = False
         try:
-            result = fn(*args)
-            took_line = line
-            return result
+            return self._counted(fn, args, line)
         finally:
             memory.on_loop = False
-            if isinstance(memory, ReadAhead):
-                memory.took(took_line)
 
     async def _call(self, fn: Callable[..., T], *args: Any, read: bool = False, line: bool = False) -> T:
         """fn(*args) on a worker, after the calls of this file sent before
@@ -125,16 +128,21 @@ class AsyncBase:
 
     def _locked(self, fn: Callable[..., T], args: tuple[Any, ...], line: bool) -> T:
         with self._lock:
-            memory = self._memory
-            took_line = False
             try:
-                result = fn(*args)
-                took_line = line
-                return result
+                return self._counted(fn, args, line)
             finally:
-                if isinstance(memory, ReadAhead):
-                    memory.took(took_line)
                 self._done += 1
+
+    def _counted(self, fn: Callable[..., T], args: tuple[Any, ...], line: bool) -> T:
+        """fn(*args), then tell the read-ahead layer whether a line was taken."""
+        took_line = False
+        try:
+            result = fn(*args)
+            took_line = line
+            return result
+        finally:
+            if isinstance(self._memory, ReadAhead):
+                self._memory.took(took_line)
 
 
 class AsyncIndirectBase(AsyncBase):

@@ -13,13 +13,14 @@ import io
 from typing import Any
 
 from ...streams import AsyncBinaryReader, AsyncBinaryWriter, AsyncTextReader, AsyncTextWriter
+from ..base import LineIteration
 
 __all__ = ["AsyncStreamFile"]
 
 _Stream = AsyncBinaryReader | AsyncTextReader | AsyncBinaryWriter | AsyncTextWriter
 
 
-class AsyncStreamFile:
+class AsyncStreamFile(LineIteration):
     """A URI opened with ``asyncfs.aiofiles.open``."""
 
     def __init__(self, stream: _Stream, name: str, mode: str) -> None:
@@ -29,15 +30,6 @@ class AsyncStreamFile:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} name={self._name!r} mode={self._mode!r}>"
-
-    def __aiter__(self) -> AsyncStreamFile:
-        return self
-
-    async def __anext__(self) -> Any:
-        line = await self.readline()
-        if line:
-            return line
-        raise StopAsyncIteration
 
     def _reader(self, op: str) -> AsyncBinaryReader | AsyncTextReader:
         self._check_open()
