@@ -504,6 +504,7 @@ async def test_temporary_files(tmp_path: Path) -> None:
         async with t.NamedTemporaryFile("w", dir=root, delete=False) as f:
             await f.write("kept")
             name = f.name
+            seen.append(getattr(f, "delete", "no such attribute"))
         seen.append(Path(name).read_text())
         os.unlink(name)
         async with t.SpooledTemporaryFile(max_size=10, dir=root) as f:

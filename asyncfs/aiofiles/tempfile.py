@@ -63,6 +63,8 @@ async def _temporary(make: Any, loop: asyncio.AbstractEventLoop | None, executor
     inner = made.file if isinstance(made, tempfile._TemporaryFileWrapper) else made
     result = wrap(inner, loop=loop, executor=executor)
     result._file = made
+    if hasattr(made, "delete"):  # as aiofiles: the named file's delete flag (Python < 3.12)
+        setattr(result, "delete", made.delete)  # noqa: B010 (an attribute the class does not declare)
     return result
 
 
