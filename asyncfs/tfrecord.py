@@ -4,7 +4,9 @@ TensorFlow writes them.
 A record is ``length`` (uint64, little-endian), the masked CRC32C of those
 8 bytes (uint32), ``length`` bytes of data, and the masked CRC32C of the
 data. A file may be compressed as a whole (TensorFlow's "GZIP" and "ZLIB";
-asyncfs also offers zstd and snappy). CRC32C comes from ``google-crc32c``.
+asyncfs also offers zstd and snappy). Writing checksums with
+``google-crc32c``; reading parses whole blocks of records in the runtime's
+C, checksums included (CRC-32C in hardware where the CPU has it).
 
     async with await tfrecord.writer(env, "mem://data/train.tfrecord") as out:
         await out.write(b"example")
@@ -15,6 +17,7 @@ asyncfs also offers zstd and snappy). CRC32C comes from ``google-crc32c``.
 from __future__ import annotations
 
 import struct
+from collections import deque
 from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -34,6 +37,8 @@ _HEADER = struct.Struct("<QI")
 _LENGTH = struct.Struct("<Q")
 _FOOTER = struct.Struct("<I")
 _MASK_DELTA = 0xA282EAD8
+_BLOCK = 1 << 20  # bytes read from the stream at a time
+_PER_CALL = 8192  # records parsed per call into C at most
 
 
 def masked_crc32c(data: Buffer) -> int:
@@ -102,43 +107,98 @@ class TFRecordReader:
         self.verify = verify
         self.skipped = 0
         self.records = 0
+        # Bytes read from the stream and not parsed yet: _buffer[_at:] starts
+        # at stream offset _base + _at. Whole records are parsed from it a
+        # block at a time, in C (both checksums included).
+        self._buffer = b""
+        self._at = 0
+        self._base: int | None = None
+        self._damaged_length: int | None = None  # a header there failed its checksum: resync after it
+        self._ready: deque[bytes] = deque()
 
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._records()
+    def __aiter__(self) -> TFRecordReader:
+        return self
 
-    async def _records(self) -> AsyncIterator[bytes]:
-        try:
-            while (record := await self.read()) is not None:
-                yield record
-        finally:
-            await self.stream.close()
+    async def __anext__(self) -> bytes:
+        """The next record; the stream closes at the end (or at an error)."""
+        ready = self._ready
+        if not ready:
+            try:
+                ready.extend(await self.read_batch())
+            except BaseException:
+                await self.stream.close()
+                raise
+            if not ready:
+                await self.stream.close()
+                raise StopAsyncIteration
+        return ready.popleft()
 
     async def read(self) -> bytes | None:
         """The next record, or None at the end of the stream."""
-        stream = self.stream
+        if not self._ready:
+            self._ready.extend(await self.read_batch())
+        return self._ready.popleft() if self._ready else None
+
+    async def read_batch(self) -> list[bytes]:
+        """The next records: every whole one in the bytes read so far (the
+        stream is read further for at least one), [] at the end."""
+        if self._ready:
+            batch = list(self._ready)
+            self._ready.clear()
+            return batch
         while True:
-            start = stream.tell()
-            header = await stream.read(12)
-            if not header:
-                return None
-            if len(header) < 12:
-                self._corrupt("the file ends inside a record header", start)
-                return None
-            length, length_crc = _HEADER.unpack(header)
-            if self.verify and masked_crc32c(header[:8]) != length_crc:
-                self._corrupt("record length fails its checksum", start)
-                await self._resync(start + 1)
-                continue
-            body = await stream.read(length + 4)
-            if len(body) < length + 4:
-                self._corrupt(f"the file ends inside a record of {length} bytes", start)
-                return None
-            data = body[:length]
-            if self.verify and masked_crc32c(data) != _FOOTER.unpack_from(body, length)[0]:
-                self._corrupt("record data fails its checksum", start)
-                continue
-            self.records += 1
-            return data
+            if self._base is None or self._damaged_length is not None:
+                if self._damaged_length is not None:
+                    await self._resync(self._damaged_length + 1)
+                    self._damaged_length = None
+                self._buffer, self._at, self._base = b"", 0, self.stream.tell()
+            parsed_from = self._at
+            batch = self._parse()
+            if batch:
+                self.records += len(batch)
+                return batch
+            if self._at != parsed_from or self._damaged_length is not None:
+                continue  # a damaged record was skipped: parse on
+            chunk = await self.stream.read(_BLOCK)
+            if not chunk:
+                return self._ended()
+            rest = self._buffer[self._at :]
+            self._base += self._at
+            self._buffer, self._at = rest + chunk if rest else chunk, 0
+
+    def _parse(self) -> list[bytes]:
+        """The whole records from _at on, up to a damaged one: reported, or
+        (skip_corrupt) skipped, or marked for read_batch to resync after."""
+        lib, ffi = _ffi.runtime(), _ffi.ffi
+        buffer, start = self._buffer, self._at
+        spans, stop = ffi.new("int64_t[]", 2 * _PER_CALL), ffi.new("int64_t[3]")
+        whole = ffi.from_buffer(buffer)
+        count = int(lib.ASYNCFS_ParseRecords(whole + start, len(buffer) - start, self.verify, spans, _PER_CALL, stop))
+        found = ffi.unpack(spans, 2 * count)  # one list of ints, not a cffi lookup per record
+        offsets = [start + offset for offset in found[0::2]]
+        batch = [buffer[offset : offset + length] for offset, length in zip(offsets, found[1::2], strict=True)]
+        self._at = start + int(stop[0])
+        if count:
+            return batch  # a damaged record after these is reported when parsing reaches it again
+        offset = self._base + self._at  # type: ignore[operator]
+        if stop[1] == lib.ASYNCFS_RECORDS_BAD_DATA:
+            self._corrupt("record data fails its checksum", offset)
+            self._at += int(stop[2])
+        elif stop[1] == lib.ASYNCFS_RECORDS_BAD_LENGTH:
+            self._corrupt("record length fails its checksum", offset)
+            self._damaged_length = offset
+        return batch
+
+    def _ended(self) -> list[bytes]:
+        """The stream ended: bytes left over are a record cut short."""
+        rest = self._buffer[self._at :]
+        offset = self._base + self._at  # type: ignore[operator]
+        self._buffer, self._at = b"", 0
+        if len(rest) >= 12:
+            self._corrupt(f"the file ends inside a record of {_LENGTH.unpack_from(rest)[0]} bytes", offset)
+        elif rest:
+            self._corrupt("the file ends inside a record header", offset)
+        return []
 
     def _corrupt(self, message: str, offset: int) -> None:
         if not self.skip_corrupt:
@@ -189,10 +249,26 @@ def reader(
     verify: bool = True,
 ) -> AsyncIterator[bytes]:
     """The records of uri, in order (opener: an Env, or a Transaction)."""
+    return _Records(opener, uri, _compression(compression), skip_corrupt, verify)
 
-    async def records() -> AsyncIterator[bytes]:
-        stream = await opener.open(uri, "rb", compression=_compression(compression))
-        async for record in TFRecordReader(stream, skip_corrupt=skip_corrupt, verify=verify):
-            yield record
 
-    return records()
+class _Records:
+    """What :func:`reader` returns: the file opens at the first record; each
+    record after comes straight from the reader's parsed batch."""
+
+    def __init__(self, opener: Opener, uri: str, compression: str | None, skip_corrupt: bool, verify: bool) -> None:
+        self._opening = (opener, uri, compression, skip_corrupt, verify)
+        self._reader: TFRecordReader | None = None
+
+    def __aiter__(self) -> _Records:
+        return self
+
+    async def __anext__(self) -> bytes:
+        reader = self._reader
+        if reader is None:
+            opener, uri, compression, skip_corrupt, verify = self._opening
+            stream = await opener.open(uri, "rb", compression=compression)
+            reader = self._reader = TFRecordReader(stream, skip_corrupt=skip_corrupt, verify=verify)
+        if reader._ready:
+            return reader._ready.popleft()
+        return await reader.__anext__()

@@ -15,6 +15,9 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import struct
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +29,8 @@ from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import asyncfs  # noqa: E402
-from asyncfs import _uri  # noqa: E402
+from asyncfs import _uri, tfrecord  # noqa: E402
+from asyncfs.tfrecord import masked_crc32c  # noqa: E402
 
 EXAMPLES = int(os.environ.get("ASYNCFS_HYPOTHESIS_EXAMPLES", "150"))
 SETTINGS = settings(
@@ -191,3 +195,115 @@ def test_the_async_env_stays_in_the_sandbox(  # noqa: PLR0917 (hypothesis passes
     ]
     attempt(lambda: loop.run_until_complete(ops[pick]()))
     sandbox.check(before, [sandbox.target(rel), sandbox.target(other_rel)])
+
+
+# ---- TFRecord framing: the C block parser against the definition --------------------
+
+
+def _record(data: bytes) -> bytes:
+    header = struct.pack("<Q", len(data))
+    return header + struct.pack("<I", masked_crc32c(header)) + data + struct.pack("<I", masked_crc32c(data))
+
+
+def _reference_records(data: bytes, skip_corrupt: bool) -> tuple[list[bytes], int, int | None]:
+    """TFRecord reading as the format defines it, one record at a time in
+    Python: (records, skipped, offset of the error raised or None)."""
+    records: list[bytes] = []
+    skipped, at = 0, 0
+    while at < len(data):
+        if len(data) - at < 12:
+            return (records, skipped + 1, None) if skip_corrupt else (records, skipped, at)
+        length, crc = struct.unpack_from("<QI", data, at)
+        if masked_crc32c(data[at : at + 8]) != crc:
+            if not skip_corrupt:
+                return records, skipped, at
+            skipped += 1
+            at = next(
+                (
+                    i
+                    for i in range(at + 1, len(data) - 11)
+                    if masked_crc32c(data[i : i + 8]) == struct.unpack_from("<I", data, i + 8)[0]
+                ),
+                len(data),
+            )
+            continue
+        if len(data) - at - 12 < length + 4:
+            return (records, skipped + 1, None) if skip_corrupt else (records, skipped, at)
+        body = data[at + 12 : at + 12 + length]
+        if masked_crc32c(body) != struct.unpack_from("<I", data, at + 12 + length)[0]:
+            if not skip_corrupt:
+                return records, skipped, at
+            skipped += 1
+        else:
+            records.append(body)
+        at += 16 + length
+    return records, skipped, None
+
+
+@SETTINGS
+@given(
+    bodies=st.lists(st.binary(max_size=300), max_size=30),
+    damage=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), max_size=3),
+    cut=st.integers(0, 40),
+    skip_corrupt=st.booleans(),
+)
+def test_tfrecords_read_as_the_format_defines(
+    loop_and_env: tuple[asyncio.AbstractEventLoop, asyncfs.Env],
+    bodies: list[bytes],
+    damage: list[tuple[int, int]],
+    cut: int,
+    skip_corrupt: bool,
+) -> None:
+    loop, env = loop_and_env
+    data = bytearray(b"".join(_record(body) for body in bodies))
+    for position, flip in damage:
+        if data:
+            data[position % len(data)] ^= flip
+    data = data[: max(0, len(data) - cut)] if damage else data
+    uri = f"mem:///tfrecord-property-{os.getpid()}.tfrecord"
+
+    async def read() -> tuple[list[bytes], int, int | None]:
+        await env.write_file(uri, bytes(data))
+        reader = tfrecord.TFRecordReader(await env.open(uri, "rb"), skip_corrupt=skip_corrupt)
+        records: list[bytes] = []
+        try:
+            async for record in reader:
+                records.append(record)
+        except tfrecord.TFRecordCorruptionError as error:
+            return records, reader.skipped, error.offset
+        return records, reader.skipped, None
+
+    assert loop.run_until_complete(read()) == _reference_records(bytes(data), skip_corrupt)
+
+
+def test_both_crc32c_paths_agree_with_google_crc32c() -> None:
+    """The runtime checks CRC-32C with SSE4.2 where the CPU has it, and with
+    tables otherwise (ARM wheels): the tables run here too, by request."""
+    script = (
+        "import random, struct, sys\n"
+        "from asyncfs import _ffi\n"
+        "from asyncfs.tfrecord import masked_crc32c\n"
+        "rng = random.Random(7)\n"
+        "def rec(d):\n"
+        "    h = struct.pack('<Q', len(d))\n"
+        "    return h + struct.pack('<I', masked_crc32c(h)) + d + struct.pack('<I', masked_crc32c(d))\n"
+        "bodies = [rng.randbytes(rng.randrange(300)) for _ in range(300)]\n"
+        "data = b''.join(rec(b) for b in bodies)\n"
+        "ffi, lib = _ffi.ffi, _ffi.runtime()\n"
+        "spans, stop = ffi.new('int64_t[]', 1000), ffi.new('int64_t[3]')\n"
+        "n = lib.ASYNCFS_ParseRecords(data, len(data), 1, spans, 500, stop)\n"
+        "assert n == 300 and stop[0] == len(data) and stop[1] == 0, (n, stop[0], stop[1])\n"
+        "assert [data[spans[2*i]:spans[2*i]+spans[2*i+1]] for i in range(n)] == bodies\n"
+        "damaged = bytearray(data); damaged[len(rec(bodies[0])) + 13] ^= 1\n"
+        "n = lib.ASYNCFS_ParseRecords(bytes(damaged), len(damaged), 1, spans, 500, stop)\n"
+        "assert n == 1 and stop[1] == lib.ASYNCFS_RECORDS_BAD_DATA, (n, stop[1])\n"
+        "print('ok')\n"
+    )
+    for tables in (False, True):
+        environment = {k: v for k, v in os.environ.items() if k != "ASYNCFS_CRC32C_TABLES"}
+        if tables:
+            environment["ASYNCFS_CRC32C_TABLES"] = "1"
+        done = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, env=environment, timeout=120, check=False
+        )
+        assert done.stdout.strip() == "ok", done.stderr[-2000:]

@@ -137,6 +137,18 @@ int64_t ASYNCFS_SafeStrnlen(const char* s, size_t max);
  * after them), or -1 when there is none. */
 int64_t ASYNCFS_FindRecordHeader(const char* buf, size_t n);
 
+/* Why ASYNCFS_ParseRecords stopped (stop[1]). */
+#define ASYNCFS_RECORDS_MORE 0       /* the next record is not whole in buf (or max were parsed) */
+#define ASYNCFS_RECORDS_BAD_LENGTH 1 /* the header at stop[0] fails its checksum */
+#define ASYNCFS_RECORDS_BAD_DATA 2   /* the record at stop[0] (stop[2] bytes) fails its data checksum */
+
+/* Parses whole TFRecord records from the start of buf, checking both
+ * checksums (CRC-32C, in hardware where the CPU has it) unless verify is 0:
+ * at most max of them, record i's data at spans[2i], its length at
+ * spans[2i + 1]. Returns how many; stop[0] is where parsing stopped. */
+int64_t ASYNCFS_ParseRecords(const char* buf, size_t n, int verify, int64_t* spans, int64_t max,
+                             int64_t* stop);
+
 /* ASYNCFS-CDEF-END */
 
 #ifdef __cplusplus
