@@ -399,3 +399,38 @@ def test_reads_match_the_standard_library(  # noqa: PLR0917 (hypothesis passes k
             return await _apply(_async_call, f, mine, steps, None if binary else encoding)
 
     assert asyncio.run(run()) == expected
+
+
+@pytest.mark.asyncio
+@needs_proc
+async def test_a_cancelled_open_on_a_given_executor_leaks_no_descriptor(tmp_path: Path) -> None:
+    gate = threading.Event()  # each call waits here: the caller is cancelled meanwhile
+
+    class Gated(ThreadPoolExecutor):
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            def later() -> Any:
+                gate.wait(10)
+                return fn(*args, **kwargs)
+
+            return super().submit(later)
+
+    (tmp_path / "a").write_text("x")
+    before = _descriptors()
+    with Gated(max_workers=4) as executor:
+        tasks = [asyncio.ensure_future(ours.open(tmp_path / "a", executor=executor)) for _ in range(20)]
+        await asyncio.sleep(0.01)
+        for task in tasks:
+            task.cancel()
+        gate.set()
+        assert all(isinstance(r, asyncio.CancelledError) for r in await asyncio.gather(*tasks, return_exceptions=True))
+        f = await ours.open(tmp_path / "b", "wb", executor=executor)
+        gate.clear()
+        write = asyncio.ensure_future(f.write(b"whole" * 20_000))  # big: it goes to the executor
+        await asyncio.sleep(0.01)
+        write.cancel()
+        gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await write  # a write is shielded: it finished first
+        await f.close()
+    assert (tmp_path / "b").read_bytes() == b"whole" * 20_000
+    await _settle(before)
