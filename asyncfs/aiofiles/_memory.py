@@ -5,8 +5,8 @@
 ``TextIOWrapper``), with one layer added between ``FileIO`` and the buffer:
 
 - :class:`ReadAhead` (files opened only for reading) holds the file's next
-  bytes, read on a worker, up to :data:`CHUNK` at a time, and whether the
-  file ended right after them;
+  bytes: when the buffer above asks for more, it reads :data:`CHUNK` on the
+  worker making that call (the end of the file is never remembered);
 - :class:`WriteBehind` (files opened only for writing) collects what the
   buffer hands down until a worker writes it, :data:`CHUNK` at a time.
 
