@@ -430,7 +430,6 @@ class WorkerPool:
         self._draining = 0  # batches workers are running now
         self._monitor: threading.Thread | None = None
         self._batchers: weakref.WeakKeyDictionary[object, _Batcher] = weakref.WeakKeyDictionary()
-        self._recent: tuple[weakref.ref[object], _Batcher] | None = None  # the last loop's, looked up first
         self._gil_bound_until = 0.0  # till then, slow calls are taken to be GIL waits (see _gil_contended)
         _pools.add(self)
 
@@ -446,7 +445,6 @@ class WorkerPool:
         self._draining = 0
         self._monitor = None
         self._batchers = weakref.WeakKeyDictionary()
-        self._recent = None
 
     @property
     def threads(self) -> int:
@@ -599,13 +597,9 @@ class WorkerPool:
     def batcher(self) -> _Batcher:
         """This event loop's batcher (made on the loop's first operation)."""
         loop = current_loop()
-        recent = self._recent
-        if recent is not None and recent[0]() is loop:
-            return recent[1]
         batcher = self._batchers.get(loop)
         if batcher is None:
             batcher = self._batchers[loop] = _Batcher(self, backend_for(loop))
-        self._recent = (weakref.ref(loop), batcher)
         return batcher
 
     async def _wait_for_room(self, batcher: _Batcher) -> None:
