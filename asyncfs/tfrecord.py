@@ -112,9 +112,12 @@ class TFRecordReader:
         # block at a time, in C (both checksums included).
         self._buffer = b""
         self._at = 0
-        self._base: int | None = None
+        self._base = stream.tell()
         self._damaged_length: int | None = None  # a header there failed its checksum: resync after it
         self._ready: deque[bytes] = deque()
+        # what each call into C fills: record spans, and why parsing stopped
+        self._spans = _ffi.ffi.new("int64_t[]", 2 * _PER_CALL)
+        self._stop = _ffi.ffi.new("int64_t[3]")
 
     def __aiter__(self) -> TFRecordReader:
         return self
@@ -147,10 +150,9 @@ class TFRecordReader:
             self._ready.clear()
             return batch
         while True:
-            if self._base is None or self._damaged_length is not None:
-                if self._damaged_length is not None:
-                    await self._resync(self._damaged_length + 1)
-                    self._damaged_length = None
+            if self._damaged_length is not None:
+                await self._resync(self._damaged_length + 1)
+                self._damaged_length = None
                 self._buffer, self._at, self._base = b"", 0, self.stream.tell()
             parsed_from = self._at
             batch = self._parse()
@@ -170,8 +172,7 @@ class TFRecordReader:
         """The whole records from _at on, up to a damaged one: reported, or
         (skip_corrupt) skipped, or marked for read_batch to resync after."""
         lib, ffi = _ffi.runtime(), _ffi.ffi
-        buffer, start = self._buffer, self._at
-        spans, stop = ffi.new("int64_t[]", 2 * _PER_CALL), ffi.new("int64_t[3]")
+        buffer, start, spans, stop = self._buffer, self._at, self._spans, self._stop
         whole = ffi.from_buffer(buffer)
         count = int(lib.ASYNCFS_ParseRecords(whole + start, len(buffer) - start, self.verify, spans, _PER_CALL, stop))
         found = ffi.unpack(spans, 2 * count)  # one list of ints, not a cffi lookup per record
@@ -180,7 +181,7 @@ class TFRecordReader:
         self._at = start + int(stop[0])
         if count:
             return batch  # a damaged record after these is reported when parsing reaches it again
-        offset = self._base + self._at  # type: ignore[operator]
+        offset = self._base + self._at
         if stop[1] == lib.ASYNCFS_RECORDS_BAD_DATA:
             self._corrupt("record data fails its checksum", offset)
             self._at += int(stop[2])
@@ -192,7 +193,7 @@ class TFRecordReader:
     def _ended(self) -> list[bytes]:
         """The stream ended: bytes left over are a record cut short."""
         rest = self._buffer[self._at :]
-        offset = self._base + self._at  # type: ignore[operator]
+        offset = self._base + self._at
         self._buffer, self._at = b"", 0
         if len(rest) >= 12:
             self._corrupt(f"the file ends inside a record of {_LENGTH.unpack_from(rest)[0]} bytes", offset)
