@@ -86,19 +86,15 @@ class AsyncBase(LineIteration):
         abandonable_reads: bool = False,
         landing: Landing | None = None,
     ) -> None:
+        del loop  # calls run for the running loop (aiofiles's loop= is accepted, not needed)
         self._file = file
         self._landing = landing  # an atomic write: lands on close, is dropped on abort
-        self._ref_loop = loop
         self._executor = executor
         self._memory = memory
         self._abandonable_reads = abandonable_reads  # a pipe or a terminal: a read may wait forever
         self._lock = threading.Lock()
         self._sent = 0  # calls handed to a worker (counted on the loop's thread)
         self._done = 0  # of them, finished (counted on the worker, under _lock)
-
-    @property
-    def _loop(self) -> asyncio.AbstractEventLoop:
-        return self._ref_loop or asyncio.get_running_loop()
 
     async def readline(self, size: int = -1, /) -> Any:
         return await self._call(self._file.readline, size, line=True)

@@ -206,8 +206,8 @@ class AsyncTemporaryDirectory:
     """A temporary folder: ``name``, and ``cleanup``/``close`` on a worker."""
 
     def __init__(self, file: Any, loop: asyncio.AbstractEventLoop | None, executor: Executor | None) -> None:
+        del loop  # accepted, as aiofiles's is; calls run for the running loop
         self._file = file
-        self._loop = loop
         self._executor = executor
 
     @property

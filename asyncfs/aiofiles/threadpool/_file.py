@@ -4,12 +4,14 @@ loop's thread."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from .._memory import CHUNK, ReadAhead, WriteBehind
 from ..base import AsyncBase
 
 __all__ = ["AsyncFile"]
+
+M = TypeVar("M", ReadAhead, WriteBehind)
 
 
 def _small(data: object) -> bool:
@@ -32,28 +34,24 @@ def _nbytes(buffer: object) -> int:
 class AsyncFile(AsyncBase):
     """Reads, writes, seeks and the rest, on a worker or from memory."""
 
-    def _ahead(self) -> ReadAhead | None:
+    def _here(self, kind: type[M]) -> M | None:
+        """The memory layer, if it is a kind and no call of this file is on
+        a worker: then a call it answers may run on the loop's thread."""
         memory = self._memory
-        if isinstance(memory, ReadAhead) and self._sent == self._done:
-            return memory
-        return None
-
-    def _behind(self) -> WriteBehind | None:
-        memory = self._memory
-        if isinstance(memory, WriteBehind) and self._sent == self._done:
+        if isinstance(memory, kind) and self._sent == self._done:
             return memory
         return None
 
     # ---- reads ------------------------------------------------------------------------
 
     async def read(self, size: Any = -1, /) -> Any:
-        ahead = self._ahead()
+        ahead = self._here(ReadAhead)
         if ahead is not None and ahead.answers(size):
             return self._on_loop(self._file.read, size)
         return await self._call(self._file.read, size, read=True)
 
     async def readline(self, size: Any = -1, /) -> Any:
-        ahead = self._ahead()
+        ahead = self._here(ReadAhead)
         if ahead is not None and ahead.answers_line(size):
             return self._on_loop(self._file.readline, size, line=True)
         return await self._call(self._file.readline, size, line=True)
@@ -63,14 +61,14 @@ class AsyncFile(AsyncBase):
         return lines
 
     async def _readinto(self, buffer: Any, /) -> Any:
-        ahead = self._ahead()
+        ahead = self._here(ReadAhead)
         if ahead is not None and ahead.answers(_nbytes(buffer)):
             return self._on_loop(self._file.readinto, buffer)
         return await self._call(self._file.readinto, buffer, read=True)
 
     async def _read_once(self, name: str, size: Any) -> Any:
         """read1 or peek: at most one read of the file."""
-        ahead = self._ahead()
+        ahead = self._here(ReadAhead)
         call = getattr(self._file, name)
         if ahead is not None and ahead.answers_some():
             return self._on_loop(call, size)
@@ -79,7 +77,7 @@ class AsyncFile(AsyncBase):
     # ---- writes -----------------------------------------------------------------------
 
     async def write(self, data: Any, /) -> int:
-        behind = self._behind()
+        behind = self._here(WriteBehind)
         if behind is None or not _small(data):
             count: int = await self._call(self._file.write, data)
             return count
@@ -88,7 +86,7 @@ class AsyncFile(AsyncBase):
         return count
 
     async def writelines(self, lines: Any, /) -> None:
-        behind = self._behind()
+        behind = self._here(WriteBehind)
         if behind is not None and isinstance(lines, (list, tuple)) and sum(map(len, lines)) < CHUNK:
             self._on_loop(self._file.writelines, lines)
             await self._hand_down(behind)
@@ -114,33 +112,29 @@ class AsyncFile(AsyncBase):
     # ---- the rest ---------------------------------------------------------------------
 
     async def close(self) -> None:
-        if self._ahead() is not None:  # reads only: nothing to write, the descriptor's close is not awaited
+        if self._here(ReadAhead) is not None:  # reads only: nothing to write, the descriptor's close is not awaited
             self._on_loop(self._file.close)
             return
-        await self._call(self._close)
-
-    def _close(self) -> None:
-        landing, self._landing = self._landing, None
-        try:
-            self._file.close()
-        except BaseException:
-            if landing is not None:
-                landing.discard()
-            raise
-        if landing is not None:
-            landing.land()
+        await self._call(self._close, True)
 
     async def abort(self) -> None:
         """Close, and drop what an atomic write wrote (``async with`` calls
         this when its block raises); without atomic=True, the same as close."""
-        await self._call(self._abort)
+        await self._call(self._close, False)
 
-    def _abort(self) -> None:
+    def _close(self, keep: bool) -> None:
+        """Close; an atomic write then lands on its target if kept and the
+        close succeeded, and is deleted otherwise."""
         landing, self._landing = self._landing, None
         try:
             self._file.close()
+        except BaseException:
+            keep = False
+            raise
         finally:
-            if landing is not None:
+            if landing is not None and keep:
+                landing.land()
+            elif landing is not None:
                 landing.discard()
 
     async def seek(self, offset: Any, whence: Any = 0, /) -> int:
