@@ -434,3 +434,42 @@ async def test_a_cancelled_open_on_a_given_executor_leaks_no_descriptor(tmp_path
         await f.close()
     assert (tmp_path / "b").read_bytes() == b"whole" * 20_000
     await _settle(before)
+
+
+@pytest.mark.asyncio
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs a FIFO")
+async def test_files_open_and_read_beside_an_open_that_hangs(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for i in range(50):
+        (tmp_path / f"f{i}").write_text(f"file {i}\n")
+    workers = default_env().pool.workers
+    # more opens than the pool has workers, each blocked in open() until a
+    # writer comes, each in a batch of its own: every worker is taken
+    hung = []
+    for _ in range(2 * workers):
+        hung.append(asyncio.ensure_future(ours.open(fifo)))
+        await asyncio.sleep(0.01)
+
+    async def read(i: int) -> str:
+        async with ours.open(tmp_path / f"f{i}") as f:
+            text: str = await f.read()
+            return text
+
+    texts = await asyncio.wait_for(asyncio.gather(*(read(i) for i in range(50))), timeout=30)
+    assert texts == [f"file {i}\n" for i in range(50)]
+    for task in hung:
+        task.cancel()  # an open changes nothing yet: the caller need not wait for it
+    done = await asyncio.wait_for(asyncio.gather(*hung, return_exceptions=True), timeout=30)
+    assert all(isinstance(result, asyncio.CancelledError) for result in done)
+    # a writer lets every open return (those queued too); what they opened is closed
+    writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    this_loop = default_env().pool.batcher()  # this test's loop: its calls only
+    try:
+        for _ in range(1000):
+            if this_loop.in_flight == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert this_loop.in_flight == 0
+    finally:
+        os.close(writer)
