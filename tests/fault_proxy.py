@@ -9,11 +9,14 @@ where a client has been failing to connect (a gateway coming back). The
 request bytes go upstream unchanged, so SigV4 signatures (which cover the
 Host header the client sent) still hold. Every request is answered with
 ``Connection: close``: one request per connection keeps the framing trivial.
+Given an ``ssl.SSLContext``, the proxy speaks TLS to the client (an https://
+endpoint in front of the plain-HTTP gateway).
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 from collections.abc import Iterable
 from typing import Literal
@@ -75,14 +78,17 @@ def _read_request(conn: socket.socket) -> bytes | None:
 
 
 class FaultProxy:
-    def __init__(self, upstream: str, port: int = 0) -> None:
+    def __init__(self, upstream: str, port: int = 0, tls: ssl.SSLContext | None = None) -> None:
         host, _, upstream_port = upstream.removeprefix("http://").partition(":")
         self.upstream = (host, int(upstream_port))
         self.plan: list[Fault] = []
         self.requests: list[tuple[str, Fault]] = []  # (request line, what was done)
+        self.heads: list[bytes] = []  # each request's line and headers
+        self._tls = tls
         self._lock = threading.Lock()
         self._server = socket.create_server(("127.0.0.1", port))
-        self.endpoint = f"http://127.0.0.1:{self._server.getsockname()[1]}"
+        scheme = "https" if tls is not None else "http"
+        self.endpoint = f"{scheme}://127.0.0.1:{self._server.getsockname()[1]}"
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
 
@@ -104,6 +110,12 @@ class FaultProxy:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
+        if self._tls is not None:
+            try:
+                conn = self._tls.wrap_socket(conn, server_side=True)
+            except (ssl.SSLError, OSError):  # the client refused the certificate
+                conn.close()
+                return
         with conn:
             request = _read_request(conn)
             if request is None:
@@ -111,6 +123,7 @@ class FaultProxy:
             fault = self._next()
             with self._lock:
                 self.requests.append((request.split(b"\r\n", 1)[0].decode(), fault))
+                self.heads.append(request.partition(b"\r\n\r\n")[0])
             if fault in CANNED:
                 conn.sendall(CANNED[fault])
                 return

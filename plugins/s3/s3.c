@@ -62,20 +62,24 @@ static void set_status(TF_Status* status, TF_Code code, const char* fmt,
 static void init_curl(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
-  s3_config defaults;
+  s3_defaults defaults;
   s3_fs* fs;
   static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
   pthread_once(&curl_once, init_curl);
-  s3_config_from_environment(&defaults);
-  fs = plugin_fs_create(filesystem, sizeof *fs, &s3_schema, &defaults, NULL,
+  s3_defaults_load(&defaults);
+  fs = plugin_fs_create(filesystem, sizeof *fs, &s3_schema, &defaults.config, NULL,
                         status);
-  if (fs != NULL) s3_pool_init(fs);
+  s3_defaults_free(&defaults);
+  if (fs == NULL) return;
+  s3_pool_init(fs);
+  s3_credentials_init(fs);
 }
 
 static void fs_cleanup(TF_Filesystem* filesystem) {
   s3_fs* fs = s3_fs_of(filesystem);
   if (fs == NULL) return;
   s3_pool_destroy(fs);
+  s3_credentials_destroy(fs);
   plugin_fs_free(filesystem);
 }
 

@@ -375,8 +375,8 @@ static void describe(const s3_request* req, char* out, size_t cap) {
              req->key != NULL ? req->key : "");
 }
 
-static void set_error(const s3_config* cfg, const s3_request* req,
-                      const s3_response* resp, CURLcode curl_code,
+static void set_error(const s3_config* cfg, const s3_credentials* creds,
+                      const s3_request* req, const s3_response* resp, CURLcode curl_code,
                       const char* curl_detail, int attempts, TF_Status* status) {
   char what[600], msg[1400], tries[48] = "";
   char* message = resp->body.data != NULL
@@ -408,10 +408,15 @@ static void set_error(const s3_config* cfg, const s3_request* req,
              what, resp->http);
     TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
   } else if (resp->http == 401 || resp->http == 403) {
-    snprintf(msg, sizeof msg,
-             "%s: access denied for access key id '%s' (HTTP %ld %s)%s%s%s", what,
-             *cfg->access_key ? cfg->access_key : "(none)", resp->http,
-             *resp->error_code ? resp->error_code : "Forbidden",
+    char who[300];
+    if (creds == NULL)
+      snprintf(who, sizeof who, "an unsigned (anonymous) request");
+    else if (strcmp(creds->source, "settings") == 0)
+      snprintf(who, sizeof who, "access key id '%s'", creds->access_key);
+    else
+      snprintf(who, sizeof who, "access key id '%s' from %s", creds->access_key, creds->source);
+    snprintf(msg, sizeof msg, "%s: access denied for %s (HTTP %ld %s)%s%s%s", what, who,
+             resp->http, *resp->error_code ? resp->error_code : "Forbidden",
              message ? ": " : "", message ? message : "", tries);
     TF_SetStatus(status, TF_PERMISSION_DENIED, msg);
   } else {
@@ -458,24 +463,53 @@ static void reset_response(s3_response* resp) {
   resp->error_code[0] = '\0';
 }
 
+void s3_tls_options(const s3_config* cfg, void* curl_handle) {
+  CURL* h = curl_handle;
+  if (*cfg->ca_bundle != '\0') curl_easy_setopt(h, CURLOPT_CAINFO, cfg->ca_bundle);
+  curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, cfg->verify_tls ? 1L : 0L);
+  curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, cfg->verify_tls ? 2L : 0L);
+}
+
+/* An endpoint curl would guess a scheme for ("127.0.0.1:8000" as http,
+ * silently) is refused instead. */
+static int check_endpoint(const s3_config* cfg, TF_Status* status) {
+  char msg[700];
+  if (*cfg->endpoint == '\0' || strncmp(cfg->endpoint, "http://", 7) == 0 ||
+      strncmp(cfg->endpoint, "https://", 8) == 0)
+    return 0;
+  snprintf(msg, sizeof msg,
+           "s3: the endpoint '%.500s' does not start with http:// or https:// "
+           "(AWS_ENDPOINT_URL, or the option endpoint)",
+           cfg->endpoint);
+  TF_SetStatus(status, TF_INVALID_ARGUMENT, msg);
+  return -1;
+}
+
 int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
                s3_response* resp, TF_Status* status) {
   uint64_t started = now_ms();
   unsigned seed = jitter_seed();
   int attempt;
+  if (check_endpoint(cfg, status) != 0) return -1;
   for (attempt = 1;; ++attempt) {
     s3_signed sr = {NULL, NULL};
     transfer t = {req, resp, 0, 0};
     char detail[CURL_ERROR_SIZE] = "";
+    s3_credentials borrowed;
+    const s3_credentials* creds;
     CURLcode rc;
     CURL* h;
     reset_response(resp);
-    if (s3_sign(cfg, req, time(NULL), &sr) != 0) {
+    /* Per attempt: a retry after a long backoff may need refreshed keys. */
+    if (s3_credentials_acquire(fs, cfg, &borrowed, &creds, status) != 0) return -1;
+    if (s3_sign(cfg, creds, req, time(NULL), &sr) != 0) {
+      s3_credentials_release(creds);
       TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "s3: out of memory signing a request");
       return -1;
     }
     h = take_handle(fs, cfg);
     if (h == NULL) {
+      s3_credentials_release(creds);
       s3_signed_free(&sr);
       TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "s3: no curl handle");
       return -1;
@@ -494,6 +528,7 @@ int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
                      (long)((cfg->read_timeout_ms + 999) / 1000));
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    s3_tls_options(cfg, h);
     curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L * 1024);
     curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, 1024L * 1024);
     if (strcmp(req->method, "HEAD") == 0) {
@@ -538,6 +573,7 @@ int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
       free(code);
     }
     if (rc == CURLE_OK && resp->http / 100 == 2) {
+      s3_credentials_release(creds);
       TF_SetStatus(status, TF_OK, "");
       return 0;
     }
@@ -547,11 +583,13 @@ int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
       if (ceiling > 5000) ceiling = 5000;
       delay = (uint64_t)(rand_r(&seed) % (ceiling + 1)); /* full jitter */
       if (now_ms() + delay - started <= (uint64_t)cfg->retry_budget_ms) {
+        s3_credentials_release(creds);
         sleep_ms(delay);
         continue;
       }
     }
-    set_error(cfg, req, resp, rc, detail, attempt, status);
+    set_error(cfg, creds, req, resp, rc, detail, attempt, status);
+    s3_credentials_release(creds);
     return -1;
   }
 }

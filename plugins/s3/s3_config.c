@@ -1,5 +1,7 @@
 /* The s3 plugin's settings: read from the usual environment variables when
- * the filesystem starts, changed later through the ABI's configuration ops.
+ * the filesystem starts (and, for what they leave unset, from the shared
+ * config file's profile, as boto3 does), changed later through the ABI's
+ * configuration ops.
  * Every change makes a new snapshot; requests keep the one they started
  * with. The secret and the session token are never given back. */
 #define _POSIX_C_SOURCE 200809L
@@ -25,6 +27,16 @@ static const plugin_option s3_options[] = {
      PLUGIN_OPTION_TEXT, offsetof(s3_config, secret_key), 0, 0, 1},
     {"session_token", "session token (AWS_SESSION_TOKEN); write-only", PLUGIN_OPTION_TEXT,
      offsetof(s3_config, session_token), 0, 0, 1},
+    {"profile",
+     "the shared config and credentials files' profile to take credentials "
+     "from (AWS_PROFILE); \"\" is \"default\"",
+     PLUGIN_OPTION_TEXT, offsetof(s3_config, profile), 0, 0, 0},
+    {"anonymous", "1: send requests unsigned, for public buckets (AWS_SKIP_SIGNATURE)",
+     PLUGIN_OPTION_INT, offsetof(s3_config, anonymous), 0, 1, 0},
+    {"ca_bundle", "PEM file of the CAs to trust instead of the system's (AWS_CA_BUNDLE)",
+     PLUGIN_OPTION_TEXT, offsetof(s3_config, ca_bundle), 0, 0, 0},
+    {"verify_tls", "0: accept any TLS certificate (test gateways only)",
+     PLUGIN_OPTION_INT, offsetof(s3_config, verify_tls), 0, 1, 0},
     {"path_style",
      "1: http://endpoint/bucket/key, 0: http://bucket.endpoint/key "
      "(AWS_S3_ADDRESSING_STYLE=path|virtual)",
@@ -79,33 +91,66 @@ static int64_t env_int(const char* name, int64_t fallback) {
   return *end == '\0' ? (int64_t)n : fallback;
 }
 
-void s3_config_from_environment(s3_config* defaults) {
-  const char* style = getenv("AWS_S3_ADDRESSING_STYLE");
-  memset(defaults, 0, sizeof *defaults);
-  defaults->endpoint = (char*)env_first("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL");
-  defaults->region = (char*)env_first("AWS_REGION", "AWS_DEFAULT_REGION");
-  if (*defaults->region == '\0') defaults->region = "us-east-1";
-  defaults->access_key = (char*)env_first("AWS_ACCESS_KEY_ID", NULL);
-  defaults->secret_key = (char*)env_first("AWS_SECRET_ACCESS_KEY", NULL);
-  defaults->session_token = (char*)env_first("AWS_SESSION_TOKEN", NULL);
+static int env_true(const char* name) {
+  const char* v = getenv(name);
+  return v != NULL && (strcmp(v, "1") == 0 || strcmp(v, "true") == 0 ||
+                       strcmp(v, "True") == 0 || strcmp(v, "TRUE") == 0);
+}
+
+/* The environment's value, else the profile's (kept in defaults). */
+static const char* env_or_profile(s3_defaults* d, const char* env_a, const char* env_b,
+                                  const char* profile, const char* key) {
+  const char* v = env_first(env_a, env_b);
+  char* from_file;
+  if (*v != '\0' || d->num_owned == (int)(sizeof d->owned / sizeof d->owned[0])) return v;
+  from_file = s3_profile_setting(profile, key);
+  if (from_file == NULL) return "";
+  d->owned[d->num_owned++] = from_file;
+  return from_file;
+}
+
+void s3_defaults_load(s3_defaults* d) {
+  s3_config* c = &d->config;
+  const char* profile = env_first("AWS_PROFILE", "AWS_DEFAULT_PROFILE");
+  const char* style;
+  memset(d, 0, sizeof *d);
+  c->profile = (char*)profile;
+  if (*profile == '\0') profile = "default";
+  c->endpoint = (char*)env_or_profile(d, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", profile,
+                                      "endpoint_url");
+  c->region = (char*)env_or_profile(d, "AWS_REGION", "AWS_DEFAULT_REGION", profile, "region");
+  if (*c->region == '\0') c->region = "us-east-1";
+  c->access_key = (char*)env_first("AWS_ACCESS_KEY_ID", NULL);
+  c->secret_key = (char*)env_first("AWS_SECRET_ACCESS_KEY", NULL);
+  c->session_token = (char*)env_first("AWS_SESSION_TOKEN", NULL);
+  c->ca_bundle = (char*)env_or_profile(d, "AWS_CA_BUNDLE", NULL, profile, "ca_bundle");
+  c->anonymous = env_true("AWS_SKIP_SIGNATURE");
+  c->verify_tls = 1;
   /* A custom endpoint (a gateway on an address) is usually path-style. */
-  defaults->path_style = *defaults->endpoint != '\0';
-  if (style != NULL && strcmp(style, "path") == 0) defaults->path_style = 1;
-  if (style != NULL && strcmp(style, "virtual") == 0) defaults->path_style = 0;
-  defaults->connect_timeout_ms = env_int("AWS_CONNECT_TIMEOUT_MS", 5000);
-  defaults->read_timeout_ms = env_int("AWS_READ_TIMEOUT_MS", 30000);
+  c->path_style = *c->endpoint != '\0';
+  style = env_or_profile(d, "AWS_S3_ADDRESSING_STYLE", NULL, profile, "s3.addressing_style");
+  if (strcmp(style, "path") == 0) c->path_style = 1;
+  if (strcmp(style, "virtual") == 0) c->path_style = 0;
+  c->connect_timeout_ms = env_int("AWS_CONNECT_TIMEOUT_MS", 5000);
+  c->read_timeout_ms = env_int("AWS_READ_TIMEOUT_MS", 30000);
   /* Ten tries with backoff ceilings 100 ms, 200 ms, ... up to 5 s wait
    * about 10 s in all (full jitter), enough to ride out a gateway restart;
    * the budget stops them at 20 s. */
-  defaults->max_attempts = env_int("AWS_MAX_ATTEMPTS", 10);
-  defaults->retry_budget_ms = env_int("AWS_RETRY_BUDGET_MS", 20000);
-  defaults->retry_base_ms = 100;
-  defaults->part_size = env_int("AWS_S3_PART_SIZE", 8 * MiB);
-  defaults->concurrency = 16;
-  defaults->max_connections = env_int("AWS_MAX_CONNECTIONS", 128);
-  defaults->idle_timeout_ms = 30000;
-  defaults->read_ahead = 64 * 1024;
-  defaults->sign_payload = 1;
+  c->max_attempts = env_int("AWS_MAX_ATTEMPTS", 10);
+  c->retry_budget_ms = env_int("AWS_RETRY_BUDGET_MS", 20000);
+  c->retry_base_ms = 100;
+  c->part_size = env_int("AWS_S3_PART_SIZE", 8 * MiB);
+  c->concurrency = 16;
+  c->max_connections = env_int("AWS_MAX_CONNECTIONS", 128);
+  c->idle_timeout_ms = 30000;
+  c->read_ahead = 64 * 1024;
+  c->sign_payload = 1;
   /* Out-of-range numbers from the environment fall back to the bounds
    * (plugin_config_init clamps them). */
+}
+
+void s3_defaults_free(s3_defaults* d) {
+  int i;
+  for (i = 0; i < d->num_owned; ++i) free(d->owned[i]);
+  d->num_owned = 0;
 }

@@ -1,6 +1,10 @@
 /*
  * The s3 plugin's internals, shared by its files:
- *   s3_config.c  settings (environment, ABI configuration ops)
+ *   s3_config.c  settings (environment, the shared config file's profile,
+ *                ABI configuration ops)
+ *   s3_credentials.c  where credentials come from: settings, profiles,
+ *                credential_process, STS, container and instance metadata
+ *   s3_formats.c INI, JSON and ISO 8601 text, libc only (s3_formats.h)
  *   s3_client.c  one request with retries: curl, errors
  *   s3_sign.c    AWS Signature Version 4: URL, canonical request, signature
  *   s3_xml.c     the few XML documents S3 answers with (expat)
@@ -33,6 +37,10 @@ typedef struct s3_config {
   char* access_key;
   char* secret_key;
   char* session_token;
+  char* profile;              /* "" : AWS_PROFILE's, or "default" */
+  char* ca_bundle;            /* PEM file of trusted CAs; "" : the system's */
+  int64_t anonymous;          /* 1: requests are not signed */
+  int64_t verify_tls;         /* 0: accept any certificate (test gateways) */
   int64_t path_style;         /* 1 path-style, 0 virtual-hosted */
   int64_t connect_timeout_ms; /* TCP and TLS set-up */
   int64_t read_timeout_ms;    /* no byte moving for this long fails */
@@ -65,12 +73,54 @@ typedef struct s3_fs {
   int idle_capacity;
   int live; /* handles in use or idle */
   struct s3_fs* next_pool; /* every filesystem's pool, for fork (s3_client.c) */
+  /* Credentials a source gave (s3_credentials.c), for credentials_profile;
+   * the last asking's failure (or OK), and when that was. */
+  pthread_mutex_t credentials_lock;
+  struct s3_credentials* credentials;
+  char* credentials_profile;
+  TF_Status* credentials_failure;
+  uint64_t credentials_asked_ms;
 } s3_fs;
 
 extern const plugin_schema s3_schema;
-/* The settings the environment gives, as defaults for a new filesystem
- * (strings point into the environment; plugin_fs_init copies them). */
-void s3_config_from_environment(s3_config* defaults);
+
+/* The defaults of a new filesystem: the environment's settings, then the
+ * shared config file's profile for what the environment leaves unset. */
+typedef struct s3_defaults {
+  s3_config config; /* strings point into the environment or owned */
+  char* owned[8];
+  int num_owned;
+} s3_defaults;
+void s3_defaults_load(s3_defaults* defaults);
+void s3_defaults_free(s3_defaults* defaults);
+
+/* ---- credentials (s3_credentials.c) -------------------------------------- */
+
+/* Keys to sign with. Ones a source gave are counted references, shared by
+ * the requests that sign with them; refs 0 marks keys borrowed from the
+ * settings for one request. */
+typedef struct s3_credentials {
+  int refs;
+  char* access_key;
+  char* secret_key;
+  char* session_token; /* "" when none */
+  int64_t expires;     /* Unix seconds; 0: never */
+  char source[192];    /* where they came from, for messages */
+} s3_credentials;
+
+void s3_credentials_init(s3_fs* fs);
+void s3_credentials_destroy(s3_fs* fs);
+/* The credentials a request of cfg signs with: *out NULL for anonymous
+ * requests, borrowed (filled in) when the settings name keys, else the
+ * credential chain's, fetched or refreshed as needed. 0, or -1 with status
+ * set (TF_UNAUTHENTICATED when no source has any). */
+int s3_credentials_acquire(s3_fs* fs, const s3_config* cfg, s3_credentials* borrowed,
+                           const s3_credentials** out, TF_Status* status);
+void s3_credentials_release(const s3_credentials* credentials);
+/* "default" unless the settings name a profile. */
+const char* s3_profile_name(const s3_config* cfg);
+/* key of the named profile in the shared config file, malloc'd, or NULL. */
+char* s3_profile_setting(const char* profile, const char* key);
 
 static inline s3_config* s3_config_acquire(s3_fs* fs) {
   return (s3_config*)plugin_config_acquire(&fs->base.config);
@@ -134,6 +184,8 @@ void s3_pool_init(s3_fs* fs);
 void s3_pool_destroy(s3_fs* fs);
 /* Closes every idle connection (flush_caches). */
 void s3_close_idle(s3_fs* fs);
+/* The settings' certificate checks, on any curl handle. */
+void s3_tls_options(const s3_config* cfg, void* curl_handle);
 int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
                s3_response* resp, TF_Status* status);
 
@@ -168,8 +220,10 @@ typedef struct s3_signed {
   struct curl_slist* headers;
 } s3_signed;
 
-/* Signs req as of now (AWS Signature Version 4); -1 when out of memory. */
-int s3_sign(const s3_config* cfg, const s3_request* req, time_t now, s3_signed* out);
+/* Signs req as of now with credentials (AWS Signature Version 4), or
+ * leaves it unsigned when they are NULL; -1 when out of memory. */
+int s3_sign(const s3_config* cfg, const s3_credentials* credentials, const s3_request* req,
+            time_t now, s3_signed* out);
 void s3_signed_free(s3_signed* s);
 
 /* ---- XML ----------------------------------------------------------------- */

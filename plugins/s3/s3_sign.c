@@ -174,8 +174,8 @@ typedef struct signing {
   char signed_names[128];
 } signing;
 
-static int signing_init(const s3_config* cfg, const s3_request* req, time_t now,
-                        signing* s) {
+static int signing_init(const s3_config* cfg, const s3_credentials* creds,
+                        const s3_request* req, time_t now, signing* s) {
   struct tm tm;
   gmtime_r(&now, &tm);
   strftime(s->amz_date, sizeof s->amz_date, "%Y%m%dT%H%M%SZ", &tm);
@@ -194,7 +194,7 @@ static int signing_init(const s3_config* cfg, const s3_request* req, time_t now,
            "host;x-amz-content-sha256%s%s;x-amz-date%s",
            s->copy_source != NULL ? ";x-amz-copy-source" : "",
            s->copy_source != NULL && req->copy_range != NULL ? ";x-amz-copy-source-range" : "",
-           *cfg->session_token != '\0' ? ";x-amz-security-token" : "");
+           *creds->session_token != '\0' ? ";x-amz-security-token" : "");
   return 0;
 }
 
@@ -208,9 +208,9 @@ static int header_line(plugin_buf* b, const char* name, const char* prefix,
 
 /* Method, path, query, the signed headers in sorted order, their names,
  * and the payload hash, one per line. */
-static int canonical_request(const s3_config* cfg, const s3_request* req,
+static int canonical_request(const s3_credentials* creds, const s3_request* req,
                              const target* t, const signing* s, plugin_buf* out) {
-  const char* token = cfg->session_token;
+  const char* token = creds->session_token;
   return append_str(out, req->method) != 0 || append_str(out, "\n") != 0 ||
          plugin_buf_append(out, t->path.data, t->path.len) != 0 ||
          append_str(out, "\n") != 0 ||
@@ -231,14 +231,14 @@ static int canonical_request(const s3_config* cfg, const s3_request* req,
 
 /* HMAC of the string to sign under the key derived from the secret, the
  * date, the region and the service. */
-static void signature(const s3_config* cfg, const signing* s,
+static void signature(const s3_config* cfg, const s3_credentials* creds, const signing* s,
                       const char* request_hash, char out[65]) {
   char string_to_sign[512], key_material[512];
   unsigned char k1[32], k2[32], k3[32], k4[32], sig[32];
   snprintf(string_to_sign, sizeof string_to_sign,
            "AWS4-HMAC-SHA256\n%s\n%s/%s/s3/aws4_request\n%s", s->amz_date,
            s->date, cfg->region, request_hash);
-  snprintf(key_material, sizeof key_material, "AWS4%s", cfg->secret_key);
+  snprintf(key_material, sizeof key_material, "AWS4%s", creds->secret_key);
   hmac(key_material, strlen(key_material), s->date, k1);
   memset(key_material, 0, sizeof key_material);
   hmac(k1, 32, cfg->region, k2);
@@ -266,10 +266,10 @@ static int add_header(struct curl_slist** list, const char* name,
   return 0;
 }
 
-static int authorization(const s3_config* cfg, const signing* s,
+static int authorization(const s3_config* cfg, const s3_credentials* creds, const signing* s,
                          const char* sig_hex, plugin_buf* out) {
   return append_str(out, "AWS4-HMAC-SHA256 Credential=") != 0 ||
-         append_str(out, cfg->access_key) != 0 || append_str(out, "/") != 0 ||
+         append_str(out, creds->access_key) != 0 || append_str(out, "/") != 0 ||
          append_str(out, s->date) != 0 || append_str(out, "/") != 0 ||
          append_str(out, cfg->region) != 0 ||
          append_str(out, "/s3/aws4_request, SignedHeaders=") != 0 ||
@@ -277,17 +277,18 @@ static int authorization(const s3_config* cfg, const signing* s,
          append_str(out, sig_hex) != 0;
 }
 
-static int build_headers(const s3_config* cfg, const s3_request* req,
-                         const signing* s, const char* sig_hex,
+/* The headers; creds NULL: unsigned (no Authorization, no token). */
+static int build_headers(const s3_config* cfg, const s3_credentials* creds,
+                         const s3_request* req, const signing* s, const char* sig_hex,
                          struct curl_slist** out) {
   plugin_buf auth = {0};
-  int bad = authorization(cfg, s, sig_hex, &auth) != 0 ||
-            add_header(out, "Authorization", "", auth.data) != 0 ||
+  int bad = (creds != NULL && (authorization(cfg, creds, s, sig_hex, &auth) != 0 ||
+                               add_header(out, "Authorization", "", auth.data) != 0)) ||
             add_header(out, "x-amz-content-sha256", "", s->payload_hash) != 0 ||
             add_header(out, "x-amz-date", "", s->amz_date) != 0 ||
             add_header(out, "Expect", "", "") != 0 ||
-            (*cfg->session_token != '\0' &&
-             add_header(out, "x-amz-security-token", "", cfg->session_token) != 0) ||
+            (creds != NULL && *creds->session_token != '\0' &&
+             add_header(out, "x-amz-security-token", "", creds->session_token) != 0) ||
             (s->copy_source != NULL &&
              (add_header(out, "x-amz-copy-source", "/", s->copy_source) != 0 ||
               (req->copy_range != NULL &&
@@ -306,22 +307,26 @@ static int build_headers(const s3_config* cfg, const s3_request* req,
 
 /* ---- all of it ------------------------------------------------------------------- */
 
-int s3_sign(const s3_config* cfg, const s3_request* req, time_t now,
-            s3_signed* out) {
+int s3_sign(const s3_config* cfg, const s3_credentials* creds, const s3_request* req,
+            time_t now, s3_signed* out) {
+  static const s3_credentials unsigned_request = {0, "", "", "", 0, "anonymous"};
   target t;
   signing s;
   plugin_buf canon = {0};
-  char request_hash[65], sig_hex[65];
+  char request_hash[65], sig_hex[65] = "";
   int ok = -1;
   memset(&t, 0, sizeof t);
   out->url = NULL;
   out->headers = NULL;
-  if (signing_init(cfg, req, now, &s) != 0) return -1;
-  if (build_target(cfg, req, &t) != 0 || canonical_request(cfg, req, &t, &s, &canon) != 0)
-    goto done;
-  sha256_hex(canon.data, canon.len, request_hash);
-  signature(cfg, &s, request_hash, sig_hex);
-  if (build_headers(cfg, req, &s, sig_hex, &out->headers) != 0) goto done;
+  if (signing_init(cfg, creds != NULL ? creds : &unsigned_request, req, now, &s) != 0)
+    return -1;
+  if (build_target(cfg, req, &t) != 0) goto done;
+  if (creds != NULL) {
+    if (canonical_request(creds, req, &t, &s, &canon) != 0) goto done;
+    sha256_hex(canon.data, canon.len, request_hash);
+    signature(cfg, creds, &s, request_hash, sig_hex);
+  }
+  if (build_headers(cfg, creds, req, &s, sig_hex, &out->headers) != 0) goto done;
   out->url = build_url(&t);
   if (out->url != NULL) ok = 0;
 done:

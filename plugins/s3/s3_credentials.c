@@ -1,0 +1,663 @@
+/* Where a request's credentials come from: the settings (options or the
+ * environment), else the sources boto3 tries, in boto3's order:
+ *
+ *   1. web identity: a token file and a role, exchanged at STS
+ *      (AssumeRoleWithWebIdentity)
+ *   2. the shared credentials file's profile (~/.aws/credentials)
+ *   3. the config file profile's credential_process
+ *   4. the config file's profile (~/.aws/config)
+ *   5. container credentials (ECS, EKS Pod Identity)
+ *   6. EC2 instance metadata, IMDSv2
+ *
+ * The first source that is configured decides: one that is configured but
+ * fails is an error, not a step to the next. What a source gave is kept per
+ * filesystem and fetched again 10 minutes before it expires. The sources
+ * are asked at most once in 3 seconds: a burst of requests without
+ * credentials asks once and all get that failure, and keys that come back
+ * already inside the refresh window are not fetched again per request. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "plugin_fork.h"
+#include "s3_formats.h"
+#include "s3_internal.h"
+
+#define REFRESH_MARGIN_S 600 /* boto3's mandatory refresh window */
+#define ASK_INTERVAL_MS 3000 /* between two askings of the sources */
+#define MAX_DOCUMENT (1 << 20)
+
+/* ---- reference-counted credentials ------------------------------------------ */
+
+static s3_credentials* credentials_new(const char* access_key, const char* secret_key,
+                                       const char* session_token, int64_t expires,
+                                       const char* source) {
+  s3_credentials* c = calloc(1, sizeof *c);
+  if (c == NULL) return NULL;
+  c->refs = 1;
+  c->access_key = strdup(access_key);
+  c->secret_key = strdup(secret_key);
+  c->session_token = strdup(session_token != NULL ? session_token : "");
+  c->expires = expires;
+  snprintf(c->source, sizeof c->source, "%s", source);
+  if (c->access_key == NULL || c->secret_key == NULL || c->session_token == NULL) {
+    c->refs = 0;
+    free(c->access_key);
+    free(c->secret_key);
+    free(c->session_token);
+    free(c);
+    return NULL;
+  }
+  return c;
+}
+
+void s3_credentials_release(const s3_credentials* credentials) {
+  s3_credentials* c = (s3_credentials*)credentials;
+  if (c == NULL || c->refs == 0) return; /* anonymous, or borrowed from settings */
+  if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+  free(c->access_key);
+  memset(c->secret_key, 0, strlen(c->secret_key));
+  free(c->secret_key);
+  free(c->session_token);
+  free(c);
+}
+
+/* ---- files and profiles --------------------------------------------------------- */
+
+/* The whole file at path, or NULL when it cannot be read. */
+static char* read_text(const char* path) {
+  FILE* f = fopen(path, "rb");
+  plugin_buf b = {0};
+  char chunk[4096];
+  size_t n;
+  if (f == NULL) return NULL;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < MAX_DOCUMENT)
+    if (plugin_buf_append(&b, chunk, n) != 0) break;
+  fclose(f);
+  if (b.data == NULL) plugin_buf_append(&b, "", 0);
+  return b.data;
+}
+
+/* $name, or $HOME/fallback ("" when neither). */
+static void file_path(const char* name, const char* fallback, char* out, size_t cap) {
+  const char* set = getenv(name);
+  const char* home = getenv("HOME");
+  if (set != NULL && *set != '\0')
+    snprintf(out, cap, "%s", set);
+  else if (home != NULL && *home != '\0')
+    snprintf(out, cap, "%s/%s", home, fallback);
+  else
+    snprintf(out, cap, "%s", "");
+}
+
+const char* s3_profile_name(const s3_config* cfg) {
+  return *cfg->profile != '\0' ? cfg->profile : "default";
+}
+
+/* A profile as the two shared files hold it (either may be missing). */
+typedef struct profile {
+  const char* name;
+  char* config;      /* the config file's text */
+  char* credentials; /* the credentials file's text */
+  char config_section[300];
+  char config_path[1024];
+  char credentials_path[1024];
+} profile;
+
+static void profile_load(profile* p, const char* name) {
+  memset(p, 0, sizeof *p);
+  p->name = name;
+  file_path("AWS_CONFIG_FILE", ".aws/config", p->config_path, sizeof p->config_path);
+  file_path("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials", p->credentials_path,
+            sizeof p->credentials_path);
+  p->config = *p->config_path ? read_text(p->config_path) : NULL;
+  p->credentials = *p->credentials_path ? read_text(p->credentials_path) : NULL;
+  /* The config file names profiles "[profile x]", except "[default]". */
+  if (strcmp(name, "default") == 0)
+    snprintf(p->config_section, sizeof p->config_section, "default");
+  else
+    snprintf(p->config_section, sizeof p->config_section, "profile %s", name);
+}
+
+static void profile_free(profile* p) {
+  free(p->config);
+  free(p->credentials);
+}
+
+static char* from_config(const profile* p, const char* key) {
+  char* v = p->config != NULL ? s3_ini_get(p->config, p->config_section, key, NULL) : NULL;
+  if (v == NULL && p->config != NULL && strcmp(p->name, "default") == 0)
+    v = s3_ini_get(p->config, "profile default", key, NULL);
+  return v;
+}
+
+static char* from_credentials(const profile* p, const char* key) {
+  return p->credentials != NULL ? s3_ini_get(p->credentials, p->name, key, NULL) : NULL;
+}
+
+/* Whether either file has the profile. */
+static int profile_exists(const profile* p) {
+  int in_config = 0, in_credentials = 0, in_default = 0;
+  free(p->config != NULL ? s3_ini_get(p->config, p->config_section, "", &in_config) : NULL);
+  if (p->config != NULL && strcmp(p->name, "default") == 0)
+    free(s3_ini_get(p->config, "profile default", "", &in_default));
+  free(p->credentials != NULL ? s3_ini_get(p->credentials, p->name, "", &in_credentials)
+                              : NULL);
+  return in_config || in_credentials || in_default;
+}
+
+char* s3_profile_setting(const char* name, const char* key) {
+  profile p;
+  char* v;
+  profile_load(&p, name);
+  v = from_config(&p, key);
+  profile_free(&p);
+  return v;
+}
+
+/* ---- one resolution ---------------------------------------------------------------- */
+
+/* What resolving needs: the settings, the profile, and where to say what
+ * went wrong. Each source returns 1 (credentials found), 0 (not
+ * configured here) or -1 (configured, failed: status set). */
+typedef struct chain {
+  const s3_config* cfg;
+  profile p;
+  TF_Status* status;
+  s3_credentials* found;
+  char note[320]; /* why the instance metadata gave nothing */
+} chain;
+
+static int fail(chain* ch, TF_Code code, const char* fmt, const char* a, const char* b) {
+  char msg[4096];
+  snprintf(msg, sizeof msg, fmt, a, b);
+  TF_SetStatus(ch->status, code, msg);
+  return -1;
+}
+
+/* Takes credentials from a parsed document; keys absent means malformed. */
+static int take(chain* ch, char* access_key, char* secret_key, char* token, char* expiration,
+                const char* source) {
+  int64_t expires = 0;
+  int rc = 1;
+  if (access_key == NULL || secret_key == NULL || *access_key == '\0' || *secret_key == '\0') {
+    rc = fail(ch, TF_UNAUTHENTICATED, "s3: %s gave no access key id and secret access key",
+              source, "");
+  } else if (expiration != NULL && *expiration != '\0' &&
+             (expires = s3_parse_time(expiration)) < 0) {
+    rc = fail(ch, TF_UNAUTHENTICATED, "s3: %s gave an expiration that is not a time: '%s'",
+              source, expiration);
+  } else {
+    ch->found = credentials_new(access_key, secret_key, token, expires, source);
+    if (ch->found == NULL) rc = fail(ch, TF_RESOURCE_EXHAUSTED, "s3: out of memory%s%s", "", "");
+  }
+  free(access_key);
+  if (secret_key != NULL) memset(secret_key, 0, strlen(secret_key));
+  free(secret_key);
+  free(token);
+  free(expiration);
+  return rc;
+}
+
+/* ---- HTTP for the metadata services -------------------------------------------------- */
+
+typedef struct fetched {
+  long http;
+  plugin_buf body;
+  char error[CURL_ERROR_SIZE];
+} fetched;
+
+static size_t on_fetched(char* data, size_t size, size_t n, void* arg) {
+  fetched* f = arg;
+  if (f->body.len + size * n > MAX_DOCUMENT) return 0;
+  return plugin_buf_append(&f->body, data, size * n) == 0 ? size * n : 0;
+}
+
+/* One request to a metadata service; tries up to attempts times while it
+ * cannot connect or gets a 5xx. 0 when it was answered (any status). */
+static int fetch(const s3_config* cfg, const char* method, const char* url,
+                 struct curl_slist* headers, const char* body, long timeout_ms,
+                 int attempts, int direct, fetched* f) {
+  int attempt;
+  for (attempt = 1; attempt <= attempts; ++attempt) {
+    CURL* h = curl_easy_init();
+    CURLcode rc;
+    if (h == NULL) {
+      snprintf(f->error, sizeof f->error, "no curl handle");
+      return -1;
+    }
+    f->http = 0;
+    f->body.len = 0;
+    if (f->body.data != NULL) f->body.data[0] = '\0';
+    f->error[0] = '\0';
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, f->error);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_fetched);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, f);
+    if (headers != NULL) curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    if (direct) curl_easy_setopt(h, CURLOPT_NOPROXY, "*"); /* link-local services */
+    s3_tls_options(cfg, h);
+    if (body != NULL) {
+      curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    } else if (strcmp(method, "GET") != 0) {
+      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    }
+    rc = curl_easy_perform(h);
+    if (rc == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &f->http);
+    if (rc != CURLE_OK && f->error[0] == '\0')
+      snprintf(f->error, sizeof f->error, "%s", curl_easy_strerror(rc));
+    curl_easy_cleanup(h);
+    if (f->body.data == NULL) plugin_buf_append(&f->body, "", 0);
+    if (rc == CURLE_OK && f->http < 500) return 0;
+  }
+  if (f->error[0] == '\0') snprintf(f->error, sizeof f->error, "HTTP %ld", f->http);
+  return -1;
+}
+
+static char* form_encode(const char* s) { return s3_uri_encode(s, strlen(s), 0); }
+
+/* ---- 1. web identity -------------------------------------------------------------------- */
+
+static int web_identity(chain* ch) {
+  const char* env_file = getenv("AWS_WEB_IDENTITY_TOKEN_FILE");
+  const char* env_role = getenv("AWS_ROLE_ARN");
+  const char* env_name = getenv("AWS_ROLE_SESSION_NAME");
+  const char* env_sts = getenv("AWS_ENDPOINT_URL_STS");
+  char* token_file = env_file != NULL && *env_file ? strdup(env_file)
+                                                  : from_config(&ch->p, "web_identity_token_file");
+  char* role = env_role != NULL && *env_role ? strdup(env_role) : from_config(&ch->p, "role_arn");
+  char* name = env_name != NULL && *env_name ? strdup(env_name)
+                                            : from_config(&ch->p, "role_session_name");
+  char *token = NULL, *e_role = NULL, *e_name = NULL, *e_token = NULL;
+  char url[512], default_name[64];
+  plugin_buf form = {0};
+  fetched f;
+  int rc = 0;
+  memset(&f, 0, sizeof f);
+  if (token_file == NULL || role == NULL || *token_file == '\0' || *role == '\0') goto done;
+  token = read_text(token_file);
+  if (token == NULL) {
+    rc = fail(ch, TF_UNAUTHENTICATED, "s3: cannot read the web identity token file '%s'%s",
+              token_file, "");
+    goto done;
+  }
+  token[strcspn(token, "\r\n")] = '\0';
+  if (name == NULL || *name == '\0') {
+    snprintf(default_name, sizeof default_name, "asyncfs-%lld", (long long)time(NULL));
+    free(name);
+    name = strdup(default_name);
+  }
+  if (env_sts != NULL && *env_sts)
+    snprintf(url, sizeof url, "%s", env_sts);
+  else
+    snprintf(url, sizeof url, "https://sts.%s.amazonaws.com/", ch->cfg->region);
+  e_role = form_encode(role);
+  e_name = name != NULL ? form_encode(name) : NULL;
+  e_token = form_encode(token);
+  if (e_role == NULL || e_name == NULL || e_token == NULL ||
+      plugin_buf_append(&form, "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=",
+                        60) != 0 ||
+      plugin_buf_append(&form, e_role, strlen(e_role)) != 0 ||
+      plugin_buf_append(&form, "&RoleSessionName=", 17) != 0 ||
+      plugin_buf_append(&form, e_name, strlen(e_name)) != 0 ||
+      plugin_buf_append(&form, "&WebIdentityToken=", 18) != 0 ||
+      plugin_buf_append(&form, e_token, strlen(e_token)) != 0) {
+    rc = fail(ch, TF_RESOURCE_EXHAUSTED, "s3: out of memory%s%s", "", "");
+    goto done;
+  }
+  if (fetch(ch->cfg, "POST", url, NULL, form.data, 5000, 3, 0, &f) != 0) {
+    rc = fail(ch, TF_UNAVAILABLE, "s3: web identity: STS at %s did not answer: %s", url, f.error);
+  } else if (f.http != 200) {
+    char* code = s3_xml_find(f.body.data, f.body.len, "Code");
+    char* message = s3_xml_find(f.body.data, f.body.len, "Message");
+    char detail[600];
+    snprintf(detail, sizeof detail, "HTTP %ld %s: %s", f.http, code ? code : "",
+             message ? message : "");
+    rc = fail(ch, TF_PERMISSION_DENIED,
+              "s3: web identity: STS refused AssumeRoleWithWebIdentity for role '%s' (%s)", role,
+              detail);
+    free(code);
+    free(message);
+  } else {
+    const char* xml = f.body.data;
+    rc = take(ch, s3_xml_find(xml, f.body.len, "AccessKeyId"),
+              s3_xml_find(xml, f.body.len, "SecretAccessKey"),
+              s3_xml_find(xml, f.body.len, "SessionToken"),
+              s3_xml_find(xml, f.body.len, "Expiration"), "web identity (STS)");
+  }
+done:
+  plugin_buf_free(&form);
+  plugin_buf_free(&f.body);
+  free(token_file);
+  free(role);
+  free(name);
+  free(token);
+  free(e_role);
+  free(e_name);
+  free(e_token);
+  return rc;
+}
+
+/* ---- 2 and 4. keys in a profile -------------------------------------------------------- */
+
+static int profile_keys(chain* ch, int credentials_file) {
+  char* (*get)(const profile*, const char*) = credentials_file ? from_credentials : from_config;
+  char* access_key = get(&ch->p, "aws_access_key_id");
+  char source[sizeof ch->found->source];
+  if (access_key == NULL) return 0;
+  snprintf(source, sizeof source, "profile '%.40s' in %.130s", ch->p.name,
+           credentials_file ? ch->p.credentials_path : ch->p.config_path);
+  return take(ch, access_key, get(&ch->p, "aws_secret_access_key"),
+              get(&ch->p, "aws_session_token"), NULL, source);
+}
+
+/* ---- 3. credential_process ---------------------------------------------------------------- */
+
+static int credential_process(chain* ch) {
+  char* command = from_config(&ch->p, "credential_process");
+  plugin_buf out = {0};
+  char chunk[4096], status_text[32];
+  char* version;
+  size_t n;
+  int rc, exit_status;
+  FILE* pipe;
+  if (command == NULL || *command == '\0') {
+    free(command);
+    return 0;
+  }
+  fflush(NULL);
+  pipe = popen(command, "r");
+  if (pipe == NULL) {
+    rc = fail(ch, TF_UNAUTHENTICATED, "s3: credential_process '%s' could not start%s", command,
+              "");
+    free(command);
+    return rc;
+  }
+  while ((n = fread(chunk, 1, sizeof chunk, pipe)) > 0)
+    if (out.len < MAX_DOCUMENT) plugin_buf_append(&out, chunk, n);
+  exit_status = pclose(pipe);
+  plugin_buf_append(&out, "", 0);
+  if (exit_status != 0 || out.data == NULL) {
+    snprintf(status_text, sizeof status_text, "%d",
+             exit_status != -1 && WIFEXITED(exit_status) ? WEXITSTATUS(exit_status) : -1);
+    rc = fail(ch, TF_UNAUTHENTICATED, "s3: credential_process '%s' exited with status %s",
+              command, status_text);
+  } else if ((version = s3_json_get(out.data, out.len, "Version")) == NULL ||
+             strcmp(version, "1") != 0) {
+    free(version);
+    rc = fail(ch, TF_UNAUTHENTICATED,
+              "s3: credential_process '%s' did not print a JSON object with \"Version\": 1%s",
+              command, "");
+  } else {
+    free(version);
+    rc = take(ch, s3_json_get(out.data, out.len, "AccessKeyId"),
+              s3_json_get(out.data, out.len, "SecretAccessKey"),
+              s3_json_get(out.data, out.len, "SessionToken"),
+              s3_json_get(out.data, out.len, "Expiration"), "credential_process");
+  }
+  if (out.data != NULL) memset(out.data, 0, out.len);
+  plugin_buf_free(&out);
+  free(command);
+  return rc;
+}
+
+/* The JSON both metadata services answer with. */
+static int take_json(chain* ch, const fetched* f, const char* source) {
+  const char* j = f->body.data;
+  return take(ch, s3_json_get(j, f->body.len, "AccessKeyId"),
+              s3_json_get(j, f->body.len, "SecretAccessKey"),
+              s3_json_get(j, f->body.len, "Token"), s3_json_get(j, f->body.len, "Expiration"),
+              source);
+}
+
+/* ---- 5. container credentials ------------------------------------------------------------- */
+
+/* A full URI must be https or name a loopback or the container agents'
+ * own addresses (botocore's rule: never send the token elsewhere). */
+static int allowed_container_uri(const char* uri) {
+  static const char* const hosts[] = {"http://127.",          "http://localhost:",
+                                      "http://localhost/",    "http://[::1]",
+                                      "http://169.254.170.2", "http://169.254.170.23",
+                                      "http://[fd00:ec2::23]"};
+  size_t i;
+  if (strncmp(uri, "https://", 8) == 0) return 1;
+  for (i = 0; i < sizeof hosts / sizeof hosts[0]; ++i)
+    if (strncmp(uri, hosts[i], strlen(hosts[i])) == 0) return 1;
+  return 0;
+}
+
+static int container(chain* ch) {
+  const char* relative = getenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+  const char* full = getenv("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+  const char* token_file = getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
+  const char* token_env = getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN");
+  char url[1024];
+  char* token = NULL;
+  struct curl_slist* headers = NULL;
+  fetched f;
+  int rc;
+  if (relative != NULL && *relative) {
+    snprintf(url, sizeof url, "http://169.254.170.2%s", relative);
+  } else if (full != NULL && *full) {
+    if (!allowed_container_uri(full))
+      return fail(ch, TF_INVALID_ARGUMENT,
+                  "s3: AWS_CONTAINER_CREDENTIALS_FULL_URI '%s' is neither https nor a loopback "
+                  "or container-agent address%s",
+                  full, "");
+    snprintf(url, sizeof url, "%s", full);
+  } else {
+    return 0;
+  }
+  if (token_file != NULL && *token_file) {
+    char* text = read_text(token_file);
+    if (text == NULL)
+      return fail(ch, TF_UNAUTHENTICATED, "s3: cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE '%s'%s",
+                  token_file, "");
+    text[strcspn(text, "\r\n")] = '\0';
+    token = text;
+  } else if (token_env != NULL && *token_env) {
+    token = strdup(token_env);
+  }
+  if (token != NULL) {
+    plugin_buf line = {0};
+    plugin_buf_append(&line, "Authorization: ", 15);
+    plugin_buf_append(&line, token, strlen(token));
+    if (line.data != NULL) headers = curl_slist_append(NULL, line.data);
+    plugin_buf_free(&line);
+  }
+  memset(&f, 0, sizeof f);
+  if (fetch(ch->cfg, "GET", url, headers, NULL, 2000, 3, 1, &f) != 0)
+    rc = fail(ch, TF_UNAVAILABLE, "s3: container credentials at %s did not answer: %s", url,
+              f.error);
+  else if (f.http != 200)
+    rc = fail(ch, TF_UNAUTHENTICATED, "s3: container credentials at %s answered %s", url,
+              f.http == 401 || f.http == 403 ? "that the authorization token is refused"
+                                             : "with an error");
+  else
+    rc = take_json(ch, &f, "container credentials");
+  curl_slist_free_all(headers);
+  free(token);
+  plugin_buf_free(&f.body);
+  return rc;
+}
+
+/* ---- 6. EC2 instance metadata (IMDSv2) ---------------------------------------------------- */
+
+static int instance_metadata(chain* ch) {
+  const char* disabled = getenv("AWS_EC2_METADATA_DISABLED");
+  const char* env_endpoint = getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+  char* endpoint = env_endpoint != NULL && *env_endpoint
+                       ? strdup(env_endpoint)
+                       : from_config(&ch->p, "ec2_metadata_service_endpoint");
+  char base[512], url[1024], header[600];
+  struct curl_slist *ttl = NULL, *with_token = NULL;
+  fetched f;
+  int rc = 0;
+  memset(&f, 0, sizeof f);
+  if (disabled != NULL && strcmp(disabled, "true") == 0) {
+    free(endpoint);
+    snprintf(ch->note, sizeof ch->note, " (instance metadata is disabled)");
+    return 0;
+  }
+  snprintf(base, sizeof base, "%s", endpoint != NULL && *endpoint ? endpoint : "http://169.254.169.254");
+  free(endpoint);
+  if (base[strlen(base) - 1] == '/') base[strlen(base) - 1] = '\0';
+  snprintf(url, sizeof url, "%s/latest/api/token", base);
+  ttl = curl_slist_append(NULL, "X-aws-ec2-metadata-token-ttl-seconds: 21600");
+  /* One try with a 1 s limit, as boto3: off EC2 nothing answers. */
+  if (fetch(ch->cfg, "PUT", url, ttl, NULL, 1000, 1, 1, &f) != 0 || f.http != 200) {
+    snprintf(ch->note, sizeof ch->note, " (instance metadata at %.150s: %.80s)", base,
+             f.http != 0 ? "no token" : f.error);
+    goto done;
+  }
+  snprintf(header, sizeof header, "X-aws-ec2-metadata-token: %s", f.body.data);
+  with_token = curl_slist_append(NULL, header);
+  snprintf(url, sizeof url, "%s/latest/meta-data/iam/security-credentials/", base);
+  if (fetch(ch->cfg, "GET", url, with_token, NULL, 1000, 1, 1, &f) != 0 || f.http != 200 ||
+      f.body.len == 0) {
+    snprintf(ch->note, sizeof ch->note, " (instance metadata at %.150s: no IAM role)", base);
+    goto done;
+  }
+  f.body.data[strcspn(f.body.data, "\r\n")] = '\0';
+  snprintf(url, sizeof url, "%s/latest/meta-data/iam/security-credentials/%s", base,
+           f.body.data);
+  if (fetch(ch->cfg, "GET", url, with_token, NULL, 1000, 1, 1, &f) != 0 || f.http != 200) {
+    rc = fail(ch, TF_UNAVAILABLE, "s3: instance metadata at %s gave no credentials: %s", base,
+              f.error);
+    goto done;
+  }
+  rc = take_json(ch, &f, "instance metadata");
+done:
+  curl_slist_free_all(ttl);
+  curl_slist_free_all(with_token);
+  plugin_buf_free(&f.body);
+  return rc;
+}
+
+/* The whole chain for cfg's profile: 0 with ch->found set, or -1. */
+static int resolve(const s3_config* cfg, TF_Status* status, s3_credentials** out) {
+  chain ch;
+  int rc;
+  memset(&ch, 0, sizeof ch);
+  ch.cfg = cfg;
+  ch.status = status;
+  profile_load(&ch.p, s3_profile_name(cfg));
+  if (*cfg->profile != '\0' && strcmp(cfg->profile, "default") != 0 &&
+      !profile_exists(&ch.p)) {
+    rc = fail(&ch, TF_INVALID_ARGUMENT, "s3: the profile '%s' is in neither %s nor the credentials file",
+              cfg->profile, *ch.p.config_path ? ch.p.config_path : "the config file");
+  } else if ((rc = web_identity(&ch)) == 0 && (rc = profile_keys(&ch, 1)) == 0 &&
+             (rc = credential_process(&ch)) == 0 && (rc = profile_keys(&ch, 0)) == 0 &&
+             (rc = container(&ch)) == 0 && (rc = instance_metadata(&ch)) == 0) {
+    rc = fail(&ch, TF_UNAUTHENTICATED,
+              "s3: no credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+              "a profile (AWS_PROFILE, ~/.aws/credentials), web identity, container or "
+              "instance credentials, or the option anonymous=1 for public buckets%s%s",
+              ch.note, "");
+  }
+  profile_free(&ch.p);
+  *out = ch.found;
+  return rc == 1 ? 0 : -1;
+}
+
+/* ---- the cache ----------------------------------------------------------------------------- */
+
+void s3_credentials_init(s3_fs* fs) {
+  pthread_mutex_init(&fs->credentials_lock, NULL);
+  plugin_fork_guard_mutex(&fs->credentials_lock, PLUGIN_LOCK_DATA);
+  fs->credentials = NULL;
+  fs->credentials_profile = NULL;
+  fs->credentials_failure = TF_NewStatus();
+  fs->credentials_asked_ms = 0;
+}
+
+void s3_credentials_destroy(s3_fs* fs) {
+  plugin_fork_unguard(&fs->credentials_lock);
+  pthread_mutex_destroy(&fs->credentials_lock);
+  s3_credentials_release(fs->credentials);
+  free(fs->credentials_profile);
+  TF_DeleteStatus(fs->credentials_failure);
+}
+
+static uint64_t monotonic_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Whether c is still good to sign with at now (it has not expired). */
+static int usable(const s3_credentials* c, time_t now) {
+  return c != NULL && (c->expires == 0 || now < c->expires);
+}
+
+int s3_credentials_acquire(s3_fs* fs, const s3_config* cfg, s3_credentials* borrowed,
+                           const s3_credentials** out, TF_Status* status) {
+  const char* profile = s3_profile_name(cfg);
+  s3_credentials* c;
+  time_t now;
+  *out = NULL;
+  if (cfg->anonymous) return 0;
+  if (*cfg->access_key != '\0') {
+    if (*cfg->secret_key == '\0') {
+      TF_SetStatus(status, TF_UNAUTHENTICATED,
+                   "s3: an access key id is set but no secret access key "
+                   "(AWS_SECRET_ACCESS_KEY, or the option secret_access_key)");
+      return -1;
+    }
+    memset(borrowed, 0, sizeof *borrowed); /* refs 0: never freed */
+    borrowed->access_key = cfg->access_key;
+    borrowed->secret_key = cfg->secret_key;
+    borrowed->session_token = cfg->session_token;
+    snprintf(borrowed->source, sizeof borrowed->source, "settings");
+    *out = borrowed;
+    return 0;
+  }
+  pthread_mutex_lock(&fs->credentials_lock);
+  now = time(NULL);
+  if (fs->credentials_profile == NULL || strcmp(fs->credentials_profile, profile) != 0) {
+    /* Another profile: forget what the last one gave. */
+    s3_credentials_release(fs->credentials);
+    fs->credentials = NULL;
+    free(fs->credentials_profile);
+    fs->credentials_profile = strdup(profile);
+    fs->credentials_asked_ms = 0;
+  }
+  c = fs->credentials;
+  if (c == NULL || (c->expires != 0 && now >= c->expires - REFRESH_MARGIN_S)) {
+    /* The sources are asked at most once per ASK_INTERVAL_MS, unless what
+     * they gave last has expired. */
+    uint64_t t = monotonic_ms();
+    int recent = fs->credentials_asked_ms != 0 && t - fs->credentials_asked_ms < ASK_INTERVAL_MS;
+    if (!recent || (!usable(c, now) && TF_GetCode(fs->credentials_failure) == TF_OK)) {
+      s3_credentials* fresh = NULL;
+      fs->credentials_asked_ms = t;
+      if (resolve(cfg, fs->credentials_failure, &fresh) == 0) {
+        s3_credentials_release(c);
+        fs->credentials = c = fresh;
+        TF_SetStatus(fs->credentials_failure, TF_OK, "");
+      }
+    }
+    /* A failed refresh keeps credentials that have not expired yet. */
+    if (!usable(c, now)) {
+      if (TF_GetCode(fs->credentials_failure) == TF_OK)
+        TF_SetStatus(fs->credentials_failure, TF_UNAUTHENTICATED,
+                     "s3: the credentials the sources gave have expired");
+      TF_SetStatus(status, TF_GetCode(fs->credentials_failure),
+                   TF_Message(fs->credentials_failure));
+      pthread_mutex_unlock(&fs->credentials_lock);
+      return -1;
+    }
+  }
+  __atomic_add_fetch(&c->refs, 1, __ATOMIC_ACQ_REL);
+  pthread_mutex_unlock(&fs->credentials_lock);
+  *out = c;
+  return 0;
+}

@@ -1,0 +1,405 @@
+/* AWS config files, JSON documents and ISO 8601 times, read with libc
+ * only (see s3_formats.h). */
+#include "s3_formats.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char* copy_span(const char* s, size_t n) {
+  char* out = malloc(n + 1);
+  if (out == NULL) return NULL;
+  memcpy(out, s, n);
+  out[n] = '\0';
+  return out;
+}
+
+/* ---- INI ------------------------------------------------------------------- */
+
+static int blank(char c) { return c == ' ' || c == '\t'; }
+
+/* [s, e) without surrounding blanks. */
+static void trim(const char** s, const char** e) {
+  while (*s < *e && isspace((unsigned char)**s)) ++*s;
+  while (*e > *s && isspace((unsigned char)(*e)[-1])) --*e;
+}
+
+/* Whether [s, e) names section, comparing runs of blanks as one space
+ * ("profile  dev" is "profile dev"). */
+static int same_section(const char* s, const char* e, const char* section) {
+  trim(&s, &e);
+  while (s < e && *section != '\0') {
+    if (blank(*s)) {
+      if (*section != ' ') return 0;
+      while (s < e && blank(*s)) ++s;
+      ++section;
+      continue;
+    }
+    if (*s++ != *section++) return 0;
+  }
+  return s == e && *section == '\0';
+}
+
+static int same_key(const char* s, const char* e, const char* key, size_t key_len,
+                    int fold) {
+  size_t i;
+  if ((size_t)(e - s) != key_len) return 0;
+  for (i = 0; i < key_len; ++i) {
+    char a = s[i], b = key[i];
+    if (fold) {
+      a = (char)tolower((unsigned char)a);
+      b = (char)tolower((unsigned char)b);
+    }
+    if (a != b) return 0;
+  }
+  return 1;
+}
+
+char* s3_ini_get(const char* text, const char* section, const char* key,
+                 int* section_found) {
+  const char* dot = strchr(key, '.');
+  size_t top_len = dot != NULL ? (size_t)(dot - key) : strlen(key);
+  const char* line = text;
+  int in_section = 0, have_option = 0, in_nested = 0, found = 0;
+  char* value = NULL;
+  while (*line != '\0') {
+    const char* end = strchr(line, '\n');
+    const char* next = end != NULL ? end + 1 : line + strlen(line);
+    const char *s = line, *e = end != NULL ? end : next;
+    int indented = blank(*s);
+    line = next;
+    trim(&s, &e);
+    if (s == e || *s == '#' || *s == ';') continue;
+    if (!indented && *s == '[') {
+      const char* close = e;
+      while (close > s && close[-1] != ']') --close;
+      if (close == s) continue; /* not a header */
+      in_section = same_section(s + 1, close - 1, section);
+      found |= in_section;
+      have_option = in_nested = 0;
+      continue;
+    }
+    if (indented && have_option) {
+      /* A continuation line: inside a nested block, "name = value". */
+      const char* eq = memchr(s, '=', (size_t)(e - s));
+      const char *ns = s, *ne = eq, *vs = eq + 1, *ve = e;
+      if (!in_section || !in_nested || dot == NULL || eq == NULL) continue;
+      trim(&ns, &ne);
+      trim(&vs, &ve);
+      if (same_key(ns, ne, dot + 1, strlen(dot + 1), 0)) {
+        free(value);
+        value = copy_span(vs, (size_t)(ve - vs));
+      }
+      continue;
+    }
+    {
+      const char *sep = s, *ns = s, *ne, *vs, *ve = e;
+      while (sep < e && *sep != '=' && *sep != ':') ++sep;
+      if (sep == e) continue; /* neither an option nor a header */
+      ne = sep;
+      vs = sep + 1;
+      trim(&ns, &ne);
+      trim(&vs, &ve);
+      have_option = 1;
+      in_nested = vs == ve && same_key(ns, ne, key, top_len, 1);
+      if (in_section && dot == NULL && same_key(ns, ne, key, top_len, 1)) {
+        free(value);
+        value = copy_span(vs, (size_t)(ve - vs));
+      }
+    }
+  }
+  if (section_found != NULL) *section_found = found;
+  return value;
+}
+
+/* ---- JSON ------------------------------------------------------------------ */
+
+typedef struct json_text {
+  const char* s;
+  size_t i, n;
+} json_text;
+
+/* A decoded string being built: malloc'd, grown by doubling. */
+typedef struct json_out {
+  char* data;
+  size_t len, cap;
+} json_out;
+
+static int out_put(json_out* o, const char* bytes, size_t n) {
+  if (o == NULL) return 0;
+  if (o->len + n + 1 > o->cap) {
+    size_t cap = o->cap ? o->cap : 32;
+    char* grown;
+    while (o->len + n + 1 > cap) cap *= 2;
+    grown = realloc(o->data, cap);
+    if (grown == NULL) return -1;
+    o->data = grown;
+    o->cap = cap;
+  }
+  memcpy(o->data + o->len, bytes, n);
+  o->len += n;
+  o->data[o->len] = '\0';
+  return 0;
+}
+
+static void json_blank(json_text* t) {
+  while (t->i < t->n && (t->s[t->i] == ' ' || t->s[t->i] == '\t' ||
+                         t->s[t->i] == '\n' || t->s[t->i] == '\r'))
+    ++t->i;
+}
+
+static int hex4(json_text* t, unsigned* out) {
+  unsigned v = 0;
+  int k;
+  if (t->n - t->i < 4) return -1;
+  for (k = 0; k < 4; ++k) {
+    char c = t->s[t->i++];
+    v <<= 4;
+    if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
+    else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
+    else return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+static int put_utf8(json_out* o, unsigned cp) {
+  char b[4];
+  size_t n;
+  if (cp < 0x80) {
+    b[0] = (char)cp;
+    n = 1;
+  } else if (cp < 0x800) {
+    b[0] = (char)(0xC0 | (cp >> 6));
+    b[1] = (char)(0x80 | (cp & 0x3F));
+    n = 2;
+  } else if (cp < 0x10000) {
+    b[0] = (char)(0xE0 | (cp >> 12));
+    b[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    b[2] = (char)(0x80 | (cp & 0x3F));
+    n = 3;
+  } else {
+    b[0] = (char)(0xF0 | (cp >> 18));
+    b[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    b[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    b[3] = (char)(0x80 | (cp & 0x3F));
+    n = 4;
+  }
+  return out_put(o, b, n);
+}
+
+/* A string at t (its opening quote), decoded into o when o is set. */
+static int json_string(json_text* t, json_out* o) {
+  if (t->i >= t->n || t->s[t->i] != '"') return -1;
+  ++t->i;
+  while (t->i < t->n) {
+    unsigned char c = (unsigned char)t->s[t->i++];
+    unsigned cp, low;
+    if (c == '"') return out_put(o, "", 0);
+    if (c < 0x20) return -1;
+    if (c != '\\') {
+      if (out_put(o, (const char*)&c, 1) != 0) return -1;
+      continue;
+    }
+    if (t->i >= t->n) return -1;
+    c = (unsigned char)t->s[t->i++];
+    switch (c) {
+      case '"': case '\\': case '/': cp = c; break;
+      case 'b': cp = '\b'; break;
+      case 'f': cp = '\f'; break;
+      case 'n': cp = '\n'; break;
+      case 'r': cp = '\r'; break;
+      case 't': cp = '\t'; break;
+      case 'u':
+        if (hex4(t, &cp) != 0 || cp == 0) return -1;
+        if (cp >= 0xD800 && cp < 0xDC00) { /* a surrogate pair */
+          if (t->n - t->i < 6 || t->s[t->i] != '\\' || t->s[t->i + 1] != 'u') return -1;
+          t->i += 2;
+          if (hex4(t, &low) != 0 || low < 0xDC00 || low > 0xDFFF) return -1;
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+        } else if (cp >= 0xDC00 && cp < 0xE000) {
+          return -1;
+        }
+        break;
+      default: return -1;
+    }
+    if (put_utf8(o, cp) != 0) return -1;
+  }
+  return -1;
+}
+
+static int digits(json_text* t) {
+  size_t start = t->i;
+  while (t->i < t->n && isdigit((unsigned char)t->s[t->i])) ++t->i;
+  return t->i > start ? 0 : -1;
+}
+
+static int json_number(json_text* t) {
+  if (t->i < t->n && t->s[t->i] == '-') ++t->i;
+  if (t->i < t->n && t->s[t->i] == '0') {
+    ++t->i;
+  } else if (digits(t) != 0) {
+    return -1;
+  }
+  if (t->i < t->n && t->s[t->i] == '.') {
+    ++t->i;
+    if (digits(t) != 0) return -1;
+  }
+  if (t->i < t->n && (t->s[t->i] == 'e' || t->s[t->i] == 'E')) {
+    ++t->i;
+    if (t->i < t->n && (t->s[t->i] == '+' || t->s[t->i] == '-')) ++t->i;
+    if (digits(t) != 0) return -1;
+  }
+  return 0;
+}
+
+static int json_word(json_text* t, const char* word) {
+  size_t n = strlen(word);
+  if (t->n - t->i < n || memcmp(t->s + t->i, word, n) != 0) return -1;
+  t->i += n;
+  return 0;
+}
+
+/* Any value at t; kind receives its first character. */
+static int json_value(json_text* t, int depth, char* kind);
+
+/* An object or array: members (key: value) or elements, comma-separated.
+ * For the top-level object, the value of member `key` (when not NULL)
+ * goes to *found. */
+static int json_container(json_text* t, int depth, const char* key, char** found) {
+  char close = t->s[t->i] == '{' ? '}' : ']';
+  int first = 1;
+  ++t->i;
+  for (;;) {
+    json_out name = {NULL, 0, 0};
+    size_t start;
+    char kind;
+    int matched = 0;
+    json_blank(t);
+    if (t->i < t->n && t->s[t->i] == close && first) break;
+    if (close == '}') {
+      if (json_string(t, key != NULL ? &name : NULL) != 0) {
+        free(name.data);
+        return -1;
+      }
+      matched = key != NULL && name.data != NULL && strcmp(name.data, key) == 0;
+      free(name.data);
+      json_blank(t);
+      if (t->i >= t->n || t->s[t->i++] != ':') return -1;
+      json_blank(t);
+    }
+    start = t->i;
+    if (matched && t->i < t->n && t->s[t->i] == '"') {
+      json_out value = {NULL, 0, 0};
+      if (json_string(t, &value) != 0) {
+        free(value.data);
+        return -1;
+      }
+      free(*found);
+      *found = value.data;
+    } else {
+      if (json_value(t, depth + 1, &kind) != 0) return -1;
+      if (matched) {
+        free(*found);
+        *found = kind == '{' || kind == '[' || kind == 'n'
+                     ? NULL
+                     : copy_span(t->s + start, t->i - start);
+      }
+    }
+    first = 0;
+    json_blank(t);
+    if (t->i < t->n && t->s[t->i] == ',') {
+      ++t->i;
+      continue;
+    }
+    if (t->i < t->n && t->s[t->i] == close) break;
+    return -1;
+  }
+  ++t->i;
+  return 0;
+}
+
+static int json_value(json_text* t, int depth, char* kind) {
+  char c;
+  if (depth > 64 || t->i >= t->n) return -1;
+  c = t->s[t->i];
+  *kind = c;
+  switch (c) {
+    case '{':
+    case '[': return json_container(t, depth, NULL, NULL);
+    case '"': return json_string(t, NULL);
+    case 't': return json_word(t, "true");
+    case 'f': return json_word(t, "false");
+    case 'n': return json_word(t, "null");
+    default: return json_number(t);
+  }
+}
+
+char* s3_json_get(const char* json, size_t len, const char* key) {
+  json_text t = {json, 0, len};
+  char* found = NULL;
+  json_blank(&t);
+  if (t.i >= t.n || json[t.i] != '{' || json_container(&t, 0, key, &found) != 0) {
+    free(found);
+    return NULL;
+  }
+  json_blank(&t);
+  if (t.i != t.n) {
+    free(found);
+    return NULL;
+  }
+  return found;
+}
+
+/* ---- times ----------------------------------------------------------------- */
+
+/* Days from 1970-01-01 to y-m-d (proleptic Gregorian). */
+static int64_t days_from_civil(int64_t y, int m, int d) {
+  int64_t era, yoe, doy, doe;
+  y -= m <= 2;
+  era = (y >= 0 ? y : y - 399) / 400;
+  yoe = y - era * 400;
+  doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+/* n digits at *s as a number, advancing *s; -1 when not digits. */
+static int fixed(const char** s, int n) {
+  int v = 0;
+  while (n-- > 0) {
+    if (!isdigit((unsigned char)**s)) return -1;
+    v = v * 10 + (*(*s)++ - '0');
+  }
+  return v;
+}
+
+int64_t s3_parse_time(const char* iso) {
+  const char* s = iso;
+  int y, mo, d, h, mi, sec, off = 0;
+  y = fixed(&s, 4);
+  if (y < 0 || *s++ != '-' || (mo = fixed(&s, 2)) < 1 || mo > 12 || *s++ != '-' ||
+      (d = fixed(&s, 2)) < 1 || d > 31 || (*s != 'T' && *s != 't' && *s != ' '))
+    return -1;
+  ++s;
+  if ((h = fixed(&s, 2)) < 0 || h > 23 || *s++ != ':' || (mi = fixed(&s, 2)) < 0 ||
+      mi > 59 || *s++ != ':' || (sec = fixed(&s, 2)) < 0 || sec > 60)
+    return -1;
+  if (*s == '.') {
+    ++s;
+    if (!isdigit((unsigned char)*s)) return -1;
+    while (isdigit((unsigned char)*s)) ++s;
+  }
+  if (*s == 'Z' || *s == 'z') {
+    ++s;
+  } else if (*s == '+' || *s == '-') {
+    int sign = *s++ == '-' ? -1 : 1, oh, om;
+    if ((oh = fixed(&s, 2)) < 0 || oh > 23) return -1;
+    if (*s == ':') ++s;
+    if ((om = fixed(&s, 2)) < 0 || om > 59) return -1;
+    off = sign * (oh * 3600 + om * 60);
+  }
+  if (*s != '\0') return -1;
+  return days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - off;
+}

@@ -1,0 +1,252 @@
+"""The text the s3 plugin's credential sources hand it (plugins/s3/s3_formats.c):
+AWS config files, JSON documents and ISO 8601 times. The C file is compiled
+on its own and checked through cffi against the parsers boto3 and Python
+use: botocore's own config loader, ``json`` and ``datetime``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import cffi
+import pytest
+from conftest import REPO, build_plugin
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+SOURCE = REPO / "plugins" / "s3" / "s3_formats.c"
+
+CDEF = """
+char* s3_ini_get(const char* text, const char* section, const char* key, int* section_found);
+char* s3_json_get(const char* json, size_t len, const char* key);
+int64_t s3_parse_time(const char* iso);
+void free(void*);
+"""
+
+
+@pytest.fixture(scope="module")
+def formats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    if not SOURCE.exists():
+        pytest.skip("the plugin sources are not here (an installed wheel)")
+    folder: Path = tmp_path_factory.mktemp("formats")
+    library = build_plugin(SOURCE, folder / "libformats.so", flags=("-I", str(SOURCE.parent)))
+    ffi = cffi.FFI()
+    ffi.cdef(CDEF)
+    lib = ffi.dlopen(str(library))
+    yield ffi, lib
+
+
+def taken(formats: Any, pointer: Any) -> str | None:
+    ffi, lib = formats
+    if pointer == ffi.NULL:
+        return None
+    try:
+        return ffi.string(pointer).decode()  # type: ignore[no-any-return]
+    finally:
+        lib.free(pointer)
+
+
+def ini_get(formats: Any, text: str, section: str, key: str) -> tuple[str | None, bool]:
+    ffi, lib = formats
+    found = ffi.new("int*")
+    value = taken(formats, lib.s3_ini_get(text.encode(), section.encode(), key.encode(), found))
+    return value, bool(found[0])
+
+
+def json_get(formats: Any, document: bytes, key: str) -> str | None:
+    _, lib = formats
+    return taken(formats, lib.s3_json_get(document, len(document), key.encode()))
+
+
+# ---- config files -------------------------------------------------------------------------
+
+NAME = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_-", min_size=1, max_size=12)
+VALUE = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_characters="\x00\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"),
+    max_size=30,
+).map(str.strip)
+SETTINGS = st.dictionaries(NAME, st.one_of(VALUE, st.dictionaries(NAME, VALUE.filter(bool), min_size=1)), max_size=5)
+
+
+def render(profiles: dict[str, dict[str, Any]], spacing: str, comment: str) -> str:
+    lines = [f"{comment} written by the test", ""]
+    for name, settings in profiles.items():
+        lines.append(f"[{name}]")
+        for key, value in settings.items():
+            if isinstance(value, dict):
+                lines.append(f"{key}{spacing}={spacing}".rstrip())
+                lines.extend(f"  {sub}{spacing}={spacing}{v}" for sub, v in value.items())
+            else:
+                lines.append(f"{key}{spacing}={spacing}{value}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+@given(
+    profiles=st.dictionaries(NAME.map(lambda n: f"profile {n}") | st.just("default"), SETTINGS, max_size=4),
+    spacing=st.sampled_from(["", " ", "  ", "\t"]),
+    comment=st.sampled_from(["#", ";"]),
+)
+def test_config_files_read_as_botocore_reads_them(
+    formats: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    profiles: dict[str, dict[str, Any]],
+    spacing: str,
+    comment: str,
+) -> None:
+    """Every key and nested key of every profile, and every absent one,
+    reads as botocore's raw_config_parse reads the same file."""
+    configloader = pytest.importorskip("botocore.configloader", reason="botocore (boto3) is a test extra")
+    text = render(profiles, spacing, comment)
+    path = tmp_path_factory.mktemp("ini") / "config"
+    path.write_text(text)
+    reference = configloader.raw_config_parse(str(path))
+    for section, settings in reference.items():
+        for key, value in settings.items():
+            if isinstance(value, dict):
+                for sub, sub_value in value.items():
+                    assert ini_get(formats, text, section, f"{key}.{sub}") == (sub_value, True)
+            else:
+                assert ini_get(formats, text, section, key) == (value, True)
+        assert ini_get(formats, text, section, "not_a_key_here") == (None, True)
+    assert ini_get(formats, text, "profile not-written", "region") == (None, False)
+
+
+@pytest.mark.parametrize(
+    ("text", "section", "key", "expected"),
+    [
+        ("[profile  dev]\nregion = eu-west-1\n", "profile dev", "region", "eu-west-1"),
+        ("[dev]\nREGION = x\n", "dev", "region", "x"),  # keys are case-insensitive
+        ("[dev]\nregion: x\n", "dev", "region", "x"),
+        ("[dev]\n  # indented comment\nregion = x\n", "dev", "region", "x"),
+        ("[dev]\nregion = a\nregion = b\n", "dev", "region", "b"),
+        ("[dev]\ns3 = \n  addressing_style = path\nregion = r\n", "dev", "s3.addressing_style", "path"),
+        ("[dev]\ns3 = \n  addressing_style = path\nregion = r\n", "dev", "region", "r"),
+        ("[dev]\ns3 = x\n", "dev", "s3.addressing_style", None),  # not a nested block
+        ("[a]\nregion = 1\n[b]\nregion = 2\n", "b", "region", "2"),
+        ("[dev]\r\nregion = crlf\r\n", "dev", "region", "crlf"),
+        ("[dev]\nregion = has = equals\n", "dev", "region", "has = equals"),
+        ("[dev]\nno separator here\nregion = x\n", "dev", "region", "x"),
+    ],
+)
+def test_config_file_cases(formats: Any, text: str, section: str, key: str, expected: str | None) -> None:
+    assert ini_get(formats, text, section, key)[0] == expected
+
+
+# ---- JSON ----------------------------------------------------------------------------------
+
+SCALARS = st.one_of(
+    st.text(max_size=20),
+    st.integers(min_value=-(10**12), max_value=10**12),
+    st.booleans(),
+    st.none(),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+KEYS = st.sampled_from(["AccessKeyId", "SecretAccessKey", "Token", "Expiration", "Version"]) | st.text(max_size=8)
+
+
+def expected_member(document: dict[str, Any], key: str) -> str | None:
+    if key not in document:
+        return None
+    value = document[key]
+    if isinstance(value, str):
+        return value if "\x00" not in value else None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    return None
+
+
+@given(
+    document=st.dictionaries(KEYS, VALUES, max_size=6),
+    key=KEYS,
+    ascii_only=st.booleans(),
+    indent=st.sampled_from([None, 0, 2]),
+)
+@example(document={"Token": '\U0001f600 "quoted" \\ / \t'}, key="Token", ascii_only=True, indent=None)
+def test_json_members_read_as_python_reads_them(
+    formats: Any, document: dict[str, Any], key: str, ascii_only: bool, indent: int | None
+) -> None:
+    text = json.dumps(document, ensure_ascii=ascii_only, indent=indent).encode("utf-8", "surrogatepass")
+    try:
+        text.decode()
+    except UnicodeDecodeError:
+        return  # a lone surrogate in the generated text: not a document anyone sends
+    got = json_get(formats, text, key)
+    if got is not None and key in document and isinstance(document[key], float):
+        assert float(got) == document[key]
+    else:
+        assert got == expected_member(document, key)
+
+
+@given(text=st.binary(max_size=60) | st.text(alphabet='{}[]":,\\ tfnrue0123456789.-+Ea', max_size=40).map(str.encode))
+@example(text=b'{"a": "b"} x')
+@example(text=b'{"a": 01}')
+@example(text=b'{"a": NaN}')
+@example(text=b'{"a": "\\ud800"}')
+@example(text=b'{"a": "b",}')
+def test_json_that_is_not_one_object_gives_nothing(formats: Any, text: bytes) -> None:
+    """Whatever our reader accepts, Python's accepts too, with the same value."""
+    for key in ("a", "AccessKeyId"):
+        got = json_get(formats, text, key)
+        if got is None:
+            continue
+        document = json.loads(text)
+        assert isinstance(document, dict)
+        assert got == expected_member(document, key) or float(got) == document[key]
+
+
+def test_json_nesting_is_bounded(formats: Any) -> None:
+    deep = b'{"a": ' + b"[" * 5000 + b"]" * 5000 + b', "b": "x"}'
+    assert json_get(formats, deep, "b") is None  # refused, not a stack overflow
+    assert json_get(formats, b'{"a": ' + b"[" * 50 + b"]" * 50 + b', "b": "x"}', "b") == "x"
+
+
+# ---- times ---------------------------------------------------------------------------------
+
+
+@given(
+    moment=st.datetimes(
+        min_value=datetime(1970, 1, 1), max_value=datetime(9999, 12, 31), timezones=st.just(timezone.utc)
+    ),
+    offset_minutes=st.integers(min_value=-(23 * 60 + 59), max_value=23 * 60 + 59),
+    style=st.sampled_from(["Z", "offset", "offset-colon", "fraction"]),
+)
+def test_times_read_as_datetime_reads_them(formats: Any, moment: datetime, offset_minutes: int, style: str) -> None:
+    _, lib = formats
+    local = moment.astimezone(timezone(timedelta(minutes=offset_minutes)))
+    if style == "Z":
+        text = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    elif style == "fraction":
+        text = moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    else:
+        text = local.isoformat(timespec="seconds")
+        if style == "offset":
+            text = text[:-3] + text[-2:]
+    assert lib.s3_parse_time(text.encode()) == int(moment.timestamp())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "2026-11-23",
+        "2026-13-01T00:00:00Z",
+        "2026-11-23T25:00:00Z",
+        "2026-11-23T10:00:00Zjunk",
+        "2026-11-23T10:00:00.Z",
+        "soon",
+    ],
+)
+def test_times_that_are_not_times_give_minus_one(formats: Any, text: str) -> None:
+    _, lib = formats
+    assert lib.s3_parse_time(text.encode()) == -1
