@@ -9,7 +9,7 @@ The map of the public API:
   :mod:`asyncfs.tfrecord`, ``env.prefetch`` (:class:`Budget`)
 - plugins: :func:`load_plugin`, :class:`Registry`, :func:`get_filesystem`,
   :func:`get_include` (the C header's folder for building plugins)
-- the synchronous adapter: :class:`ModularFileSystem`, :class:`FileStatistics`,
+- the synchronous adapter: :class:`ModularFileSystem`, :class:`FileStatistics`, :class:`IncompleteWrite`,
   :class:`RandomAccessFile`, :class:`WritableFile`,
   :class:`ReadOnlyMemoryRegion`, :class:`Option`
 - errors: :class:`AsyncFSError` and the rest of :mod:`asyncfs.errors`
@@ -76,7 +76,7 @@ if TYPE_CHECKING:  # what the lazy attributes below resolve to
     )
     from .env import Env
     from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
-    from .filesystem import FileStatistics, ModularFileSystem
+    from .filesystem import FileStatistics, IncompleteWrite, ModularFileSystem
     from .prefetch import Budget
     from .registry import PluginInfo, Registry, default_registry, get_filesystem, load_plugin
     from .streams import AsyncBinaryReader, AsyncBinaryWriter, AsyncTextReader, AsyncTextWriter
@@ -101,6 +101,7 @@ _LAZY = {
     "ReadOnlyMemoryRegion": (".files", "ReadOnlyMemoryRegion"),
     "WritableFile": (".files", "WritableFile"),
     "FileStatistics": (".filesystem", "FileStatistics"),
+    "IncompleteWrite": (".filesystem", "IncompleteWrite"),
     "ModularFileSystem": (".filesystem", "ModularFileSystem"),
     "Budget": (".prefetch", "Budget"),
     "PluginInfo": (".registry", "PluginInfo"),
@@ -163,6 +164,7 @@ __all__ = [
     "load_plugin",
     # the synchronous adapter
     "FileStatistics",
+    "IncompleteWrite",
     "ModularFileSystem",
     "Option",
     "RandomAccessFile",

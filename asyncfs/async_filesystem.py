@@ -27,7 +27,7 @@ from ._marshal import Option, OptionValue, refuse_text
 from ._pool import Pending, Sink, WorkerPool
 from .errors import AlreadyExistsError, FailedPreconditionError, StatusError
 from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
-from .filesystem import FileStatistics, ModularFileSystem
+from .filesystem import FileStatistics, IncompleteWrite, ModularFileSystem
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer, Self
@@ -281,6 +281,12 @@ class AsyncModularFileSystem:
         if self.wrapped.offers("get_children_stats"):
             return await self._read(self.wrapped.get_children_stats, uri)
         return await _plans.run_async(self, _plans.children_stats(uri))
+
+    async def incomplete_writes(self, uri: str) -> list[IncompleteWrite]:
+        return await self._read(self.wrapped.incomplete_writes, uri)
+
+    async def abort_incomplete_write(self, uri: str, id: str) -> None:
+        await self._mutate(self.wrapped.abort_incomplete_write, uri, id)
 
     async def get_matching_paths(self, pattern: str) -> list[str]:
         """Glob, expanding directory levels concurrently (see

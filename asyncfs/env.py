@@ -31,7 +31,7 @@ from .async_filesystem import (
     AsyncWritableFile,
 )
 from .errors import NotFoundError, UnimplementedError
-from .filesystem import FileStatistics
+from .filesystem import FileStatistics, IncompleteWrite
 from .registry import PluginInfo, Registry, RegistryRecipe, default_registry
 
 # streams, prefetch and transactions are imported when first used
@@ -363,6 +363,28 @@ class Env:
         :meth:`AsyncModularFileSystem.glob` (``**`` with recursive)."""
         fs, pattern = self._at(pattern)
         return await fs.glob(pattern, recursive=recursive)
+
+    async def incomplete_writes(self, uri: StrPath) -> list[IncompleteWrite]:
+        """The writes at or below uri that were started and never finished
+        nor discarded: on s3://, multipart uploads whose writer died, which
+        the store bills for and never shows. Sorted by target."""
+        fs, uri = self._at(uri)
+        return await fs.incomplete_writes(uri)
+
+    async def abort_incomplete_writes(self, uri: StrPath, *, older_than: float = 0.0) -> list[IncompleteWrite]:
+        """Discard the incomplete writes at or below uri started more than
+        older_than seconds ago, in parallel, and return them. A write still
+        in progress elsewhere is incomplete too: give older_than above the
+        longest write that may be running. One that finished or went away
+        meanwhile counts as done."""
+        fs, uri = self._at(uri)
+        cutoff = time.time_ns() - int(older_than * 1e9)
+        stale = [w for w in await fs.incomplete_writes(uri) if w.started_nsec <= cutoff]
+        results = await fs.run_many(fs.wrapped.abort_incomplete_write, [(w.uri, w.id) for w in stale], mutating=True)
+        for result in results:
+            if isinstance(result, Exception) and not isinstance(result, NotFoundError):
+                raise result
+        return stale
 
     async def translate_name(self, uri: StrPath) -> str:
         """The plugin's own name for uri (the path it is handed)."""

@@ -109,6 +109,17 @@ class FileStatistics:
     is_directory: bool
 
 
+@dataclass(frozen=True)
+class IncompleteWrite:
+    """A write that was started and never finished nor discarded (an object
+    store's multipart upload whose writer died): it holds storage and never
+    becomes a file. :meth:`ModularFileSystem.incomplete_writes` lists them."""
+
+    uri: str  # the file it would have written
+    id: str  # what names it to abort_incomplete_write (an upload id)
+    started_nsec: int
+
+
 class ModularFileSystem:
     """The filesystem a plugin provides for one scheme."""
 
@@ -445,6 +456,40 @@ class ModularFileSystem:
             shortest, _ffi.UNBOUNDED, plugin=self.metadata.name, op="get_children_stats", path=uri, what="as length"
         )
         return [(name, FileStatistics(*fields)) for name, fields in zip(names, raw, strict=True)]
+
+    def incomplete_writes(self, uri: str) -> list[IncompleteWrite]:
+        """The incomplete writes at or below uri, sorted by target and start
+        (the plugin's ``get_incomplete_writes``; UnimplementedError for a
+        plugin that keeps none, such as a local disk's)."""
+        paths = ffi.new("char***")
+        ids = ffi.new("char***")
+        started = ffi.new("int64_t**")
+        count = int(self._path_call("get_incomplete_writes", uri, paths, ids, started))
+        try:
+            relative = unpack_strings(paths[0], count, self._free)
+            names = unpack_strings(ids[0], count, self._free)
+            times = list(ffi.unpack(started[0], len(relative))) if relative else []
+        finally:
+            if started[0] != ffi.NULL:
+                self._free(started[0])
+        if len(names) != len(relative):
+            _ffi.raise_status(
+                Code.INTERNAL,
+                f"the {self.metadata.name} plugin named {len(relative)} incomplete writes but gave {len(names)} ids",
+                "get_incomplete_writes",
+                uri,
+            )
+        base = uri.rstrip("/")
+        found = [
+            IncompleteWrite(f"{base}/{rel}" if rel else uri, name, int(when))
+            for rel, name, when in zip(relative, names, times, strict=True)
+        ]
+        return sorted(found, key=lambda w: (w.uri, w.started_nsec, w.id))
+
+    def abort_incomplete_write(self, uri: str, id: str) -> None:
+        """Discard the incomplete write id whose target is uri, freeing what
+        it holds; NotFoundError when it is gone already."""
+        self._path_call("abort_incomplete_write", uri, encode(id))
 
     def get_matching_paths(self, pattern: str) -> list[str]:
         """The paths matching a glob pattern (``*``, ``?``, ``[...]`` within

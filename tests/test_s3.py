@@ -15,6 +15,9 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -162,6 +165,97 @@ def test_dropped_writer_aborts_its_multipart_upload(
         raise RuntimeError("the producer failed")
     assert not s3_fs.exists(uri)
     assert bucket_entries(s3_gateway, bucket) == []
+
+
+def boto3_client(gateway: Gateway) -> Any:
+    boto3 = pytest.importorskip("boto3", reason="boto3 (a test extra) looks at the gateway from outside")
+    environ = gateway.environ()
+    return boto3.client(
+        "s3",
+        endpoint_url=environ["AWS_ENDPOINT_URL"],
+        aws_access_key_id=environ["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=environ["AWS_SECRET_ACCESS_KEY"],
+        region_name=environ["AWS_REGION"],
+    )
+
+
+def open_uploads(client: Any, bucket: str) -> list[tuple[str, str]]:
+    """(key, upload id) of every multipart upload in progress, as boto3 sees them."""
+    pages = client.get_paginator("list_multipart_uploads").paginate(Bucket=bucket)
+    return sorted((u["Key"], u["UploadId"]) for page in pages for u in page.get("Uploads", []))
+
+
+KILLED_WRITER = """
+import os, signal, sys, time
+import asyncfs
+
+fs = asyncfs.Registry().get("s3")
+fs.set_option("part_size", 5 << 20)
+writer = fs.new_writable_file(sys.argv[1])
+writer.append(os.urandom(12 << 20))  # two parts on their way, one filling
+print("writing", flush=True)
+time.sleep(60)  # killed here, never closed
+"""
+
+
+def test_a_killed_writers_upload_is_listed_and_aborted(env: asyncfs.Env, s3_gateway: Gateway, bucket: str) -> None:
+    """Bug 10: a writer killed mid-upload leaves a multipart upload that holds
+    its parts forever and that asyncfs could neither list nor abort."""
+    client = boto3_client(s3_gateway)
+    target = f"s3://{bucket}/runs/7/checkpoint.bin"
+    with subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITER, target],
+        env={**os.environ, **s3_gateway.environ()},
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as child:
+        try:
+            assert child.stdout is not None and child.stdout.readline() == "writing\n"
+            deadline = time.monotonic() + 20
+            while not open_uploads(client, bucket):
+                assert time.monotonic() < deadline, "the writer started no upload"
+                time.sleep(0.1)
+        finally:
+            child.kill()
+    other = client.create_multipart_upload(Bucket=bucket, Key="runs/70")["UploadId"]  # another client's
+
+    async def main() -> None:
+        found = await env.incomplete_writes(f"s3://{bucket}/runs/7")
+        assert [w.uri for w in found] == [target]  # not runs/70: a folder, not a prefix
+        assert abs(found[0].started_nsec - time.time_ns()) < 120e9
+        everything = await env.incomplete_writes(f"s3://{bucket}")
+        assert [w.uri for w in everything] == [target, f"s3://{bucket}/runs/70"]
+        assert (await env.incomplete_writes(f"s3://{bucket}/runs/70"))[0].id == other
+        assert await env.abort_incomplete_writes(f"s3://{bucket}/runs", older_than=3600) == []
+        aborted = await env.abort_incomplete_writes(f"s3://{bucket}/runs/7")
+        assert aborted == found
+        assert [key for key, _ in open_uploads(client, bucket)] == ["runs/70"]
+        with pytest.raises(asyncfs.NotFoundError):
+            await env.filesystem("s3://").abort_incomplete_write(target, found[0].id)
+        assert not await env.exists(target)
+
+    anyio.run(main)
+    assert not any(e.startswith(":_multipart_runs/7/") for e in bucket_entries(s3_gateway, bucket))
+
+
+def test_incomplete_writes_are_listed_across_pages(env: asyncfs.Env, s3_gateway: Gateway, bucket: str) -> None:
+    """ListMultipartUploads answers 1000 at a time."""
+    client = boto3_client(s3_gateway)
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda i: client.create_multipart_upload(Bucket=bucket, Key=f"u/{i:04d}"), range(1003)))
+
+    async def main() -> None:
+        found = await env.incomplete_writes(f"s3://{bucket}/u")
+        assert [w.uri for w in found] == [f"s3://{bucket}/u/{i:04d}" for i in range(1003)]
+        assert len(await env.abort_incomplete_writes(f"s3://{bucket}")) == 1003
+
+    anyio.run(main)
+    assert open_uploads(client, bucket) == []
+
+
+def test_a_local_disk_has_no_incomplete_writes_to_list(env: asyncfs.Env, tmp_path: Path) -> None:
+    with pytest.raises(asyncfs.UnimplementedError, match="does not offer get_incomplete_writes"):
+        anyio.run(env.incomplete_writes, tmp_path.as_uri())
 
 
 def test_atomic_writes_need_no_temporary_and_rename(env: asyncfs.Env, s3_gateway: Gateway, bucket: str) -> None:

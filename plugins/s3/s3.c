@@ -793,6 +793,8 @@ PLUGIN_DEFINE_RENAME_AND_COPY(copy_or_rename)
 static const TF_FilesystemOps s3_filesystem_ops = {
     PLUGIN_FILESYSTEM_OPS(s3_, fs_),
     .flush_caches = fs_flush_caches,
+    .get_incomplete_writes = s3_get_incomplete_writes,
+    .abort_incomplete_write = s3_abort_incomplete_write,
     PLUGIN_CONFIGURATION_OPS};
 
 static const plugin_scheme s3_schemes[] = {

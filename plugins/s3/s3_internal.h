@@ -235,12 +235,15 @@ typedef struct s3_listing {
   int64_t* mtimes;
   int sizes_cap;
   int truncated;
-  char* next_token;
+  char* next_token;        /* ListObjectsV2; NextKeyMarker for uploads */
   int url_encoded; /* keys and prefixes came with encoding-type=url */
+  plugin_strlist upload_ids; /* ListMultipartUploads: one per key */
+  char* next_upload_id;
 } s3_listing;
 
 void s3_listing_free(s3_listing* l);
-/* Parses a ListObjectsV2 or ListBuckets answer, appending to l. */
+/* Parses a ListObjectsV2, ListBuckets or ListMultipartUploads answer
+ * (keys, their upload ids and Initiated times), appending to l. */
 int s3_parse_listing(const char* xml, size_t len, s3_listing* l);
 /* The text of the first element named name (e.g. "UploadId"), or NULL. */
 char* s3_xml_find(const char* xml, size_t len, const char* name);
@@ -320,6 +323,15 @@ int s3_complete_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
                           TF_Status* status);
 void s3_abort_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
                         const char* upload_id);
+
+/* The get_incomplete_writes and abort_incomplete_write ops: multipart
+ * uploads never completed nor aborted (a writer that died), listed and
+ * aborted. */
+int s3_get_incomplete_writes(const TF_Filesystem* filesystem, const char* path,
+                             char*** paths, char*** ids, int64_t** started_nsec,
+                             TF_Status* status);
+void s3_abort_incomplete_write(const TF_Filesystem* filesystem, const char* path,
+                               const char* id, TF_Status* status);
 
 extern const TF_RandomAccessFileOps s3_random_access_file_ops;
 extern const TF_WritableFileOps s3_writable_file_ops;

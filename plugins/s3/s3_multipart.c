@@ -201,3 +201,133 @@ int s3_copy_object(s3_fs* fs, const s3_config* cfg, const s3_path* src,
 
 /* Both rename and copy: the source must be a file, the target not a
  * directory. */
+
+/* ---- incomplete uploads ------------------------------------------------------ */
+
+/* Whether key is the key of p or lies below it. */
+static int under(const char* key, const s3_path* p) {
+  size_t n = strlen(p->key);
+  return n == 0 || (strncmp(key, p->key, n) == 0 && (key[n] == '\0' || key[n] == '/'));
+}
+
+/* Every page of ListMultipartUploads for p's key as a prefix. */
+static int list_uploads(s3_fs* fs, const s3_config* cfg, const s3_path* p, s3_listing* l,
+                        TF_Status* status) {
+  char* key_marker = NULL;
+  char* id_marker = NULL;
+  int rc;
+  do {
+    s3_param params[5];
+    int n = 0;
+    s3_request req;
+    s3_response resp;
+    params[n++] = (s3_param){"uploads", NULL};
+    params[n++] = (s3_param){"prefix", p->key};
+    params[n++] = (s3_param){"encoding-type", "url"};
+    if (key_marker != NULL) params[n++] = (s3_param){"key-marker", key_marker};
+    if (id_marker != NULL) params[n++] = (s3_param){"upload-id-marker", id_marker};
+    s3_request_init(&req, &resp, "GET", p->bucket, NULL);
+    req.params = params;
+    req.num_params = n;
+    l->url_encoded = 1;
+    rc = s3_execute(fs, cfg, &req, &resp, status);
+    if (rc == 0 && s3_parse_listing(resp.body.data, resp.body.len, l) != 0) {
+      TF_SetStatus(status, TF_INTERNAL, "s3: could not parse a ListMultipartUploads answer");
+      rc = -1;
+    }
+    s3_response_free(&resp);
+    free(key_marker);
+    free(id_marker);
+    key_marker = id_marker = NULL;
+    if (rc == 0 && l->truncated) {
+      if (l->next_token == NULL || l->upload_ids.count != l->keys.count) {
+        TF_SetStatus(status, TF_INTERNAL, "s3: a truncated ListMultipartUploads without markers");
+        rc = -1;
+      } else {
+        key_marker = strdup(l->next_token);
+        id_marker = strdup(l->next_upload_id != NULL ? l->next_upload_id : "");
+      }
+    }
+  } while (rc == 0 && l->truncated);
+  return rc;
+}
+
+int s3_get_incomplete_writes(const TF_Filesystem* filesystem, const char* path,
+                             char*** paths, char*** ids, int64_t** started_nsec,
+                             TF_Status* status) {
+  s3_fs* fs = s3_fs_of(filesystem);
+  s3_config* cfg = s3_config_acquire(fs);
+  s3_path p = {NULL, NULL};
+  s3_listing l;
+  plugin_strlist names = {NULL, 0, 0}, found_ids = {NULL, 0, 0};
+  int64_t* times = NULL;
+  int i, count = -1;
+  memset(&l, 0, sizeof l);
+  *paths = *ids = NULL;
+  *started_nsec = NULL;
+  if (s3_path_parse(path, &p, status) != 0) goto done;
+  if (*p.bucket == '\0') {
+    TF_SetStatus(status, TF_INVALID_ARGUMENT,
+                 "s3: incomplete writes are listed per bucket: name one (s3://bucket/...)");
+    goto done;
+  }
+  if (list_uploads(fs, cfg, &p, &l, status) != 0) goto done;
+  if (l.upload_ids.count != l.keys.count) {
+    TF_SetStatus(status, TF_INTERNAL, "s3: an upload without an UploadId in a listing");
+    goto done;
+  }
+  times = plugin_memory_allocate((size_t)(l.keys.count > 0 ? l.keys.count : 1) * sizeof *times);
+  if (times == NULL) goto oom;
+  for (i = 0; i < l.keys.count; ++i) {
+    const char* key = l.keys.items[i];
+    size_t skip = strlen(p.key);
+    if (!under(key, &p)) continue;
+    /* Relative to path: "" for path itself, "a/b" below it. */
+    if (skip > 0) skip += key[skip] == '/';
+    if (plugin_strlist_push(&names, key + skip, strlen(key + skip)) != 0 ||
+        plugin_strlist_push(&found_ids, l.upload_ids.items[i], strlen(l.upload_ids.items[i])) != 0)
+      goto oom;
+    times[names.count - 1] = l.mtimes[i];
+  }
+  count = plugin_strlist_release(&names, paths);
+  plugin_strlist_release(&found_ids, ids);
+  if (count > 0) {
+    *started_nsec = times;
+    times = NULL;
+  }
+  TF_SetStatus(status, TF_OK, "");
+  goto done;
+oom:
+  TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+done:
+  plugin_memory_free(times);
+  plugin_strlist_free(&names);
+  plugin_strlist_free(&found_ids);
+  s3_listing_free(&l);
+  s3_path_free(&p);
+  s3_config_release(fs, cfg);
+  return count;
+}
+
+void s3_abort_incomplete_write(const TF_Filesystem* filesystem, const char* path,
+                               const char* id, TF_Status* status) {
+  s3_fs* fs = s3_fs_of(filesystem);
+  s3_config* cfg = s3_config_acquire(fs);
+  s3_path p = {NULL, NULL};
+  if (s3_path_parse(path, &p, status) == 0) {
+    if (*p.bucket == '\0' || *p.key == '\0') {
+      TF_SetStatus(status, TF_INVALID_ARGUMENT, "s3: an incomplete write is of an object: name its key");
+    } else {
+      s3_param params[1] = {{"uploadId", id}};
+      s3_request req;
+      s3_response resp;
+      s3_request_init(&req, &resp, "DELETE", p.bucket, p.key);
+      req.params = params;
+      req.num_params = 1;
+      s3_execute(fs, cfg, &req, &resp, status);
+      s3_response_free(&resp);
+    }
+  }
+  s3_path_free(&p);
+  s3_config_release(fs, cfg);
+}

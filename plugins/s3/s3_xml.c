@@ -210,33 +210,51 @@ static int push_name(s3_listing* l, plugin_strlist* list, const char* text) {
   return l->url_encoded ? push_decoded(list, text) : plugin_strlist_push(list, text, strlen(text));
 }
 
+/* Appends a key (decoded when the listing is) with a size and time of 0. */
+static int push_key(s3_listing* l, const char* text, int as_is) {
+  if ((as_is ? plugin_strlist_push(&l->keys, text, strlen(text)) : push_name(l, &l->keys, text)) != 0)
+    return -1;
+  if (l->keys.count > l->sizes_cap) {
+    int cap = l->sizes_cap ? l->sizes_cap * 2 : 1024;
+    int64_t* s = realloc(l->sizes, (size_t)cap * sizeof *s);
+    int64_t* m = s != NULL ? realloc(l->mtimes, (size_t)cap * sizeof *m) : NULL;
+    if (s != NULL) l->sizes = s;
+    if (m == NULL) return -1;
+    l->mtimes = m;
+    l->sizes_cap = cap;
+  }
+  l->sizes[l->keys.count - 1] = 0;
+  l->mtimes[l->keys.count - 1] = 0;
+  return 0;
+}
+
+/* Replaces *slot with text (decoded when the listing is). */
+static int set_marker(s3_listing* l, char** slot, const char* text) {
+  plugin_strlist one = {NULL, 0, 0};
+  free(*slot);
+  *slot = NULL;
+  if (push_name(l, &one, text) != 0) return -1;
+  *slot = strdup(one.items[0]);
+  plugin_strlist_free(&one);
+  return *slot != NULL ? 0 : -1;
+}
+
 static void on_listing(void* arg, const char* name, const char* parent,
                        const char* text) {
   listing_ctx* c = arg;
   s3_listing* l = c->l;
-  if ((strcmp(name, "Key") == 0 && strcmp(parent, "Contents") == 0) ||
+  int in_upload = strcmp(parent, "Upload") == 0;
+  if ((strcmp(name, "Key") == 0 && (strcmp(parent, "Contents") == 0 || in_upload)) ||
       (strcmp(name, "Name") == 0 && strcmp(parent, "Bucket") == 0)) {
-    int bucket = strcmp(parent, "Bucket") == 0; /* ListBuckets: names as they are */
-    if ((bucket ? plugin_strlist_push(&l->keys, text, strlen(text)) : push_name(l, &l->keys, text)) != 0)
-      c->failed = 1;
-    if (l->keys.count > l->sizes_cap) {
-      int cap = l->sizes_cap ? l->sizes_cap * 2 : 1024;
-      int64_t* s = realloc(l->sizes, (size_t)cap * sizeof *s);
-      int64_t* m = s != NULL ? realloc(l->mtimes, (size_t)cap * sizeof *m) : NULL;
-      if (s != NULL) l->sizes = s;
-      if (m == NULL) {
-        c->failed = 1;
-        return;
-      }
-      l->mtimes = m;
-      l->sizes_cap = cap;
-    }
-    l->sizes[l->keys.count - 1] = 0;
-    l->mtimes[l->keys.count - 1] = 0;
+    /* ListBuckets: names as they are */
+    if (push_key(l, text, strcmp(parent, "Bucket") == 0) != 0) c->failed = 1;
+  } else if (strcmp(name, "UploadId") == 0 && in_upload) {
+    if (plugin_strlist_push(&l->upload_ids, text, strlen(text)) != 0) c->failed = 1;
   } else if (strcmp(name, "Size") == 0 && strcmp(parent, "Contents") == 0) {
     if (l->keys.count > 0) l->sizes[l->keys.count - 1] = strtoll(text, NULL, 10);
   } else if ((strcmp(name, "LastModified") == 0 && strcmp(parent, "Contents") == 0) ||
-             (strcmp(name, "CreationDate") == 0 && strcmp(parent, "Bucket") == 0)) {
+             (strcmp(name, "CreationDate") == 0 && strcmp(parent, "Bucket") == 0) ||
+             (strcmp(name, "Initiated") == 0 && in_upload)) {
     if (l->keys.count > 0) l->mtimes[l->keys.count - 1] = parse_time(text);
   } else if (strcmp(name, "Prefix") == 0 && strcmp(parent, "CommonPrefixes") == 0) {
     if (push_name(l, &l->prefixes, text) != 0) c->failed = 1;
@@ -246,6 +264,12 @@ static void on_listing(void* arg, const char* name, const char* parent,
     free(l->next_token);
     l->next_token = strdup(text);
     if (l->next_token == NULL) c->failed = 1;
+  } else if (strcmp(name, "NextKeyMarker") == 0) {
+    if (set_marker(l, &l->next_token, text) != 0) c->failed = 1;
+  } else if (strcmp(name, "NextUploadIdMarker") == 0) {
+    free(l->next_upload_id);
+    l->next_upload_id = strdup(text);
+    if (l->next_upload_id == NULL) c->failed = 1;
   }
 }
 
@@ -254,12 +278,16 @@ int s3_parse_listing(const char* xml, size_t len, s3_listing* l) {
   l->truncated = 0;
   free(l->next_token);
   l->next_token = NULL;
+  free(l->next_upload_id);
+  l->next_upload_id = NULL;
   return xml_parse(xml, len, on_listing, &c) == 0 && !c.failed ? 0 : -1;
 }
 
 void s3_listing_free(s3_listing* l) {
   plugin_strlist_free(&l->keys);
   plugin_strlist_free(&l->prefixes);
+  plugin_strlist_free(&l->upload_ids);
+  free(l->next_upload_id);
   free(l->sizes);
   free(l->mtimes);
   free(l->next_token);

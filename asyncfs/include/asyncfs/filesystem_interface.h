@@ -306,6 +306,22 @@ typedef struct TF_FilesystemOps {
   int (*get_children_stats)(const TF_Filesystem* filesystem, const char* path,
                             char*** entries, TF_FileStatistics** stats,
                             TF_Status* status);
+  /* 37: asyncfs extension (filesystem ops API 4). The writes at or below
+   * path that were started and never finished nor discarded, such as an
+   * object store's multipart uploads whose writer died: they hold storage
+   * and never become files. *paths: each one's target relative to path
+   * ("" for path itself, "a/b" below it), *ids: what names each write for
+   * abort_incomplete_write, both as get_children's entries; *started_nsec:
+   * one plugin_memory_allocate block of as many start times (NULL when
+   * there are none). Returns the count, or -1 with status set. */
+  int (*get_incomplete_writes)(const TF_Filesystem* filesystem, const char* path,
+                               char*** paths, char*** ids, int64_t** started_nsec,
+                               TF_Status* status);
+  /* 38: asyncfs extension (filesystem ops API 4). Discards the incomplete
+   * write `id` whose target is path, freeing what it held; NOT_FOUND when
+   * no such write is left. */
+  void (*abort_incomplete_write)(const TF_Filesystem* filesystem, const char* path,
+                                 const char* id, TF_Status* status);
 } TF_FilesystemOps;
 
 /* ---- Versions ----------------------------------------------------------- */
@@ -313,7 +329,7 @@ typedef struct TF_FilesystemOps {
  * entries are appended. The core refuses a table whose ABI differs from its
  * own and warns (then loads) when only the API differs. */
 
-#define TF_FILESYSTEM_OPS_API 3
+#define TF_FILESYSTEM_OPS_API 4
 #define TF_FILESYSTEM_OPS_ABI 0
 #define TF_RANDOM_ACCESS_FILE_OPS_API 0
 #define TF_RANDOM_ACCESS_FILE_OPS_ABI 0
