@@ -53,7 +53,13 @@ def fields(ctype: str) -> list[str]:
 
 
 def test_filesystem_ops_are_tensorflows_33_then_the_appended_ones() -> None:
-    appended = ["abort_transaction", "rename_dir", "get_children_stats"]
+    appended = [
+        "abort_transaction",
+        "rename_dir",
+        "get_children_stats",
+        "get_incomplete_writes",
+        "abort_incomplete_write",
+    ]
     assert fields("TF_FilesystemOps") == [*TF_FILESYSTEM_OPS, *appended]
     for entry, name in enumerate(appended, start=33):
         assert ffi.offsetof("TF_FilesystemOps", name) == entry * ffi.sizeof("void*")

@@ -253,6 +253,37 @@ def test_incomplete_writes_are_listed_across_pages(env: asyncfs.Env, s3_gateway:
     assert open_uploads(client, bucket) == []
 
 
+@pytest.mark.parametrize(
+    "case",
+    [
+        (None, "table.csv", "text/csv"),
+        (None, "page.HTML", "text/html"),
+        (None, "part-0.parquet", "application/vnd.apache.parquet"),
+        (None, "weights.bin", "application/octet-stream"),
+        (None, "folder.json/no-extension", "application/octet-stream"),
+        (b"application/x-custom", "table.csv", "application/x-custom"),
+        (b"", "table.csv", "application/octet-stream"),
+    ],
+)
+@pytest.mark.parametrize("size", [100, 6 * MiB], ids=["one PUT", "multipart"])
+def test_objects_are_written_with_a_content_type(
+    s3_gateway: Gateway, bucket: str, case: tuple[bytes | None, str, str], size: int
+) -> None:
+    """Guessed from the extension by default (as the AWS CLI and s3fs do),
+    or the content_type option's; a server-side copy keeps the source's."""
+    option, name, expected = case
+    client = boto3_client(s3_gateway)
+    options: dict[str, int | bytes] = {"part_size": 5 * MiB}
+    if option is not None:
+        options["content_type"] = option
+    fs = own_s3(s3_gateway, **options)
+    fs.write_file(f"s3://{bucket}/{name}", pattern(0, size))
+    assert client.head_object(Bucket=bucket, Key=name)["ContentType"] == expected
+    fs.copy_file(f"s3://{bucket}/{name}", f"s3://{bucket}/copy-without-extension")
+    if size <= 5 * MiB:  # one CopyObject: the source's metadata travels
+        assert client.head_object(Bucket=bucket, Key="copy-without-extension")["ContentType"] == expected
+
+
 def test_a_local_disk_has_no_incomplete_writes_to_list(env: asyncfs.Env, tmp_path: Path) -> None:
     with pytest.raises(asyncfs.UnimplementedError, match="does not offer get_incomplete_writes"):
         anyio.run(env.incomplete_writes, tmp_path.as_uri())

@@ -35,6 +35,10 @@ static const plugin_option s3_options[] = {
      PLUGIN_OPTION_INT, offsetof(s3_config, anonymous), 0, 1, 0},
     {"ca_bundle", "PEM file of the CAs to trust instead of the system's (AWS_CA_BUNDLE)",
      PLUGIN_OPTION_TEXT, offsetof(s3_config, ca_bundle), 0, 0, 0},
+    {"content_type",
+     "Content-Type of the objects written: \"auto\" guesses from the name's "
+     "extension (application/octet-stream when unknown)",
+     PLUGIN_OPTION_TEXT, offsetof(s3_config, content_type), 0, 0, 0},
     {"verify_tls", "0: accept any TLS certificate (test gateways only)",
      PLUGIN_OPTION_INT, offsetof(s3_config, verify_tls), 0, 1, 0},
     {"path_style",
@@ -126,6 +130,7 @@ void s3_defaults_load(s3_defaults* d) {
   c->ca_bundle = (char*)env_or_profile(d, "AWS_CA_BUNDLE", NULL, profile, "ca_bundle");
   c->anonymous = env_true("AWS_SKIP_SIGNATURE");
   c->verify_tls = 1;
+  c->content_type = "auto";
   /* A custom endpoint (a gateway on an address) is usually path-style. */
   c->path_style = *c->endpoint != '\0';
   style = env_or_profile(d, "AWS_S3_ADDRESSING_STYLE", NULL, profile, "s3.addressing_style");

@@ -461,6 +461,7 @@ static void writer_close(const TF_WritableFile* file, TF_Status* status) {
     s3_request req;
     s3_response resp;
     s3_request_init(&req, &resp, "PUT", w->path.bucket, w->path.key);
+    req.content_type = s3_content_type(w->cfg, w->path.key);
     req.body = w->buf;
     req.body_len = w->len;
     s3_execute(w->fs, w->cfg, &req, &resp, status);

@@ -39,6 +39,7 @@ typedef struct s3_config {
   char* session_token;
   char* profile;              /* "" : AWS_PROFILE's, or "default" */
   char* ca_bundle;            /* PEM file of trusted CAs; "" : the system's */
+  char* content_type;         /* "auto": from the key's extension */
   int64_t anonymous;          /* 1: requests are not signed */
   int64_t verify_tls;         /* 0: accept any certificate (test gateways) */
   int64_t path_style;         /* 1 path-style, 0 virtual-hosted */
@@ -149,6 +150,7 @@ typedef struct s3_request {
   const char* if_match;     /* an ETag the object must still have */
   const char* if_none_match; /* "*": create only if no object has the key */
   const char* content_md5;  /* base64, for DeleteObjects */
+  const char* content_type; /* an object's PUT or CreateMultipartUpload */
   const char* body;         /* request body, body_len bytes */
   size_t body_len;
   char* out;                /* when set, the response body goes here */
@@ -293,6 +295,9 @@ typedef enum s3_kind { S3_MISSING = 0, S3_FILE, S3_DIR } s3_kind;
  * than absence set status and return -1. size and mtime are for files. */
 int s3_probe(s3_fs* fs, const s3_config* cfg, const s3_path* p,
              int64_t* size, int64_t* mtime_nsec, TF_Status* status);
+
+/* The Content-Type a new object at key is written with. */
+const char* s3_content_type(const s3_config* cfg, const char* key);
 
 /* Sets NOT_FOUND for p, or FAILED_PRECONDITION when p's parent is a file. */
 void s3_set_missing(s3_fs* fs, const s3_config* cfg, const s3_path* p,

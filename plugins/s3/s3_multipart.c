@@ -18,6 +18,7 @@ char* s3_create_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
   s3_request_init(&req, &resp, "POST", dst->bucket, dst->key);
   req.params = params;
   req.num_params = 1;
+  req.content_type = s3_content_type(cfg, dst->key);
   if (s3_execute(fs, cfg, &req, &resp, status) == 0) {
     upload_id = s3_xml_find(resp.body.data, resp.body.len, "UploadId");
     if (upload_id == NULL)

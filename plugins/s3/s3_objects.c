@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "s3_internal.h"
 
@@ -107,6 +108,39 @@ static int is_prefix(s3_fs* fs, const s3_config* cfg, const s3_path* p,
   s3_listing_free(&l);
   free(prefix);
   return found;
+}
+
+/* The types a browser or a data tool most needs right, by extension. */
+static const char* const content_types[][2] = {
+    {"avro", "application/avro"},     {"bz2", "application/x-bzip2"},
+    {"css", "text/css"},              {"csv", "text/csv"},
+    {"gif", "image/gif"},             {"gz", "application/gzip"},
+    {"htm", "text/html"},             {"html", "text/html"},
+    {"ico", "image/vnd.microsoft.icon"}, {"jpeg", "image/jpeg"},
+    {"jpg", "image/jpeg"},            {"js", "text/javascript"},
+    {"json", "application/json"},     {"jsonl", "application/jsonl"},
+    {"md", "text/markdown"},          {"mp3", "audio/mpeg"},
+    {"mp4", "video/mp4"},             {"ndjson", "application/x-ndjson"},
+    {"orc", "application/vnd.apache.orc"}, {"parquet", "application/vnd.apache.parquet"},
+    {"pdf", "application/pdf"},       {"png", "image/png"},
+    {"svg", "image/svg+xml"},         {"tar", "application/x-tar"},
+    {"tsv", "text/tab-separated-values"}, {"txt", "text/plain"},
+    {"wasm", "application/wasm"},     {"webp", "image/webp"},
+    {"xml", "application/xml"},       {"yaml", "application/yaml"},
+    {"yml", "application/yaml"},      {"zip", "application/zip"},
+    {"zst", "application/zstd"},
+};
+
+const char* s3_content_type(const s3_config* cfg, const char* key) {
+  const char* slash = strrchr(key, '/');
+  const char* dot = strrchr(slash != NULL ? slash + 1 : key, '.');
+  size_t i;
+  if (strcmp(cfg->content_type, "auto") != 0)
+    return *cfg->content_type != '\0' ? cfg->content_type : "application/octet-stream";
+  if (dot != NULL && dot[1] != '\0')
+    for (i = 0; i < sizeof content_types / sizeof content_types[0]; ++i)
+      if (strcasecmp(dot + 1, content_types[i][0]) == 0) return content_types[i][1];
+  return "application/octet-stream";
 }
 
 int s3_simple_request(s3_fs* fs, const s3_config* cfg, const char* method,

@@ -299,8 +299,10 @@ static int build_headers(const s3_config* cfg, const s3_credentials* creds,
              add_header(out, "If-None-Match", "", req->if_none_match) != 0) ||
             (req->content_md5 != NULL &&
              add_header(out, "Content-MD5", "", req->content_md5) != 0) ||
-            (req->body != NULL &&
-             add_header(out, "Content-Type", "", "application/octet-stream") != 0);
+            (req->content_type != NULL
+                 ? add_header(out, "Content-Type", "", req->content_type) != 0
+                 : req->body != NULL &&
+                       add_header(out, "Content-Type", "", "application/octet-stream") != 0);
   plugin_buf_free(&auth);
   return bad;
 }
