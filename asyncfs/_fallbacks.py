@@ -5,7 +5,7 @@ same fallbacks). Each works on URIs through the adapter's public methods.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -88,14 +88,14 @@ def naming_target(op: str, staged: str, target: str) -> Iterator[None]:
         raise type(exc)(message, op=op, path=target) from None
 
 
-def write_by_rename(fs: ModularFileSystem, uri: str, data: Buffer) -> None:
+def write_by_rename(fs: ModularFileSystem, uri: str, data: Buffer, attributes: Mapping[str, str] | None = None) -> None:
     """Write uri as a new file: data goes to a temporary sibling that is
     renamed over uri, so uri holds the old content or the new, never a part
     (and a file linked elsewhere is replaced, not written in place)."""
     staged = _uri.staging_name(uri)
     try:
         with naming_target("write_file", staged, uri):
-            fs.write_file(staged, data)
+            fs.write_file(staged, data, attributes=attributes)
         fs.rename_file(staged, uri)
     except BaseException:
         if fs.exists(staged):

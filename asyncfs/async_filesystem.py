@@ -15,7 +15,7 @@ the Env's worker pool, with the same results and errors. Cancellation:
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from types import TracebackType
@@ -205,8 +205,10 @@ class AsyncModularFileSystem:
         handle = await self._pool.run(self.wrapped.new_random_access_file, uri, mutating=False, discard=_close)
         return AsyncRandomAccessFile(handle, self._pool)
 
-    async def new_writable_file(self, uri: str) -> AsyncWritableFile:
-        handle = await self._pool.run(self.wrapped.new_writable_file, uri, mutating=True)
+    async def new_writable_file(self, uri: str, *, attributes: Mapping[str, str] | None = None) -> AsyncWritableFile:
+        handle = await self._pool.run(
+            partial(self.wrapped.new_writable_file, attributes=attributes), uri, mutating=True
+        )
         return AsyncWritableFile(handle, self._pool)
 
     async def new_appendable_file(self, uri: str) -> AsyncWritableFile:
@@ -322,12 +324,18 @@ class AsyncModularFileSystem:
         """Read from offset of uri into a caller-owned buffer (no copy)."""
         return await self._mutate(self.wrapped.read_into, uri, buffer, offset)
 
-    async def write_file(self, uri: str, data: Buffer, *, atomic: bool = True) -> None:
+    async def write_file(
+        self, uri: str, data: Buffer, *, atomic: bool = True, attributes: Mapping[str, str] | None = None
+    ) -> None:
         """Create or replace uri with data. With atomic (the default) the
         data goes to a temporary sibling that is renamed over uri, so uri
-        holds the old or the new content, never a part."""
+        holds the old or the new content, never a part. attributes: see
+        :meth:`ModularFileSystem.new_writable_file`."""
         refuse_text(data, "write_file", uri)
-        await self._mutate(_write_file, self.wrapped, uri, data, atomic)
+        await self._mutate(_write_file, self.wrapped, uri, data, atomic, attributes)
+
+    async def attributes(self, uri: str) -> dict[str, str]:
+        return await self._read(self.wrapped.attributes, uri)
 
     async def append(self, uri: str, data: Buffer) -> None:
         """Append data to uri, creating it if needed."""
@@ -417,11 +425,13 @@ def _mirror_docstrings() -> None:
 _mirror_docstrings()
 
 
-def _write_file(fs: ModularFileSystem, uri: str, data: Buffer, atomic: bool) -> None:
+def _write_file(
+    fs: ModularFileSystem, uri: str, data: Buffer, atomic: bool, attributes: Mapping[str, str] | None
+) -> None:
     if atomic and fs.stages_atomic_writes():
-        write_by_rename(fs, uri, data)
+        write_by_rename(fs, uri, data, attributes)
     else:
-        fs.write_file(uri, data)
+        fs.write_file(uri, data, attributes=attributes)
 
 
 def _append(fs: ModularFileSystem, uri: str, data: Buffer) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from types import TracebackType
@@ -393,11 +393,22 @@ class Env:
 
     # ---- writing ---------------------------------------------------------------------
 
-    async def write_file(self, uri: StrPath, data: Buffer, *, atomic: bool = True) -> None:
+    async def write_file(
+        self, uri: StrPath, data: Buffer, *, atomic: bool = True, attributes: Mapping[str, str] | None = None
+    ) -> None:
         """Create or replace uri with data; atomically (temporary sibling,
-        then rename) unless atomic is false or the plugin cannot rename."""
+        then rename) unless atomic is false or the plugin cannot rename.
+        attributes (s3://: ``content-type`` and user metadata) are written
+        with it where the plugin keeps attributes; see :meth:`attributes`."""
         fs, uri = self._at(uri)
-        await self._making_parents(fs, uri, lambda: fs.write_file(uri, data, atomic=atomic))
+        await self._making_parents(fs, uri, lambda: fs.write_file(uri, data, atomic=atomic, attributes=attributes))
+
+    async def attributes(self, uri: StrPath) -> dict[str, str]:
+        """The attributes of the file at uri: on s3://, its ``content-type``
+        and user metadata (``x-amz-meta-*``, names lowercase). A plugin that
+        keeps none raises UnimplementedError."""
+        fs, uri = self._at(uri)
+        return await fs.attributes(uri)
 
     async def append(self, uri: StrPath, data: Buffer) -> None:
         """Append data to uri, creating it (and missing folders above it)

@@ -12,7 +12,7 @@ Calls into C release the GIL, so threads run plugin calls in parallel.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,7 @@ from ._marshal import (
     unpack_statistics,
     unpack_strings,
 )
-from .errors import Code, StatusError
+from .errors import Code, InvalidArgumentError, StatusError
 from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
 
 if TYPE_CHECKING:
@@ -107,6 +107,19 @@ class FileStatistics:
     length: int
     mtime_nsec: int
     is_directory: bool
+
+
+def _attribute_arrays(attributes: Mapping[str, str], uri: str) -> tuple[CData, CData, list[CData]]:
+    """Names and values as two ``char*`` arrays (and the strings they point
+    at, to keep alive for the call)."""
+    keep: list[CData] = []
+    for name, value in attributes.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise TypeError(f"attributes are str to str, not {type(name).__name__} to {type(value).__name__}")
+        if "\0" in name or "\0" in value:
+            raise InvalidArgumentError(f"attribute {name!r}: a NUL character", op="new_writable_file", path=uri)
+        keep += [ffi.new("char[]", name.encode()), ffi.new("char[]", value.encode())]
+    return ffi.new("char*[]", keep[0::2]), ffi.new("char*[]", keep[1::2]), keep
 
 
 @dataclass(frozen=True)
@@ -242,11 +255,30 @@ class ModularFileSystem:
         self._path_call("new_random_access_file", uri, handle)
         return RandomAccessFile(self._tables.random_access_file_ops, handle, uri, self.metadata.name)
 
-    def new_writable_file(self, uri: str) -> WritableFile:
-        """Create or truncate uri for writing."""
+    def new_writable_file(self, uri: str, *, attributes: Mapping[str, str] | None = None) -> WritableFile:
+        """Create or truncate uri for writing; with attributes (name to
+        value: an object store's user metadata, and ``content-type``), the
+        file is created carrying them, where the plugin offers
+        ``new_writable_file_with_attributes`` (UnimplementedError
+        otherwise). The plugin refuses what it cannot keep as given, before
+        anything is written."""
         handle = ffi.new("TF_WritableFile*")
-        self._path_call("new_writable_file", uri, handle)
+        if not attributes:
+            self._path_call("new_writable_file", uri, handle)
+        else:
+            names, values, keep = _attribute_arrays(attributes, uri)
+            self._path_call("new_writable_file_with_attributes", uri, names, values, len(keep) // 2, handle)
         return WritableFile(self._tables.writable_file_ops, handle, uri)
+
+    def attributes(self, uri: str) -> dict[str, str]:
+        """The attributes of the file at uri (on s3://, ``content-type`` and
+        the user metadata), where the plugin offers ``get_file_attributes``."""
+        names = ffi.new("char***")
+        values = ffi.new("char***")
+        count = int(self._path_call("get_file_attributes", uri, names, values))
+        keys = unpack_strings(names[0], count, self._free)
+        found = unpack_strings(values[0], count, self._free)
+        return dict(zip(keys, found, strict=True))
 
     def new_appendable_file(self, uri: str) -> WritableFile:
         """Open uri for appending, creating it when missing."""
@@ -698,11 +730,12 @@ class ModularFileSystem:
         with self.new_random_access_file(uri) as file:
             return file.read_into(offset, buffer)
 
-    def write_file(self, uri: str, data: Buffer) -> None:
+    def write_file(self, uri: str, data: Buffer, *, attributes: Mapping[str, str] | None = None) -> None:
         """Create or replace uri with data (written in place; the async Env
-        adds the atomic temporary-and-rename variant)."""
+        adds the atomic temporary-and-rename variant), with attributes as
+        :meth:`new_writable_file` takes them."""
         refuse_text(data, "write_file", uri)  # before the file is created or truncated
-        with self.new_writable_file(uri) as file:
+        with self.new_writable_file(uri, attributes=attributes) as file:
             file.append(data)
 
     # ---- configuration ----------------------------------------------------------

@@ -21,7 +21,7 @@ import io
 import re
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -793,13 +793,15 @@ def _close_opened(opened: tuple[RandomAccessFile, int]) -> None:
     opened[0].close()
 
 
-def _open_for_writing(fs: ModularFileSystem, uri: str, staged: str | None) -> WritableFile:
+def _open_for_writing(
+    fs: ModularFileSystem, uri: str, staged: str | None, attributes: Mapping[str, str] | None
+) -> WritableFile:
     if staged is None:
-        return fs.new_writable_file(uri)
+        return fs.new_writable_file(uri, attributes=attributes)
     if fs.isdir(uri):
         raise FailedPreconditionError("path is a directory", op="open", path=uri)
     with naming_target("open", staged, uri):
-        return fs.new_writable_file(staged)
+        return fs.new_writable_file(staged, attributes=attributes)
 
 
 async def open_stream(
@@ -813,6 +815,7 @@ async def open_stream(
     block_size: int = BLOCK_SIZE,
     readahead: int = 2,
     atomic: bool = True,
+    attributes: Mapping[str, str] | None = None,
 ) -> Stream:
     """Open uri as a stream (see :meth:`asyncfs.Env.open`)."""
     try:
@@ -823,6 +826,8 @@ async def open_stream(
         raise InvalidArgumentError(f"binary mode {mode!r} takes no encoding or errors")
     if block_size <= 0:
         raise InvalidArgumentError(f"block_size must be positive, not {block_size}")
+    if attributes and kind != "w":
+        raise InvalidArgumentError(f"attributes are given to a new file (mode 'w' or 'wb'), not in mode {mode!r}")
     codec = _compression.codec_for(uri, compression)
     encoding = encoding or "utf-8"
     fs = afs.wrapped
@@ -832,7 +837,7 @@ async def open_stream(
         return AsyncTextReader(reader, encoding, errors) if text else reader
     if kind == "w":
         staged = _uri.staging_name(uri) if atomic and fs.stages_atomic_writes() else None
-        writable = await afs.run(_open_for_writing, fs, uri, staged, mutating=True)
+        writable = await afs.run(_open_for_writing, fs, uri, staged, attributes, mutating=True)
     else:
         staged = None
         writable = await afs.run(fs.new_appendable_file, uri, mutating=True)

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -282,6 +283,82 @@ def test_objects_are_written_with_a_content_type(
     fs.copy_file(f"s3://{bucket}/{name}", f"s3://{bucket}/copy-without-extension")
     if size <= 5 * MiB:  # one CopyObject: the source's metadata travels
         assert client.head_object(Bucket=bucket, Key="copy-without-extension")["ContentType"] == expected
+
+
+ATTRIBUTES = {"content-type": "text/csv; charset=utf-8", "run": "7", "owner": "ml-team", "note": "  two  spaces "}
+
+
+@pytest.mark.parametrize("how", ["write_file", "open"])
+@pytest.mark.parametrize("size", [100, 6 * MiB], ids=["one PUT", "multipart"])
+def test_attributes_are_written_as_metadata_and_read_back(
+    env: asyncfs.Env, s3_gateway: Gateway, bucket: str, how: str, size: int
+) -> None:
+    client = boto3_client(s3_gateway)
+    uri = f"s3://{bucket}/table"
+    data = pattern(0, size)
+    fs = env.filesystem("s3://").wrapped
+    fs.set_option("part_size", 5 * MiB)
+
+    async def main() -> dict[str, str]:
+        if how == "write_file":
+            await env.write_file(uri, data, attributes=ATTRIBUTES)
+        else:
+            async with env.open(uri, "wb", attributes=ATTRIBUTES) as out:
+                await out.write(data)
+        return await env.attributes(uri)
+
+    try:
+        got = anyio.run(main)
+    finally:
+        fs.set_option("part_size", 8 * MiB)
+    head = client.head_object(Bucket=bucket, Key="table")
+    assert head["ContentType"] == "text/csv; charset=utf-8"
+    assert head["Metadata"] == {"run": "7", "owner": "ml-team", "note": "two spaces"}
+    assert got == {"content-type": "text/csv; charset=utf-8", "note": "two spaces", "owner": "ml-team", "run": "7"}
+
+
+def test_attributes_another_client_wrote_are_read(env: asyncfs.Env, s3_gateway: Gateway, bucket: str) -> None:
+    boto3_client(s3_gateway).put_object(Bucket=bucket, Key="k", Body=b"x", Metadata={"Source": "boto3"})
+    assert anyio.run(env.attributes, f"s3://{bucket}/k") == {"content-type": "binary/octet-stream", "source": "boto3"}
+
+
+@pytest.mark.parametrize(
+    ("attributes", "message"),
+    [
+        ({"Upper": "x"}, "lowercase letters"),
+        ({"k": "caf\u00e9"}, "printable ASCII"),
+        ({"k": "a\r\nx-amz-acl: public-read"}, "printable ASCII"),  # no header injection
+        ({"": "x"}, "1 to 128"),
+        ({"k": "a\0b"}, "NUL"),
+    ],
+)
+def test_attributes_a_store_cannot_keep_are_refused_before_writing(
+    env: asyncfs.Env, bucket: str, attributes: dict[str, str], message: str
+) -> None:
+    uri = f"s3://{bucket}/never"
+    with pytest.raises(asyncfs.InvalidArgumentError, match=message):
+        anyio.run(partial(env.write_file, uri, b"data", attributes=attributes))
+    assert not anyio.run(env.exists, uri)
+
+
+def test_attributes_of_what_is_not_an_object(env: asyncfs.Env, bucket: str) -> None:
+    anyio.run(env.write_file, f"s3://{bucket}/d/f", b"x")
+    with pytest.raises(asyncfs.NotFoundError):
+        anyio.run(env.attributes, f"s3://{bucket}/missing")
+    with pytest.raises(asyncfs.FailedPreconditionError, match="is a directory"):
+        anyio.run(env.attributes, f"s3://{bucket}/d")
+    with pytest.raises(asyncfs.InvalidArgumentError, match="mode 'w' or 'wb'"):
+        anyio.run(partial(env.open(f"s3://{bucket}/d/f", "ab", attributes={"a": "b"}).__aenter__))
+
+
+def test_a_local_disk_keeps_no_attributes(env: asyncfs.Env, tmp_path: Path) -> None:
+    uri = (tmp_path / "f").as_uri()
+    with pytest.raises(asyncfs.UnimplementedError, match="new_writable_file_with_attributes"):
+        anyio.run(partial(env.write_file, uri, b"x", attributes={"a": "b"}))
+    assert list(tmp_path.iterdir()) == []  # nothing left, not even the temporary sibling
+    anyio.run(env.write_file, uri, b"x")
+    with pytest.raises(asyncfs.UnimplementedError, match="get_file_attributes"):
+        anyio.run(env.attributes, uri)
 
 
 def test_a_local_disk_has_no_incomplete_writes_to_list(env: asyncfs.Env, tmp_path: Path) -> None:

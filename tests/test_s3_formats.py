@@ -173,6 +173,8 @@ def expected_member(document: dict[str, Any], key: str) -> str | None:
     indent=st.sampled_from([None, 0, 2]),
 )
 @example(document={"Token": '\U0001f600 "quoted" \\ / \t'}, key="Token", ascii_only=True, indent=None)
+@example(document={"\x00": [], "AccessKeyId": ""}, key="AccessKeyId", ascii_only=False, indent=None)
+@example(document={"Token\x00": "no", "Token": "yes"}, key="Token", ascii_only=True, indent=None)
 def test_json_members_read_as_python_reads_them(
     formats: Any, document: dict[str, Any], key: str, ascii_only: bool, indent: int | None
 ) -> None:

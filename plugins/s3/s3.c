@@ -104,6 +104,57 @@ static void fs_stat(const TF_Filesystem* filesystem, const char* path,
   s3_config_release(op.fs, op.cfg);
 }
 
+int s3_get_file_attributes(const TF_Filesystem* filesystem, const char* path, char*** names,
+                           char*** values, TF_Status* status) {
+  s3_op op;
+  s3_request req;
+  s3_response resp;
+  plugin_strlist out_names = {NULL, 0, 0}, out_values = {NULL, 0, 0};
+  int i, count = -1;
+  *names = *values = NULL;
+  if (op_parse(&op, filesystem, path, status) != 0) {
+    s3_config_release(op.fs, op.cfg);
+    return -1;
+  }
+  s3_request_init(&req, &resp, "HEAD", op.p.bucket, op.p.key);
+  req.want_attributes = 1;
+  if (*op.p.key == '\0') {
+    set_status(status, TF_FAILED_PRECONDITION, "attributes of s3://%s%s: a bucket is a directory",
+               &op.p);
+  } else if (s3_execute(op.fs, op.cfg, &req, &resp, status) != 0) {
+    if (resp.http == 404) {
+      int kind = s3_probe(op.fs, op.cfg, &op.p, &op.size, &op.mtime, status);
+      if (kind == S3_DIR)
+        set_status(status, TF_FAILED_PRECONDITION, "attributes of s3://%s/%s: is a directory",
+                   &op.p);
+      else if (kind == S3_MISSING)
+        s3_set_missing(op.fs, op.cfg, &op.p, "attributes of", status);
+      else if (kind == S3_FILE) /* written between the two requests */
+        set_status(status, TF_ABORTED, "attributes of s3://%s/%s: the object changed; ask again",
+                   &op.p);
+    }
+  } else {
+    const s3_attributes* a = &resp.attributes;
+    const char* type = a->content_type != NULL ? a->content_type : "application/octet-stream";
+    int bad = plugin_strlist_push(&out_names, "content-type", 12) != 0 ||
+              plugin_strlist_push(&out_values, type, strlen(type)) != 0;
+    for (i = 0; !bad && i < a->names.count; ++i)
+      bad = plugin_strlist_push(&out_names, a->names.items[i], strlen(a->names.items[i])) != 0 ||
+            plugin_strlist_push(&out_values, a->values.items[i], strlen(a->values.items[i])) != 0;
+    if (bad) {
+      TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    } else {
+      count = plugin_strlist_release(&out_names, names);
+      plugin_strlist_release(&out_values, values);
+    }
+  }
+  plugin_strlist_free(&out_names);
+  plugin_strlist_free(&out_values);
+  s3_response_free(&resp);
+  op_end(&op);
+  return count;
+}
+
 static void fs_path_exists(const TF_Filesystem* filesystem, const char* path,
                            TF_Status* status) {
   TF_FileStatistics stats;
@@ -794,6 +845,8 @@ static const TF_FilesystemOps s3_filesystem_ops = {
     PLUGIN_FILESYSTEM_OPS(s3_, fs_),
     .flush_caches = fs_flush_caches,
     .get_incomplete_writes = s3_get_incomplete_writes,
+    .new_writable_file_with_attributes = s3_new_writable_file_with_attributes,
+    .get_file_attributes = s3_get_file_attributes,
     .abort_incomplete_write = s3_abort_incomplete_write,
     PLUGIN_CONFIGURATION_OPS};
 

@@ -5,6 +5,7 @@
  * object and, for refusals, the access key id (never the secret). */
 #define _POSIX_C_SOURCE 200809L
 
+#include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
@@ -26,7 +27,10 @@ void s3_request_init(s3_request* req, s3_response* resp, const char* method,
   req->key = key;
 }
 
-void s3_response_free(s3_response* r) { plugin_buf_free(&r->body); }
+void s3_response_free(s3_response* r) {
+  plugin_buf_free(&r->body);
+  s3_attributes_free(&r->attributes);
+}
 
 /* ---- parallel helper -------------------------------------------------------- */
 
@@ -281,6 +285,27 @@ static int header_is(const char* line, size_t len, const char* name) {
   return len > n && strncasecmp(line, name, n) == 0 && line[n] == ':';
 }
 
+/* An x-amz-meta-* or Content-Type header into the response's attributes
+ * (names lowercased, values whole). */
+static void collect_attribute(s3_response* resp, const char* line, const char* colon,
+                              const char* value, size_t vlen) {
+  static const char meta[] = "x-amz-meta-";
+  size_t name_len = (size_t)(colon - line);
+  if (name_len > sizeof meta - 1 && strncasecmp(line, meta, sizeof meta - 1) == 0) {
+    char name[160];
+    size_t i, n = name_len - (sizeof meta - 1);
+    if (n >= sizeof name) return;
+    for (i = 0; i < n; ++i) name[i] = (char)tolower((unsigned char)line[sizeof meta - 1 + i]);
+    name[n] = '\0';
+    if (plugin_strlist_push(&resp->attributes.names, name, n) == 0 &&
+        plugin_strlist_push(&resp->attributes.values, value, vlen) != 0) /* keep them paired */
+      plugin_memory_free(resp->attributes.names.items[--resp->attributes.names.count]);
+  } else if (name_len == 12 && strncasecmp(line, "content-type", 12) == 0) {
+    free(resp->attributes.content_type);
+    resp->attributes.content_type = strndup(value, vlen);
+  }
+}
+
 static size_t on_header(char* line, size_t size, size_t n, void* arg) {
   transfer* t = arg;
   size_t len = size * n;
@@ -301,6 +326,7 @@ static size_t on_header(char* line, size_t size, size_t n, void* arg) {
   vlen = (size_t)(line + len - colon);
   while (vlen > 0 && (colon[vlen - 1] == '\r' || colon[vlen - 1] == '\n'))
     vlen--;
+  if (t->req->want_attributes) collect_attribute(t->resp, line, memchr(line, ':', len), colon, vlen);
   if (vlen >= sizeof value) vlen = sizeof value - 1;
   memcpy(value, colon, vlen);
   value[vlen] = '\0';
@@ -451,6 +477,7 @@ static unsigned jitter_seed(void) {
 }
 
 static void reset_response(s3_response* resp) {
+  s3_attributes_free(&resp->attributes);
   resp->http = 0;
   resp->body.len = 0;
   if (resp->body.data != NULL) resp->body.data[0] = '\0';

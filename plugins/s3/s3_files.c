@@ -309,6 +309,7 @@ struct s3_writer {
   size_t spare_cap; /* every spare's capacity */
   int closed;
   s3_first_error error; /* of the parts uploading in the background */
+  s3_attributes attributes; /* the object is created with */
 };
 
 static void* part_thread(void* arg) {
@@ -347,7 +348,7 @@ static void join_all(s3_writer* w) {
 
 static int ensure_upload(s3_writer* w, TF_Status* status) {
   if (w->upload_id != NULL) return 0;
-  w->upload_id = s3_create_multipart(w->fs, w->cfg, &w->path, status);
+  w->upload_id = s3_create_multipart(w->fs, w->cfg, &w->path, &w->attributes, status);
   return w->upload_id != NULL ? 0 : -1;
 }
 
@@ -461,7 +462,10 @@ static void writer_close(const TF_WritableFile* file, TF_Status* status) {
     s3_request req;
     s3_response resp;
     s3_request_init(&req, &resp, "PUT", w->path.bucket, w->path.key);
-    req.content_type = s3_content_type(w->cfg, w->path.key);
+    req.content_type = w->attributes.content_type != NULL
+                           ? w->attributes.content_type
+                           : s3_content_type(w->cfg, w->path.key);
+    req.attributes = &w->attributes;
     req.body = w->buf;
     req.body_len = w->len;
     s3_execute(w->fs, w->cfg, &req, &resp, status);
@@ -496,6 +500,7 @@ static void writer_free(s3_writer* w) {
   s3_path_free(&w->path);
   s3_config_release(w->fs, w->cfg);
   s3_first_error_destroy(&w->error);
+  s3_attributes_free(&w->attributes);
   free(w);
 }
 
@@ -536,6 +541,21 @@ void s3_new_writable_file(const TF_Filesystem* filesystem, const char* path,
   s3_writer* w = writer_new(filesystem, path, "create", status);
   file->plugin_file = w;
   if (w != NULL) TF_SetStatus(status, TF_OK, "");
+}
+
+void s3_new_writable_file_with_attributes(const TF_Filesystem* filesystem, const char* path,
+                                          const char* const* names, const char* const* values,
+                                          int num_attributes, TF_WritableFile* file,
+                                          TF_Status* status) {
+  s3_writer* w = writer_new(filesystem, path, "create", status);
+  file->plugin_file = NULL;
+  if (w == NULL) return;
+  if (s3_attributes_set(&w->attributes, names, values, num_attributes, status) != 0) {
+    writer_free(w);
+    return;
+  }
+  file->plugin_file = w;
+  TF_SetStatus(status, TF_OK, "");
 }
 
 void s3_new_appendable_file(const TF_Filesystem* filesystem, const char* path,

@@ -123,6 +123,7 @@ typedef struct json_text {
 typedef struct json_out {
   char* data;
   size_t len, cap;
+  int nul; /* the string held \u0000, which a C string cannot */
 } json_out;
 
 static int out_put(json_out* o, const char* bytes, size_t n) {
@@ -212,7 +213,11 @@ static int json_string(json_text* t, json_out* o) {
       case 'r': cp = '\r'; break;
       case 't': cp = '\t'; break;
       case 'u':
-        if (hex4(t, &cp) != 0 || cp == 0) return -1;
+        if (hex4(t, &cp) != 0) return -1;
+        if (cp == 0) {
+          if (o != NULL) o->nul = 1;
+          continue;
+        }
         if (cp >= 0xD800 && cp < 0xDC00) { /* a surrogate pair */
           if (t->n - t->i < 6 || t->s[t->i] != '\\' || t->s[t->i + 1] != 'u') return -1;
           t->i += 2;
@@ -272,7 +277,7 @@ static int json_container(json_text* t, int depth, const char* key, char** found
   int first = 1;
   ++t->i;
   for (;;) {
-    json_out name = {NULL, 0, 0};
+    json_out name = {NULL, 0, 0, 0};
     size_t start;
     char kind;
     int matched = 0;
@@ -283,7 +288,7 @@ static int json_container(json_text* t, int depth, const char* key, char** found
         free(name.data);
         return -1;
       }
-      matched = key != NULL && name.data != NULL && strcmp(name.data, key) == 0;
+      matched = key != NULL && name.data != NULL && !name.nul && strcmp(name.data, key) == 0;
       free(name.data);
       json_blank(t);
       if (t->i >= t->n || t->s[t->i++] != ':') return -1;
@@ -291,13 +296,17 @@ static int json_container(json_text* t, int depth, const char* key, char** found
     }
     start = t->i;
     if (matched && t->i < t->n && t->s[t->i] == '"') {
-      json_out value = {NULL, 0, 0};
+      json_out value = {NULL, 0, 0, 0};
       if (json_string(t, &value) != 0) {
         free(value.data);
         return -1;
       }
       free(*found);
       *found = value.data;
+      if (value.nul) {
+        free(value.data);
+        *found = NULL;
+      }
     } else {
       if (json_value(t, depth + 1, &kind) != 0) return -1;
       if (matched) {

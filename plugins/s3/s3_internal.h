@@ -133,6 +133,20 @@ static inline void s3_config_release(s3_fs* fs, s3_config* config) {
 
 /* ---- requests ------------------------------------------------------------ */
 
+/* An object's attributes as S3 carries them: user metadata (the headers
+ * "x-amz-meta-<name>") and the Content-Type. */
+typedef struct s3_attributes {
+  plugin_strlist names;  /* lowercase, without "x-amz-meta-", sorted */
+  plugin_strlist values; /* one per name */
+  char* content_type;    /* NULL: the settings' choice */
+} s3_attributes;
+
+/* Checks and copies num name/value pairs ("content-type" sets the type);
+ * 0, or -1 with status set to INVALID_ARGUMENT naming what is wrong. */
+int s3_attributes_set(s3_attributes* a, const char* const* names, const char* const* values,
+                      int num, TF_Status* status);
+void s3_attributes_free(s3_attributes* a);
+
 typedef struct s3_param {
   const char* name;
   const char* value; /* raw; NULL for a bare "?uploads" */
@@ -151,6 +165,8 @@ typedef struct s3_request {
   const char* if_none_match; /* "*": create only if no object has the key */
   const char* content_md5;  /* base64, for DeleteObjects */
   const char* content_type; /* an object's PUT or CreateMultipartUpload */
+  const s3_attributes* attributes; /* user metadata sent with it (signed) */
+  int want_attributes;      /* collect the answer's metadata headers */
   const char* body;         /* request body, body_len bytes */
   size_t body_len;
   char* out;                /* when set, the response body goes here */
@@ -167,6 +183,7 @@ typedef struct s3_response {
   char etag[96];
   char region[64];     /* x-amz-bucket-region (a redirect names it) */
   char error_code[64]; /* S3's <Code>, or "" */
+  s3_attributes attributes; /* with want_attributes: x-amz-meta-*, Content-Type */
 } s3_response;
 
 /* Zeroes req and resp and sets what every request names. */
@@ -321,8 +338,9 @@ int s3_upload_part(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
                    const char* upload_id, int part_number, const char* data,
                    size_t len, const char* copy_source, const char* copy_range,
                    char* etag_out, size_t etag_cap, TF_Status* status);
+/* attributes may be NULL (the settings' Content-Type, no metadata). */
 char* s3_create_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
-                          TF_Status* status);
+                          const s3_attributes* attributes, TF_Status* status);
 int s3_complete_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
                           const char* upload_id, char** etags, int parts,
                           TF_Status* status);
@@ -337,6 +355,14 @@ int s3_get_incomplete_writes(const TF_Filesystem* filesystem, const char* path,
                              TF_Status* status);
 void s3_abort_incomplete_write(const TF_Filesystem* filesystem, const char* path,
                                const char* id, TF_Status* status);
+
+/* The new_writable_file_with_attributes and get_file_attributes ops. */
+void s3_new_writable_file_with_attributes(const TF_Filesystem* filesystem, const char* path,
+                                          const char* const* names, const char* const* values,
+                                          int num_attributes, TF_WritableFile* file,
+                                          TF_Status* status);
+int s3_get_file_attributes(const TF_Filesystem* filesystem, const char* path, char*** names,
+                           char*** values, TF_Status* status);
 
 extern const TF_RandomAccessFileOps s3_random_access_file_ops;
 extern const TF_WritableFileOps s3_writable_file_ops;

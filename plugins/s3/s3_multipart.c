@@ -10,7 +10,7 @@
 #include "s3_internal.h"
 
 char* s3_create_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
-                          TF_Status* status) {
+                          const s3_attributes* attributes, TF_Status* status) {
   s3_param params[1] = {{"uploads", NULL}};
   s3_request req;
   s3_response resp;
@@ -18,7 +18,10 @@ char* s3_create_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
   s3_request_init(&req, &resp, "POST", dst->bucket, dst->key);
   req.params = params;
   req.num_params = 1;
-  req.content_type = s3_content_type(cfg, dst->key);
+  req.content_type = attributes != NULL && attributes->content_type != NULL
+                         ? attributes->content_type
+                         : s3_content_type(cfg, dst->key);
+  req.attributes = attributes;
   if (s3_execute(fs, cfg, &req, &resp, status) == 0) {
     upload_id = s3_xml_find(resp.body.data, resp.body.len, "UploadId");
     if (upload_id == NULL)
@@ -188,7 +191,7 @@ int s3_copy_object(s3_fs* fs, const s3_config* cfg, const s3_path* src,
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
     return -1;
   }
-  upload_id = s3_create_multipart(fs, cfg, dst, status);
+  upload_id = s3_create_multipart(fs, cfg, dst, NULL, status);
   if (upload_id != NULL) {
     if (s3_copy_parts(fs, cfg, src, size, part_size, dst, upload_id, etags, status) == 0)
       rc = s3_complete_multipart(fs, cfg, dst, upload_id, etags, parts, status);

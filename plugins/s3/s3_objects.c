@@ -143,6 +143,97 @@ const char* s3_content_type(const s3_config* cfg, const char* key) {
   return "application/octet-stream";
 }
 
+/* ---- attributes ----------------------------------------------------------- */
+
+/* A metadata name S3 keeps as given: lowercase letters, digits, '-', '_'
+ * and '.' (S3 lowercases names; others would not come back as sent). */
+static int good_name(const char* s) {
+  size_t n = strlen(s), i;
+  if (n == 0 || n > 128) return 0;
+  for (i = 0; i < n; ++i)
+    if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-' ||
+          s[i] == '_' || s[i] == '.'))
+      return 0;
+  return 1;
+}
+
+/* A header value: printable ASCII, so nothing can end the header early. */
+static int good_value(const char* s) {
+  for (; *s != '\0'; ++s)
+    if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e) return 0;
+  return 1;
+}
+
+/* value as a signature canonicalizes a header's: without surrounding
+ * spaces, runs of spaces as one; the same text is sent and signed. */
+static int push_canonical(plugin_strlist* list, const char* value) {
+  size_t n = 0;
+  char* out = malloc(strlen(value) + 1);
+  int rc;
+  if (out == NULL) return -1;
+  while (*value == ' ') ++value;
+  for (; *value != '\0'; ++value)
+    if (*value != ' ' || (value[1] != ' ' && value[1] != '\0')) out[n++] = *value;
+  rc = plugin_strlist_push(list, out, n);
+  free(out);
+  return rc;
+}
+
+static int bad_attribute(TF_Status* status, const char* what, const char* name) {
+  char msg[400];
+  snprintf(msg, sizeof msg, "s3: attribute '%.200s': %s", name, what);
+  TF_SetStatus(status, TF_INVALID_ARGUMENT, msg);
+  return -1;
+}
+
+int s3_attributes_set(s3_attributes* a, const char* const* names, const char* const* values,
+                      int num, TF_Status* status) {
+  int i, j;
+  for (i = 0; i < num; ++i) {
+    if (!good_name(names[i]))
+      return bad_attribute(status, "a name is 1 to 128 lowercase letters, digits, '-', '_' or '.'",
+                           names[i]);
+    if (!good_value(values[i]))
+      return bad_attribute(
+          status, "a value is printable ASCII (no control character, no byte above 0x7e)", names[i]);
+    for (j = 0; j < i; ++j)
+      if (strcmp(names[i], names[j]) == 0) return bad_attribute(status, "given twice", names[i]);
+  }
+  for (i = 0; i < num; ++i) {
+    int at;
+    if (strcmp(names[i], "content-type") == 0) {
+      free(a->content_type);
+      a->content_type = strdup(values[i]);
+      if (a->content_type == NULL) goto oom;
+      continue;
+    }
+    if (plugin_strlist_push(&a->names, names[i], strlen(names[i])) != 0 ||
+        push_canonical(&a->values, values[i]) != 0)
+      goto oom;
+    /* Sorted by name, as the signature lists headers. */
+    for (at = a->names.count - 1; at > 0 && strcmp(a->names.items[at - 1], a->names.items[at]) > 0;
+         --at) {
+      char* n = a->names.items[at];
+      char* v = a->values.items[at];
+      a->names.items[at] = a->names.items[at - 1];
+      a->values.items[at] = a->values.items[at - 1];
+      a->names.items[at - 1] = n;
+      a->values.items[at - 1] = v;
+    }
+  }
+  return 0;
+oom:
+  TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+  return -1;
+}
+
+void s3_attributes_free(s3_attributes* a) {
+  plugin_strlist_free(&a->names);
+  plugin_strlist_free(&a->values);
+  free(a->content_type);
+  a->content_type = NULL;
+}
+
 int s3_simple_request(s3_fs* fs, const s3_config* cfg, const char* method,
                       const char* bucket, const char* key, s3_response* resp,
                       TF_Status* status) {

@@ -171,7 +171,7 @@ typedef struct signing {
   char date[9];          /* 20260102 */
   char payload_hash[65]; /* hex SHA-256 of the body, or UNSIGNED-PAYLOAD */
   char* copy_source;     /* the encoded x-amz-copy-source, or NULL */
-  char signed_names[128];
+  plugin_buf signed_names; /* "host;x-amz-content-sha256;..." */
 } signing;
 
 static int signing_init(const s3_config* cfg, const s3_credentials* creds,
@@ -190,11 +190,22 @@ static int signing_init(const s3_config* cfg, const s3_credentials* creds,
     s->copy_source = s3_uri_encode(req->copy_source, strlen(req->copy_source), 1);
     if (s->copy_source == NULL) return -1;
   }
-  snprintf(s->signed_names, sizeof s->signed_names,
-           "host;x-amz-content-sha256%s%s;x-amz-date%s",
-           s->copy_source != NULL ? ";x-amz-copy-source" : "",
-           s->copy_source != NULL && req->copy_range != NULL ? ";x-amz-copy-source-range" : "",
-           *creds->session_token != '\0' ? ";x-amz-security-token" : "");
+  /* In the sorted order the canonical headers take. */
+  if (append_str(&s->signed_names, "host;x-amz-content-sha256") != 0 ||
+      (s->copy_source != NULL && append_str(&s->signed_names, ";x-amz-copy-source") != 0) ||
+      (s->copy_source != NULL && req->copy_range != NULL &&
+       append_str(&s->signed_names, ";x-amz-copy-source-range") != 0) ||
+      append_str(&s->signed_names, ";x-amz-date") != 0)
+    return -1;
+  if (req->attributes != NULL) {
+    int i;
+    for (i = 0; i < req->attributes->names.count; ++i)
+      if (append_str(&s->signed_names, ";x-amz-meta-") != 0 ||
+          append_str(&s->signed_names, req->attributes->names.items[i]) != 0)
+        return -1;
+  }
+  if (*creds->session_token != '\0' && append_str(&s->signed_names, ";x-amz-security-token") != 0)
+    return -1;
   return 0;
 }
 
@@ -204,6 +215,16 @@ static int header_line(plugin_buf* b, const char* name, const char* prefix,
   return append_str(b, name) != 0 || append_str(b, ":") != 0 ||
          append_str(b, prefix) != 0 || append_str(b, value) != 0 ||
          append_str(b, "\n") != 0;
+}
+
+/* The user metadata's canonical header lines (names sorted already). */
+static int meta_lines(plugin_buf* b, const s3_attributes* a) {
+  int i;
+  for (i = 0; a != NULL && i < a->names.count; ++i)
+    if (append_str(b, "x-amz-meta-") != 0 ||
+        header_line(b, a->names.items[i], "", a->values.items[i]) != 0)
+      return -1;
+  return 0;
 }
 
 /* Method, path, query, the signed headers in sorted order, their names,
@@ -222,8 +243,9 @@ static int canonical_request(const s3_credentials* creds, const s3_request* req,
            (req->copy_range != NULL &&
             header_line(out, "x-amz-copy-source-range", "", req->copy_range) != 0))) ||
          header_line(out, "x-amz-date", "", s->amz_date) != 0 ||
+         meta_lines(out, req->attributes) != 0 ||
          (*token != '\0' && header_line(out, "x-amz-security-token", "", token) != 0) ||
-         append_str(out, "\n") != 0 || append_str(out, s->signed_names) != 0 ||
+         append_str(out, "\n") != 0 || append_str(out, s->signed_names.data) != 0 ||
          append_str(out, "\n") != 0 || append_str(out, s->payload_hash) != 0;
 }
 
@@ -273,11 +295,21 @@ static int authorization(const s3_config* cfg, const s3_credentials* creds, cons
          append_str(out, s->date) != 0 || append_str(out, "/") != 0 ||
          append_str(out, cfg->region) != 0 ||
          append_str(out, "/s3/aws4_request, SignedHeaders=") != 0 ||
-         append_str(out, s->signed_names) != 0 || append_str(out, ", Signature=") != 0 ||
+         append_str(out, s->signed_names.data) != 0 || append_str(out, ", Signature=") != 0 ||
          append_str(out, sig_hex) != 0;
 }
 
 /* The headers; creds NULL: unsigned (no Authorization, no token). */
+static int meta_headers(struct curl_slist** out, const s3_attributes* a) {
+  int i;
+  char name[160];
+  for (i = 0; a != NULL && i < a->names.count; ++i) {
+    snprintf(name, sizeof name, "x-amz-meta-%s", a->names.items[i]);
+    if (add_header(out, name, "", a->values.items[i]) != 0) return -1;
+  }
+  return 0;
+}
+
 static int build_headers(const s3_config* cfg, const s3_credentials* creds,
                          const s3_request* req, const signing* s, const char* sig_hex,
                          struct curl_slist** out) {
@@ -299,6 +331,7 @@ static int build_headers(const s3_config* cfg, const s3_credentials* creds,
              add_header(out, "If-None-Match", "", req->if_none_match) != 0) ||
             (req->content_md5 != NULL &&
              add_header(out, "Content-MD5", "", req->content_md5) != 0) ||
+            meta_headers(out, req->attributes) != 0 ||
             (req->content_type != NULL
                  ? add_header(out, "Content-Type", "", req->content_type) != 0
                  : req->body != NULL &&
@@ -318,10 +351,11 @@ int s3_sign(const s3_config* cfg, const s3_credentials* creds, const s3_request*
   char request_hash[65], sig_hex[65] = "";
   int ok = -1;
   memset(&t, 0, sizeof t);
+  memset(&s, 0, sizeof s);
   out->url = NULL;
   out->headers = NULL;
   if (signing_init(cfg, creds != NULL ? creds : &unsigned_request, req, now, &s) != 0)
-    return -1;
+    goto done;
   if (build_target(cfg, req, &t) != 0) goto done;
   if (creds != NULL) {
     if (canonical_request(creds, req, &t, &s, &canon) != 0) goto done;
@@ -334,6 +368,7 @@ int s3_sign(const s3_config* cfg, const s3_credentials* creds, const s3_request*
 done:
   if (ok != 0) s3_signed_free(out);
   free(s.copy_source);
+  plugin_buf_free(&s.signed_names);
   target_free(&t);
   plugin_buf_free(&canon);
   return ok;

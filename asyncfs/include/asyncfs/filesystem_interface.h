@@ -322,6 +322,21 @@ typedef struct TF_FilesystemOps {
    * no such write is left. */
   void (*abort_incomplete_write)(const TF_Filesystem* filesystem, const char* path,
                                  const char* id, TF_Status* status);
+  /* 39: asyncfs extension (filesystem ops API 4). new_writable_file, and
+   * the file is created with num_attributes name/value attributes: on an
+   * object store, user metadata ("x-amz-meta-<name>"), and "content-type"
+   * its Content-Type. A plugin refuses names or values it cannot keep as
+   * given (INVALID_ARGUMENT), before anything is written. */
+  void (*new_writable_file_with_attributes)(const TF_Filesystem* filesystem, const char* path,
+                                            const char* const* names, const char* const* values,
+                                            int num_attributes, TF_WritableFile* file,
+                                            TF_Status* status);
+  /* 40: asyncfs extension (filesystem ops API 4). The attributes of the
+   * file at path, *names and *values as get_children's entries, in pairs.
+   * Returns the count, or -1 with status set (NOT_FOUND, FAILED_PRECONDITION
+   * for a directory). */
+  int (*get_file_attributes)(const TF_Filesystem* filesystem, const char* path, char*** names,
+                             char*** values, TF_Status* status);
 } TF_FilesystemOps;
 
 /* ---- Versions ----------------------------------------------------------- */
