@@ -73,6 +73,7 @@ class Gateway:
             check=True,
             capture_output=True,
             text=True,
+            errors="replace",  # `object stat` prints raw attributes, which need not be UTF-8
         )
         return done.stdout
 

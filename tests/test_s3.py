@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -404,6 +404,34 @@ def test_empty_and_ranged_reads(s3_fs: asyncfs.ModularFileSystem, bucket: str) -
         assert f.read(3 * MiB - 10, 20) == data[-10:]
         with pytest.raises(asyncfs.OutOfRangeError):
             f.read(3 * MiB - 10, 20, strict=True)
+
+
+def test_opens_use_plain_gets_until_objects_are_too_big_for_one(s3_gateway: Gateway, bucket: str) -> None:
+    """A plain GET costs the gateway less than a ranged one; an object bigger
+    than read_ahead stops it (its connection is dropped), and the opens after
+    that use ranged GETs for a while."""
+    proxy = FaultProxy(s3_gateway.endpoint)
+    try:
+        fs = own_s3(s3_gateway, endpoint=proxy.endpoint)
+        small, big = pattern(0, 4096), pattern(0, 3 * MiB)
+        fs.write_file(f"s3://{bucket}/small", small)
+        fs.write_file(f"s3://{bucket}/big", big)
+
+        def gets(read: Callable[[], bytes], expected: bytes) -> list[bool]:
+            """Whether each GET the read sent asked for a range."""
+            proxy.inject([])
+            proxy.heads.clear()
+            assert read() == expected
+            return [b"\r\nrange:" in head.lower() for head in proxy.heads if head.startswith(b"GET")]
+
+        assert gets(lambda: fs.read_file(f"s3://{bucket}/small"), small) == [False]
+        first_big = gets(lambda: fs.read_file(f"s3://{bucket}/big"), big)
+        assert first_big[:2] == [False, True]  # stopped, then its head by range
+        assert gets(lambda: fs.read_file(f"s3://{bucket}/small"), small) == [True]  # the window
+        assert gets(lambda: fs.read_file(f"s3://{bucket}/big"), big)[0] is True
+        assert fs.read_file(f"s3://{bucket}/big") == big
+    finally:
+        proxy.close()
 
 
 def test_objects_that_look_like_s3_errors_are_just_bytes(s3_fs: asyncfs.ModularFileSystem, bucket: str) -> None:

@@ -268,6 +268,11 @@ static size_t on_body(char* data, size_t size, size_t n, void* arg) {
     t->resp->out_len += len;
     return len;
   }
+  if (t->req->max_body > 0 && t->resp->http / 100 == 2 &&
+      t->resp->body.len + len > t->req->max_body) {
+    t->overflow = 1;
+    return 0;
+  }
   return plugin_buf_append(&t->resp->body, data, len) == 0 ? len : 0;
 }
 
@@ -332,6 +337,11 @@ static size_t on_header(char* line, size_t size, size_t n, void* arg) {
   value[vlen] = '\0';
   if (header_is(line, len, "content-length")) {
     t->resp->length = strtoll(value, NULL, 10);
+    if (t->req->max_body > 0 && t->resp->http / 100 == 2 &&
+        t->resp->length > (int64_t)t->req->max_body) {
+      t->overflow = 1; /* stop before the body: the caller asks another way */
+      return 0;
+    }
   } else if (header_is(line, len, "content-range")) {
     const char* slash = strrchr(value, '/');
     if (slash != NULL && slash[1] != '*') t->resp->total = strtoll(slash + 1, NULL, 10);
@@ -488,6 +498,7 @@ static void reset_response(s3_response* resp) {
   resp->etag[0] = '\0';
   resp->region[0] = '\0';
   resp->error_code[0] = '\0';
+  resp->too_long = 0;
 }
 
 void s3_tls_options(const s3_config* cfg, void* curl_handle) {
@@ -578,8 +589,9 @@ int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
       curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &http);
       resp->http = http;
     } else if (t.overflow) {
-      /* More body than the caller's buffer: not retryable. */
+      /* More body than the caller's buffer or max_body: not retryable. */
       rc = CURLE_WRITE_ERROR;
+      resp->too_long = req->max_body > 0;
       snprintf(detail, sizeof detail, "the answer was longer than asked for");
     }
     give_handle(fs, cfg, h, rc == CURLE_OK);

@@ -81,6 +81,12 @@ typedef struct s3_fs {
   char* credentials_profile;
   TF_Status* credentials_failure;
   uint64_t credentials_asked_ms;
+  /* Opens for reading use a plain GET (cheaper for the server than a
+   * ranged one) unless recent objects were too big for it: then ranged
+   * GETs until opens reaches ranged_until (s3_files.c). */
+  uint64_t opens;
+  uint64_t ranged_until;
+  uint64_t ranged_window;
 } s3_fs;
 
 extern const plugin_schema s3_schema;
@@ -171,6 +177,7 @@ typedef struct s3_request {
   size_t body_len;
   char* out;                /* when set, the response body goes here */
   size_t out_cap;
+  size_t max_body;          /* when set, a longer answer stops (resp->too_long) */
 } s3_request;
 
 typedef struct s3_response {
@@ -183,6 +190,7 @@ typedef struct s3_response {
   char etag[96];
   char region[64];     /* x-amz-bucket-region (a redirect names it) */
   char error_code[64]; /* S3's <Code>, or "" */
+  int too_long;        /* the answer was longer than req->max_body: stopped */
   s3_attributes attributes; /* with want_attributes: x-amz-meta-*, Content-Type */
 } s3_response;
 
