@@ -434,6 +434,19 @@ def test_opens_use_plain_gets_until_objects_are_too_big_for_one(s3_gateway: Gate
         proxy.close()
 
 
+def test_virtual_hosted_style_falls_back_to_paths_where_it_cannot_work(s3_gateway: Gateway) -> None:
+    """Asked for virtual-hosted requests on an IP endpoint, or for a bucket
+    with dots (which a wildcard certificate does not cover), the plugin
+    names the bucket in the path, as boto3 does; before, the host was
+    "bucket.127.0.0.1" and nothing connected."""
+    fs = own_s3(s3_gateway, path_style=0)
+    for name in (f"plain-{uuid.uuid4().hex[:8]}", f"with.dots.{uuid.uuid4().hex[:8]}"):
+        fs.create_dir(f"s3://{name}")
+        fs.write_file(f"s3://{name}/k", b"v")
+        assert fs.read_file(f"s3://{name}/k") == b"v"
+        fs.delete_recursively(f"s3://{name}")
+
+
 def test_objects_that_look_like_s3_errors_are_just_bytes(s3_fs: asyncfs.ModularFileSystem, bucket: str) -> None:
     body = b"<?xml version='1.0'?><Error><Code>NoSuchKey</Code><Message>a file</Message></Error>"
     s3_fs.write_file(f"s3://{bucket}/error.xml", body)

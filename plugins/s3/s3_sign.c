@@ -79,6 +79,7 @@ typedef struct target {
   char host[512];
   plugin_buf path;  /* "/" + [bucket "/"] + the key, encoded once */
   plugin_buf query; /* names sorted, names and values encoded */
+  int path_style;   /* the bucket leads the path, not the host */
 } target;
 
 static void target_free(target* t) {
@@ -112,10 +113,29 @@ static int canonical_query(const s3_request* req, plugin_buf* out) {
 
 /* AWS's own endpoint unless one is configured; the bucket in the host
  * (virtual-hosted style) or in the path (path style). */
+/* Whether a bucket can lead the host name, as boto3 decides: a DNS label
+ * (lowercase letters, digits, '-'; no dots, which a wildcard certificate
+ * does not cover), on a host that is a name, not an IP address. */
+static int virtual_host_possible(const char* bucket, const char* host, int host_len) {
+  int i, numeric = 1;
+  for (i = 0; bucket[i] != '\0'; ++i)
+    if (!((bucket[i] >= 'a' && bucket[i] <= 'z') || (bucket[i] >= '0' && bucket[i] <= '9') ||
+          bucket[i] == '-'))
+      return 0;
+  if (host_len > 0 && host[0] == '[') return 0; /* IPv6 */
+  for (i = 0; i < host_len && host[i] != ':'; ++i)
+    if (!((host[i] >= '0' && host[i] <= '9') || host[i] == '.')) numeric = 0;
+  return !numeric && !(i == 9 && strncmp(host, "localhost", 9) == 0);
+}
+
 static void endpoint_host(const s3_config* cfg, const s3_request* req,
                           target* t) {
   const char* endpoint = cfg->endpoint;
-  int virtual_host = req->bucket != NULL && !cfg->path_style;
+  const char* sep = strstr(endpoint, "://");
+  const char* hostpart = *endpoint == '\0' ? "s3.amazonaws.com" : sep ? sep + 3 : endpoint;
+  int virtual_host = req->bucket != NULL && !cfg->path_style &&
+                     virtual_host_possible(req->bucket, hostpart, (int)strcspn(hostpart, "/"));
+  t->path_style = req->bucket != NULL && !virtual_host;
   if (*endpoint == '\0') {
     snprintf(t->scheme, sizeof t->scheme, "https");
     if (virtual_host)
@@ -123,8 +143,6 @@ static void endpoint_host(const s3_config* cfg, const s3_request* req,
     else
       snprintf(t->host, sizeof t->host, "s3.%s.amazonaws.com", cfg->region);
   } else {
-    const char* sep = strstr(endpoint, "://");
-    const char* hostpart = sep ? sep + 3 : endpoint;
     int len = (int)strcspn(hostpart, "/");
     snprintf(t->scheme, sizeof t->scheme, "%.*s", sep ? (int)(sep - endpoint) : 4,
              sep ? endpoint : "http");
@@ -142,7 +160,7 @@ static int build_target(const s3_config* cfg, const s3_request* req, target* t) 
   if (encoded == NULL) return -1;
   endpoint_host(cfg, req, t);
   bad = append_str(&t->path, "/") != 0 ||
-        (req->bucket != NULL && cfg->path_style &&
+        (t->path_style &&
          (append_str(&t->path, req->bucket) != 0 ||
           (*key != '\0' && append_str(&t->path, "/") != 0))) ||
         append_str(&t->path, encoded) != 0 || canonical_query(req, &t->query) != 0;
