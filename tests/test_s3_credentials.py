@@ -492,3 +492,20 @@ def test_an_endpoint_without_a_scheme_is_refused(environ: Environ, s3_gateway: G
     )
     with pytest.raises(asyncfs.InvalidArgumentError, match="does not start with http:// or https://"):
         new_s3().exists("s3://anything")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("AWS_MAX_ATTEMPTS", "ten", "AWS_MAX_ATTEMPTS='ten' is not an integer"),
+        ("AWS_S3_ADDRESSING_STYLE", "virtual-hosted", "is neither 'path' nor 'virtual'"),
+        ("AWS_SKIP_SIGNATURE", "yes please", "AWS_SKIP_SIGNATURE='yes please' is neither true nor false"),
+    ],
+)
+def test_a_malformed_environment_value_is_refused_by_name(
+    environ: Environ, s3_gateway: Gateway, variable: str, value: str, message: str
+) -> None:
+    """Not silently replaced by the default: every request says what to fix."""
+    environ(AWS_ACCESS_KEY_ID=s3_gateway.access_key, AWS_SECRET_ACCESS_KEY=s3_gateway.secret_key, **{variable: value})
+    with pytest.raises(asyncfs.InvalidArgumentError, match=message):
+        new_s3().exists("s3://anything")

@@ -69,6 +69,7 @@ static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
   s3_defaults_load(&defaults);
   fs = plugin_fs_create(filesystem, sizeof *fs, &s3_schema, &defaults.config, NULL,
                         status);
+  if (fs != NULL) snprintf(fs->setup_error, sizeof fs->setup_error, "%s", defaults.error);
   s3_defaults_free(&defaults);
   if (fs == NULL) return;
   s3_pool_init(fs);

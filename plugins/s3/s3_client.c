@@ -528,6 +528,10 @@ int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
   uint64_t started = now_ms();
   unsigned seed = jitter_seed();
   int attempt;
+  if (fs->setup_error[0] != '\0') {
+    TF_SetStatus(status, TF_INVALID_ARGUMENT, fs->setup_error);
+    return -1;
+  }
   if (check_endpoint(cfg, status) != 0) return -1;
   for (attempt = 1;; ++attempt) {
     s3_signed sr = {NULL, NULL};

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "s3_internal.h"
 
@@ -86,19 +87,34 @@ static const char* env_first(const char* a, const char* b) {
   return v != NULL ? v : "";
 }
 
-static int64_t env_int(const char* name, int64_t fallback) {
+/* An integer from the environment; a value that is not one is kept in
+ * d->error (the first such), and the fallback used meanwhile. */
+static int64_t env_int(s3_defaults* d, const char* name, int64_t fallback) {
   const char* v = getenv(name);
   char* end;
   long long n;
   if (v == NULL || *v == '\0') return fallback;
   n = strtoll(v, &end, 10);
-  return *end == '\0' ? (int64_t)n : fallback;
+  if (*end == '\0') return (int64_t)n;
+  if (d->error[0] == '\0')
+    snprintf(d->error, sizeof d->error, "s3: %s='%.100s' is not an integer", name, v);
+  return fallback;
 }
 
-static int env_true(const char* name) {
+/* One of the words a setting takes; anything else is kept in d->error. */
+static void env_word(s3_defaults* d, const char* name, const char* v, const char* a,
+                     const char* b) {
+  if (*v == '\0' || strcmp(v, a) == 0 || strcmp(v, b) == 0 || d->error[0] != '\0') return;
+  snprintf(d->error, sizeof d->error, "s3: %s='%.100s' is neither '%s' nor '%s'", name, v, a, b);
+}
+
+static int env_true(s3_defaults* d, const char* name) {
   const char* v = getenv(name);
-  return v != NULL && (strcmp(v, "1") == 0 || strcmp(v, "true") == 0 ||
-                       strcmp(v, "True") == 0 || strcmp(v, "TRUE") == 0);
+  if (v == NULL) return 0;
+  if (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0) return 1;
+  if (*v != '\0' && strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 && d->error[0] == '\0')
+    snprintf(d->error, sizeof d->error, "s3: %s='%.100s' is neither true nor false", name, v);
+  return 0;
 }
 
 /* The environment's value, else the profile's (kept in defaults). */
@@ -128,25 +144,27 @@ void s3_defaults_load(s3_defaults* d) {
   c->secret_key = (char*)env_first("AWS_SECRET_ACCESS_KEY", NULL);
   c->session_token = (char*)env_first("AWS_SESSION_TOKEN", NULL);
   c->ca_bundle = (char*)env_or_profile(d, "AWS_CA_BUNDLE", NULL, profile, "ca_bundle");
-  c->anonymous = env_true("AWS_SKIP_SIGNATURE");
+  c->anonymous = env_true(d, "AWS_SKIP_SIGNATURE");
   c->verify_tls = 1;
   c->content_type = "auto";
   /* A custom endpoint (a gateway on an address) is usually path-style. */
   c->path_style = *c->endpoint != '\0';
   style = env_or_profile(d, "AWS_S3_ADDRESSING_STYLE", NULL, profile, "s3.addressing_style");
+  env_word(d, "AWS_S3_ADDRESSING_STYLE (or the profile's s3.addressing_style)", style, "path",
+           "virtual");
   if (strcmp(style, "path") == 0) c->path_style = 1;
   if (strcmp(style, "virtual") == 0) c->path_style = 0;
-  c->connect_timeout_ms = env_int("AWS_CONNECT_TIMEOUT_MS", 5000);
-  c->read_timeout_ms = env_int("AWS_READ_TIMEOUT_MS", 30000);
+  c->connect_timeout_ms = env_int(d, "AWS_CONNECT_TIMEOUT_MS", 5000);
+  c->read_timeout_ms = env_int(d, "AWS_READ_TIMEOUT_MS", 30000);
   /* Ten tries with backoff ceilings 100 ms, 200 ms, ... up to 5 s wait
    * about 10 s in all (full jitter), enough to ride out a gateway restart;
    * the budget stops them at 20 s. */
-  c->max_attempts = env_int("AWS_MAX_ATTEMPTS", 10);
-  c->retry_budget_ms = env_int("AWS_RETRY_BUDGET_MS", 20000);
+  c->max_attempts = env_int(d, "AWS_MAX_ATTEMPTS", 10);
+  c->retry_budget_ms = env_int(d, "AWS_RETRY_BUDGET_MS", 20000);
   c->retry_base_ms = 100;
-  c->part_size = env_int("AWS_S3_PART_SIZE", 8 * MiB);
+  c->part_size = env_int(d, "AWS_S3_PART_SIZE", 8 * MiB);
   c->concurrency = 16;
-  c->max_connections = env_int("AWS_MAX_CONNECTIONS", 128);
+  c->max_connections = env_int(d, "AWS_MAX_CONNECTIONS", 128);
   c->idle_timeout_ms = 30000;
   c->read_ahead = 64 * 1024;
   c->sign_payload = 1;

@@ -84,6 +84,7 @@ typedef struct s3_fs {
   /* Opens for reading use a plain GET (cheaper for the server than a
    * ranged one) unless recent objects were too big for it: then ranged
    * GETs until opens reaches ranged_until (s3_files.c). */
+  char setup_error[300]; /* s3_defaults.error: every request fails with it */
   uint64_t opens;
   uint64_t ranged_until;
   uint64_t ranged_window;
@@ -97,6 +98,7 @@ typedef struct s3_defaults {
   s3_config config; /* strings point into the environment or owned */
   char* owned[8];
   int num_owned;
+  char error[300]; /* the first environment value that is not one: "" if none */
 } s3_defaults;
 void s3_defaults_load(s3_defaults* defaults);
 void s3_defaults_free(s3_defaults* defaults);
