@@ -266,8 +266,8 @@ class ModularFileSystem:
         if not attributes:
             self._path_call("new_writable_file", uri, handle)
         else:
-            names, values, keep = _attribute_arrays(attributes, uri)
-            self._path_call("new_writable_file_with_attributes", uri, names, values, len(keep) // 2, handle)
+            names, values, _keep = _attribute_arrays(attributes, uri)
+            self._path_call("new_writable_file_with_attributes", uri, names, values, len(attributes), handle)
         return WritableFile(self._tables.writable_file_ops, handle, uri)
 
     def attributes(self, uri: str) -> dict[str, str]:

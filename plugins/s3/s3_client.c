@@ -292,10 +292,9 @@ static int header_is(const char* line, size_t len, const char* name) {
 
 /* An x-amz-meta-* or Content-Type header into the response's attributes
  * (names lowercased, values whole). */
-static void collect_attribute(s3_response* resp, const char* line, const char* colon,
+static void collect_attribute(s3_response* resp, const char* line, size_t name_len,
                               const char* value, size_t vlen) {
   static const char meta[] = "x-amz-meta-";
-  size_t name_len = (size_t)(colon - line);
   if (name_len > sizeof meta - 1 && strncasecmp(line, meta, sizeof meta - 1) == 0) {
     char name[160];
     size_t i, n = name_len - (sizeof meta - 1);
@@ -316,7 +315,7 @@ static size_t on_header(char* line, size_t size, size_t n, void* arg) {
   size_t len = size * n;
   char value[256];
   const char* colon = memchr(line, ':', len);
-  size_t vlen;
+  size_t vlen, name_len;
   if (strncmp(line, "HTTP/", 5) == 0) {
     /* A new response (after 100 Continue, or a redirect) starts afresh. */
     long code = 0;
@@ -326,12 +325,13 @@ static size_t on_header(char* line, size_t size, size_t n, void* arg) {
     return len;
   }
   if (colon == NULL) return len;
+  name_len = (size_t)(colon - line);
   colon++;
   while (colon < line + len && (*colon == ' ' || *colon == '\t')) colon++;
   vlen = (size_t)(line + len - colon);
   while (vlen > 0 && (colon[vlen - 1] == '\r' || colon[vlen - 1] == '\n'))
     vlen--;
-  if (t->req->want_attributes) collect_attribute(t->resp, line, memchr(line, ':', len), colon, vlen);
+  if (t->req->want_attributes) collect_attribute(t->resp, line, name_len, colon, vlen);
   if (vlen >= sizeof value) vlen = sizeof value - 1;
   memcpy(value, colon, vlen);
   value[vlen] = '\0';

@@ -123,7 +123,11 @@ static const char* env_or_profile(s3_defaults* d, const char* env_a, const char*
   const char* v = env_first(env_a, env_b);
   char* from_file;
   if (*v != '\0' || d->num_owned == (int)(sizeof d->owned / sizeof d->owned[0])) return v;
-  from_file = s3_profile_setting(profile, key);
+  if (!d->config_file_read) {
+    d->config_file = s3_config_file_text();
+    d->config_file_read = 1;
+  }
+  from_file = s3_config_file_get(d->config_file, profile, key);
   if (from_file == NULL) return "";
   d->owned[d->num_owned++] = from_file;
   return from_file;
@@ -176,4 +180,6 @@ void s3_defaults_free(s3_defaults* d) {
   int i;
   for (i = 0; i < d->num_owned; ++i) free(d->owned[i]);
   d->num_owned = 0;
+  free(d->config_file);
+  d->config_file = NULL;
 }

@@ -129,11 +129,27 @@ static void profile_free(profile* p) {
   free(p->credentials);
 }
 
+char* s3_config_file_get(const char* text, const char* profile, const char* key) {
+  char section[300];
+  char* v;
+  if (text == NULL) return NULL;
+  if (strcmp(profile, "default") != 0) {
+    snprintf(section, sizeof section, "profile %s", profile);
+    return s3_ini_get(text, section, key, NULL);
+  }
+  /* botocore reads "[profile default]" too. */
+  v = s3_ini_get(text, "default", key, NULL);
+  return v != NULL ? v : s3_ini_get(text, "profile default", key, NULL);
+}
+
+char* s3_config_file_text(void) {
+  char path[1024];
+  file_path("AWS_CONFIG_FILE", ".aws/config", path, sizeof path);
+  return *path ? read_text(path) : NULL;
+}
+
 static char* from_config(const profile* p, const char* key) {
-  char* v = p->config != NULL ? s3_ini_get(p->config, p->config_section, key, NULL) : NULL;
-  if (v == NULL && p->config != NULL && strcmp(p->name, "default") == 0)
-    v = s3_ini_get(p->config, "profile default", key, NULL);
-  return v;
+  return s3_config_file_get(p->config, p->name, key);
 }
 
 static char* from_credentials(const profile* p, const char* key) {
@@ -149,15 +165,6 @@ static int profile_exists(const profile* p) {
   free(p->credentials != NULL ? s3_ini_get(p->credentials, p->name, "", &in_credentials)
                               : NULL);
   return in_config || in_credentials || in_default;
-}
-
-char* s3_profile_setting(const char* name, const char* key) {
-  profile p;
-  char* v;
-  profile_load(&p, name);
-  v = from_config(&p, key);
-  profile_free(&p);
-  return v;
 }
 
 /* ---- one resolution ---------------------------------------------------------------- */

@@ -97,21 +97,18 @@ static s3_reader* reader_open(const TF_Filesystem* filesystem, const char* path,
   snprintf(range, sizeof range, "bytes=0-%lld", (long long)r->cfg->read_ahead - 1);
   req.range = range;
   if (r->cfg->read_ahead > 0 && try_plain_get(r->fs)) {
-    int rc;
     req.range = NULL;
     req.max_body = (size_t)r->cfg->read_ahead;
-    rc = s3_execute(r->fs, r->cfg, &req, &resp, status);
-    if (rc == 0 || !resp.too_long) plain_get_fitted(r->fs, 1);
-    if (rc != 0 && resp.too_long) { /* bigger than read_ahead: its head, ranged */
-      plain_get_fitted(r->fs, 0);
+  }
+  s3_execute(r->fs, r->cfg, &req, &resp, status);
+  if (req.max_body > 0) {
+    plain_get_fitted(r->fs, !resp.too_long);
+    if (resp.too_long) { /* bigger than read_ahead: its head, ranged */
       s3_response_free(&resp);
       s3_request_init(&req, &resp, "GET", r->path.bucket, r->path.key);
       req.range = range;
-      rc = s3_execute(r->fs, r->cfg, &req, &resp, status);
+      s3_execute(r->fs, r->cfg, &req, &resp, status);
     }
-    if (rc == 0) TF_SetStatus(status, TF_OK, "");
-  } else {
-    s3_execute(r->fs, r->cfg, &req, &resp, status);
   }
   if (TF_GetCode(status) == TF_OK) {
     r->size = resp.total >= 0 ? resp.total
@@ -503,9 +500,7 @@ static void writer_close(const TF_WritableFile* file, TF_Status* status) {
     s3_request req;
     s3_response resp;
     s3_request_init(&req, &resp, "PUT", w->path.bucket, w->path.key);
-    req.content_type = w->attributes.content_type != NULL
-                           ? w->attributes.content_type
-                           : s3_content_type(w->cfg, w->path.key);
+    req.content_type = s3_content_type(w->cfg, &w->attributes, w->path.key);
     req.attributes = &w->attributes;
     req.body = w->buf;
     req.body_len = w->len;
@@ -515,14 +510,14 @@ static void writer_close(const TF_WritableFile* file, TF_Status* status) {
   }
   if (w->len > 0 && ship_part(w, status) != 0) {
     join_all(w);
-    s3_abort_multipart(w->fs, w->cfg, &w->path, w->upload_id);
+    s3_abort_multipart(w->fs, w->cfg, &w->path, w->upload_id, NULL);
     return;
   }
   join_all(w);
   if (s3_first_error_take(&w->error, status) == 0)
     s3_complete_multipart(w->fs, w->cfg, &w->path, w->upload_id, w->etags, w->parts,
                           status);
-  if (TF_GetCode(status) != TF_OK) s3_abort_multipart(w->fs, w->cfg, &w->path, w->upload_id);
+  if (TF_GetCode(status) != TF_OK) s3_abort_multipart(w->fs, w->cfg, &w->path, w->upload_id, NULL);
   free(w->upload_id);
   w->upload_id = NULL;
 }
@@ -532,7 +527,7 @@ static void writer_free(s3_writer* w) {
   if (w == NULL) return;
   join_all(w);
   /* Dropped without close: the upload goes, nothing appears. */
-  if (w->upload_id != NULL) s3_abort_multipart(w->fs, w->cfg, &w->path, w->upload_id);
+  if (w->upload_id != NULL) s3_abort_multipart(w->fs, w->cfg, &w->path, w->upload_id, NULL);
   for (i = 0; i < w->parts && w->etags != NULL; ++i) free(w->etags[i]);
   free(w->etags);
   free(w->upload_id);

@@ -98,6 +98,8 @@ typedef struct s3_defaults {
   s3_config config; /* strings point into the environment or owned */
   char* owned[8];
   int num_owned;
+  char* config_file; /* its text, read once when a setting is looked up */
+  int config_file_read;
   char error[300]; /* the first environment value that is not one: "" if none */
 } s3_defaults;
 void s3_defaults_load(s3_defaults* defaults);
@@ -128,8 +130,11 @@ int s3_credentials_acquire(s3_fs* fs, const s3_config* cfg, s3_credentials* borr
 void s3_credentials_release(const s3_credentials* credentials);
 /* "default" unless the settings name a profile. */
 const char* s3_profile_name(const s3_config* cfg);
-/* key of the named profile in the shared config file, malloc'd, or NULL. */
-char* s3_profile_setting(const char* profile, const char* key);
+/* The shared config file's text (AWS_CONFIG_FILE, ~/.aws/config), malloc'd,
+ * or NULL when there is none; and key of profile's section in such a text
+ * ("[profile x]", or "[default]"), malloc'd, or NULL. */
+char* s3_config_file_text(void);
+char* s3_config_file_get(const char* text, const char* profile, const char* key);
 
 static inline s3_config* s3_config_acquire(s3_fs* fs) {
   return (s3_config*)plugin_config_acquire(&fs->base.config);
@@ -323,8 +328,10 @@ typedef enum s3_kind { S3_MISSING = 0, S3_FILE, S3_DIR } s3_kind;
 int s3_probe(s3_fs* fs, const s3_config* cfg, const s3_path* p,
              int64_t* size, int64_t* mtime_nsec, TF_Status* status);
 
-/* The Content-Type a new object at key is written with. */
-const char* s3_content_type(const s3_config* cfg, const char* key);
+/* The Content-Type a new object at key is written with: the attributes'
+ * (may be NULL), else the settings' choice. */
+const char* s3_content_type(const s3_config* cfg, const s3_attributes* attributes,
+                            const char* key);
 
 /* Sets NOT_FOUND for p, or FAILED_PRECONDITION when p's parent is a file. */
 void s3_set_missing(s3_fs* fs, const s3_config* cfg, const s3_path* p,
@@ -354,8 +361,9 @@ char* s3_create_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
 int s3_complete_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
                           const char* upload_id, char** etags, int parts,
                           TF_Status* status);
+/* status may be NULL: a clean-up whose outcome nobody waits for. */
 void s3_abort_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
-                        const char* upload_id);
+                        const char* upload_id, TF_Status* status);
 
 /* The get_incomplete_writes and abort_incomplete_write ops: multipart
  * uploads never completed nor aborted (a writer that died), listed and

@@ -18,9 +18,7 @@ char* s3_create_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
   s3_request_init(&req, &resp, "POST", dst->bucket, dst->key);
   req.params = params;
   req.num_params = 1;
-  req.content_type = attributes != NULL && attributes->content_type != NULL
-                         ? attributes->content_type
-                         : s3_content_type(cfg, dst->key);
+  req.content_type = s3_content_type(cfg, attributes, dst->key);
   req.attributes = attributes;
   if (s3_execute(fs, cfg, &req, &resp, status) == 0) {
     upload_id = s3_xml_find(resp.body.data, resp.body.len, "UploadId");
@@ -93,17 +91,17 @@ int s3_complete_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
 }
 
 void s3_abort_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
-                        const char* upload_id) {
+                        const char* upload_id, TF_Status* status) {
   s3_param params[1] = {{"uploadId", upload_id}};
   s3_request req;
   s3_response resp;
-  TF_Status* ignored = TF_NewStatus();
+  TF_Status* ignored = status == NULL ? TF_NewStatus() : NULL;
   s3_request_init(&req, &resp, "DELETE", dst->bucket, dst->key);
   req.params = params;
   req.num_params = 1;
-  s3_execute(fs, cfg, &req, &resp, ignored);
+  s3_execute(fs, cfg, &req, &resp, status != NULL ? status : ignored);
   s3_response_free(&resp);
-  TF_DeleteStatus(ignored);
+  if (ignored != NULL) TF_DeleteStatus(ignored);
 }
 
 /* "bucket/key", as x-amz-copy-source names an object. */
@@ -195,7 +193,7 @@ int s3_copy_object(s3_fs* fs, const s3_config* cfg, const s3_path* src,
   if (upload_id != NULL) {
     if (s3_copy_parts(fs, cfg, src, size, part_size, dst, upload_id, etags, status) == 0)
       rc = s3_complete_multipart(fs, cfg, dst, upload_id, etags, parts, status);
-    if (rc != 0) s3_abort_multipart(fs, cfg, dst, upload_id);
+    if (rc != 0) s3_abort_multipart(fs, cfg, dst, upload_id, NULL);
     free(upload_id);
   }
   for (i = 0; i < parts; ++i) free(etags[i]);
@@ -319,18 +317,10 @@ void s3_abort_incomplete_write(const TF_Filesystem* filesystem, const char* path
   s3_config* cfg = s3_config_acquire(fs);
   s3_path p = {NULL, NULL};
   if (s3_path_parse(path, &p, status) == 0) {
-    if (*p.bucket == '\0' || *p.key == '\0') {
+    if (*p.bucket == '\0' || *p.key == '\0')
       TF_SetStatus(status, TF_INVALID_ARGUMENT, "s3: an incomplete write is of an object: name its key");
-    } else {
-      s3_param params[1] = {{"uploadId", id}};
-      s3_request req;
-      s3_response resp;
-      s3_request_init(&req, &resp, "DELETE", p.bucket, p.key);
-      req.params = params;
-      req.num_params = 1;
-      s3_execute(fs, cfg, &req, &resp, status);
-      s3_response_free(&resp);
-    }
+    else
+      s3_abort_multipart(fs, cfg, &p, id, status);
   }
   s3_path_free(&p);
   s3_config_release(fs, cfg);

@@ -131,10 +131,12 @@ static const char* const content_types[][2] = {
     {"zst", "application/zstd"},
 };
 
-const char* s3_content_type(const s3_config* cfg, const char* key) {
+const char* s3_content_type(const s3_config* cfg, const s3_attributes* attributes,
+                            const char* key) {
   const char* slash = strrchr(key, '/');
   const char* dot = strrchr(slash != NULL ? slash + 1 : key, '.');
   size_t i;
+  if (attributes != NULL && attributes->content_type != NULL) return attributes->content_type;
   if (strcmp(cfg->content_type, "auto") != 0)
     return *cfg->content_type != '\0' ? cfg->content_type : "application/octet-stream";
   if (dot != NULL && dot[1] != '\0')
