@@ -12,6 +12,7 @@ Calls into C release the GIL, so threads run plugin calls in parallel.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -662,13 +663,19 @@ class ModularFileSystem:
 
     def read_files(self, uris: Sequence[str], buffer: bytearray) -> tuple[list[bytes | StatusError | None], float]:
         """Whole files, many per call into C (the bulk path of dataset
-        prefetch): each is read into buffer right after the one before and
-        copied out; a failure is that file's entry, as a StatusError. When
-        a file does not fit in what is left of buffer, the list ends with
-        None for it: the caller reads it, and those after it, another way.
-        Also returns the seconds spent in C (waits on the GIL excluded)."""
+        prefetch), copied out of buffer; a failure is that file's entry, as
+        a StatusError, and a file that did not fit is None: the caller reads
+        it another way. A plugin with ``read_files`` reads them all at once
+        (an object store: concurrent requests), each into an equal share of
+        buffer. Otherwise they are read one after another, each right after
+        the one before, and the list ends at the first that does not fit in
+        what is left (None): the caller reads it, and those after it,
+        another way. Also returns the seconds spent in C (waits on the GIL
+        excluded, for the latter)."""
         if not uris:
             return [], 0.0
+        if "read_files" in self._ops:
+            return self._read_files_natively(uris, buffer)
         for uri in uris:
             _uri.check_uri(uri)  # a NUL would also split the packed buffer below
         file_ops = self._tables.random_access_file_ops
@@ -702,6 +709,40 @@ class ModularFileSystem:
             if done < n:
                 results.append(None)
             return results, int(elapsed[0]) / 1e9
+        finally:
+            rt.ASYNCFS_DeleteStatusArray(statuses, n)
+
+    def _read_files_natively(
+        self, uris: Sequence[str], buffer: bytearray
+    ) -> tuple[list[bytes | StatusError | None], float]:
+        started = time.perf_counter()
+        n = len(uris)
+        share = len(buffer) // n
+        paths = [ffi.new("char[]", self._path(uri)) for uri in uris]
+        base = ffi.from_buffer(buffer)
+        buffers = ffi.new("char*[]", [base + i * share for i in range(n)])
+        caps = ffi.new("size_t[]", [share] * n)
+        sizes = ffi.new("int64_t[]", n)
+        rt = _ffi.runtime()
+        statuses = rt.ASYNCFS_NewStatusArray(n)
+        if statuses == ffi.NULL:
+            raise MemoryError(f"no memory for {n} statuses")
+        try:
+            self._ops["read_files"](self._fs, ffi.new("char*[]", paths), n, buffers, caps, sizes, statuses)
+            view = memoryview(buffer)
+            plugin = self.metadata.name
+            results: list[bytes | StatusError | None] = []
+            for i, uri in enumerate(uris):
+                if statuses[i].code != Code.OK:
+                    results.append(_ffi.error_from(statuses[i], "read_file", uri))
+                    continue
+                try:
+                    size = _ffi.check_count(int(sizes[i]), _ffi.UNBOUNDED, plugin=plugin, op="read_files", path=uri)
+                except StatusError as error:
+                    results.append(error)
+                    continue
+                results.append(bytes(view[i * share : i * share + size]) if size <= share else None)
+            return results, time.perf_counter() - started
         finally:
             rt.ASYNCFS_DeleteStatusArray(statuses, n)
 

@@ -899,3 +899,89 @@ def test_prefetch_on_a_network_store_reads_each_object_on_its_own(
     assert [path for path, _ in got] == uris
     assert [data for _, data in got[:40]] == [pattern(i, 100 + i * 1000) for i in range(40)]
     assert isinstance(got[40][1], FileNotFoundError)
+
+
+# ---- many objects per call: read_files ------------------------------------------------
+
+
+def test_read_files_reads_many_objects_in_one_call_each_with_its_own_outcome(
+    s3_fs: asyncfs.ModularFileSystem, bucket: str
+) -> None:
+    """One call, all requests in flight together: each object lands in its
+    share of the buffer; one bigger than its share is None (read another
+    way); what is not an object is that entry's typed error, as a single
+    read would raise it."""
+    assert s3_fs.offers("read_files")
+    small = [f"s3://{bucket}/m/{i:02d}" for i in range(20)]
+    for i, uri in enumerate(small):
+        s3_fs.write_file(uri, pattern(i, 10 + i * 50))
+    s3_fs.write_file(f"s3://{bucket}/m/empty", b"")
+    s3_fs.write_file(f"s3://{bucket}/m/big", pattern(0, 5000))
+    s3_fs.write_file(f"s3://{bucket}/m/dir/inside", b"x")
+    odd = [
+        f"s3://{bucket}/m/empty",
+        f"s3://{bucket}/m/big",
+        f"s3://{bucket}/m/missing",
+        f"s3://{bucket}/m/dir",
+        f"s3://{bucket}",
+        f"s3://missing-{uuid.uuid4().hex[:8]}/key",
+    ]
+    got, _ = s3_fs.read_files(small + odd, bytearray(26 * 2048))  # a 2 KiB share each
+    assert got[:20] == [pattern(i, 10 + i * 50) for i in range(20)]
+    empty, big, missing, directory, bucket_root, no_bucket = got[20:]
+    assert empty == b""
+    assert big is None
+    assert isinstance(missing, asyncfs.NotFoundError) and "m/missing" in str(missing)
+    assert isinstance(directory, asyncfs.FailedPreconditionError) and "a directory" in str(directory)
+    assert isinstance(bucket_root, asyncfs.FailedPreconditionError) and "bucket is a directory" in str(bucket_root)
+    assert isinstance(no_bucket, asyncfs.NotFoundError) and "NoSuchBucket" in str(no_bucket)
+
+
+def test_read_files_rides_out_faults_and_waits_for_connections(
+    s3_gateway: Gateway, proxy: FaultProxy, s3_fs: asyncfs.ModularFileSystem, bucket: str
+) -> None:
+    """Each request of a bulk call is retried on its own (503, a dropped
+    connection, a cut answer) while the others go on; with max_connections
+    3, 30 objects still all arrive, three at a time, and single requests
+    made meanwhile are not starved."""
+    uris = [f"s3://{bucket}/f/{i:02d}" for i in range(30)]
+    for i, uri in enumerate(uris):
+        s3_fs.write_file(uri, pattern(i, 3000 + i))
+    fs = own_s3(s3_gateway, endpoint=proxy.endpoint, retry_base_ms=5, max_connections=3)
+    proxy.inject(["503", "drop", "cut", "pass", "503", "drop"])
+    with ThreadPoolExecutor(2) as pool:
+        single = pool.submit(lambda: [fs.read_file(uris[i]) for i in range(5)])
+        got, _ = fs.read_files(uris, bytearray(30 * 4096))
+        assert single.result() == [pattern(i, 3000 + i) for i in range(5)]
+    assert got == [pattern(i, 3000 + i) for i in range(30)]
+    faults = [fault for _, fault in proxy.requests]
+    assert faults.count("503") == 2 and faults.count("drop") == 2 and faults.count("cut") == 1
+
+
+def test_read_files_fails_each_object_when_requests_cannot_be_sent(s3_gateway: Gateway, bucket: str) -> None:
+    fs = own_s3(s3_gateway, endpoint="127.0.0.1:1")  # no scheme: refused before anything is sent
+    got, _ = fs.read_files([f"s3://{bucket}/a", f"s3://{bucket}/b"], bytearray(8192))
+    assert all(isinstance(item, asyncfs.InvalidArgumentError) and "http://" in str(item) for item in got)
+
+
+def test_prefetch_of_many_objects_keeps_the_budget_and_the_order(
+    registry: asyncfs.Registry, s3_fs: asyncfs.ModularFileSystem, bucket: str
+) -> None:
+    """Bulk calls (a quarter of in_flight each) deliver every object in
+    order, and the bytes held never pass max_bytes (the one file due next
+    excepted), even though a call reads before it reserves."""
+    import asyncio  # noqa: PLC0415
+
+    uris = [f"s3://{bucket}/b/{i:03d}" for i in range(200)]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda i: s3_fs.write_file(uris[i], pattern(i, 1000 + 37 * i)), range(200)))
+    budget = asyncfs.Budget(16 * 1024)
+
+    async def main() -> list[tuple[str, bytes | Exception]]:
+        async with asyncfs.Env(registry=registry) as env:
+            return [item async for item in env.prefetch(uris, in_flight=32, budget=budget)]
+
+    got = asyncio.run(main())
+    assert got == [(uri, pattern(i, 1000 + 37 * i)) for i, uri in enumerate(uris)]
+    assert budget.peak <= 16 * 1024 + 1000 + 37 * 199
+    assert budget.used == 0

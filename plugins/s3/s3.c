@@ -849,6 +849,7 @@ static const TF_FilesystemOps s3_filesystem_ops = {
     .new_writable_file_with_attributes = s3_new_writable_file_with_attributes,
     .get_file_attributes = s3_get_file_attributes,
     .abort_incomplete_write = s3_abort_incomplete_write,
+    .read_files = s3_read_files,
     PLUGIN_CONFIGURATION_OPS};
 
 static const plugin_scheme s3_schemes[] = {

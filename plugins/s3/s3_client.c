@@ -102,6 +102,10 @@ int s3_first_error_take(s3_first_error* e, TF_Status* status) {
 /* ---- the handle pool -------------------------------------------------------- */
 
 static uint64_t now_ms(void);
+struct s3_bulk;
+static struct s3_bulk* unlink_idle_bulks(s3_fs* fs, const s3_config* cfg, uint64_t now,
+                                         int every);
+static void free_bulks(struct s3_bulk* b);
 
 /* Closes the idle handles that have waited longer than the timeout (the
  * oldest are first). Called with the lock held. */
@@ -126,8 +130,12 @@ static CURL* take_handle(s3_fs* fs, const s3_config* cfg) {
   int fresh = 0;
   pthread_mutex_lock(&fs->lock);
   reap_idle(fs, cfg, now_ms());
-  while (fs->idle_count == 0 && fs->live >= cfg->max_connections)
-    pthread_cond_wait(&fs->freed, &fs->lock);
+  while (fs->idle_count == 0 && fs->live >= cfg->max_connections) {
+    if (fs->bulk_idle != NULL) /* idle bulks make room */
+      free_bulks(unlink_idle_bulks(fs, cfg, 0, 1));
+    else
+      pthread_cond_wait(&fs->freed, &fs->lock);
+  }
   if (fs->idle_count > 0) {
     h = fs->idle[--fs->idle_count].handle;
   } else {
@@ -200,6 +208,7 @@ static void after_fork_in_child(void) {
   s3_fs* fs;
   for (fs = pools; fs != NULL; fs = fs->next_pool) {
     fs->idle_count = 0;
+    fs->bulk_idle = NULL;
     fs->live = 0;
     pthread_mutex_unlock(&fs->lock);
   }
@@ -239,12 +248,15 @@ void s3_pool_destroy(s3_fs* fs) {
 
 void s3_close_idle(s3_fs* fs) {
   int i;
+  struct s3_bulk* bulks;
   pthread_mutex_lock(&fs->lock);
   for (i = 0; i < fs->idle_count; ++i) curl_easy_cleanup(fs->idle[i].handle);
   fs->live -= fs->idle_count;
   fs->idle_count = 0;
+  bulks = unlink_idle_bulks(fs, NULL, 0, 1);
   pthread_cond_broadcast(&fs->freed);
   pthread_mutex_unlock(&fs->lock);
+  free_bulks(bulks);
 }
 
 /* ---- transfer callbacks ------------------------------------------------------ */
@@ -523,116 +535,402 @@ static int check_endpoint(const s3_config* cfg, TF_Status* status) {
   return -1;
 }
 
-int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
-               s3_response* resp, TF_Status* status) {
-  uint64_t started = now_ms();
-  unsigned seed = jitter_seed();
-  int attempt;
+/* One request's tries: what a try holds while curl runs it, and what
+ * decides whether another follows. s3_execute runs one request on a pooled
+ * handle; s3_execute_many runs many on one thread (curl multi). */
+typedef struct attempt {
+  const s3_request* req;
+  s3_response* resp;
+  transfer t;
+  s3_signed sr;
+  s3_credentials borrowed;
+  const s3_credentials* creds;
+  char detail[CURL_ERROR_SIZE];
+  int number;          /* of the try under way; 1 for the first */
+  uint64_t started_ms; /* when the first try started */
+  uint64_t delay_ms;   /* before the next try (attempt_finish's 1) */
+  unsigned seed;
+} attempt;
+
+static void attempt_init(attempt* a, const s3_request* req, s3_response* resp) {
+  memset(a, 0, sizeof *a);
+  a->req = req;
+  a->resp = resp;
+  a->started_ms = now_ms();
+  a->seed = jitter_seed();
+}
+
+/* Whether requests can be sent at all: 0, or -1 with status set. */
+static int check_setup(s3_fs* fs, const s3_config* cfg, TF_Status* status) {
   if (fs->setup_error[0] != '\0') {
     TF_SetStatus(status, TF_INVALID_ARGUMENT, fs->setup_error);
     return -1;
   }
-  if (check_endpoint(cfg, status) != 0) return -1;
-  for (attempt = 1;; ++attempt) {
-    s3_signed sr = {NULL, NULL};
-    transfer t = {req, resp, 0, 0};
-    char detail[CURL_ERROR_SIZE] = "";
-    s3_credentials borrowed;
-    const s3_credentials* creds;
-    CURLcode rc;
-    CURL* h;
-    reset_response(resp);
-    /* Per attempt: a retry after a long backoff may need refreshed keys. */
-    if (s3_credentials_acquire(fs, cfg, &borrowed, &creds, status) != 0) return -1;
-    if (s3_sign(cfg, creds, req, time(NULL), &sr) != 0) {
-      s3_credentials_release(creds);
-      TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "s3: out of memory signing a request");
-      return -1;
+  return check_endpoint(cfg, status);
+}
+
+/* The next try of a: a fresh response, keys (refreshed when due: a retry
+ * after a long backoff may need new ones), the signature. 0, or -1 with
+ * status set and nothing held. */
+static int attempt_prepare(s3_fs* fs, const s3_config* cfg, attempt* a, TF_Status* status) {
+  a->number++;
+  a->t = (transfer){a->req, a->resp, 0, 0};
+  a->detail[0] = '\0';
+  reset_response(a->resp);
+  if (s3_credentials_acquire(fs, cfg, &a->borrowed, &a->creds, status) != 0) return -1;
+  if (s3_sign(cfg, a->creds, a->req, time(NULL), &a->sr) != 0) {
+    s3_credentials_release(a->creds);
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "s3: out of memory signing a request");
+    return -1;
+  }
+  return 0;
+}
+
+/* What attempt_prepare took, released when no try follows it. */
+static void attempt_drop(attempt* a) {
+  s3_signed_free(&a->sr);
+  s3_credentials_release(a->creds);
+}
+
+/* The prepared try on h: curl's options. */
+static void attempt_bind(const s3_config* cfg, attempt* a, CURL* h) {
+  const s3_request* req = a->req;
+  curl_easy_setopt(h, CURLOPT_URL, a->sr.url);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, a->sr.headers);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_MAXCONNECTS, 1L); /* one connection per handle */
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, a->detail);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &a->t);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &a->t);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)cfg->connect_timeout_ms);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)((cfg->read_timeout_ms + 999) / 1000));
+  curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+  s3_tls_options(cfg, h);
+  curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L * 1024);
+  curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, 1024L * 1024);
+  if (strcmp(req->method, "HEAD") == 0) {
+    curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+  } else if (strcmp(req->method, "PUT") == 0) {
+    curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_upload);
+    curl_easy_setopt(h, CURLOPT_READDATA, &a->t);
+    curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)req->body_len);
+  } else if (strcmp(req->method, "POST") == 0) {
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, req->body != NULL ? req->body : "");
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+  } else if (strcmp(req->method, "GET") != 0) {
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req->method);
+  }
+}
+
+/* After curl ran a try on h and said rc: 0 when the request succeeded
+ * (status OK), -1 when it failed for good (status set), 1 when another try
+ * is due after a->delay_ms. *healthy says whether h's connection may be
+ * kept. What attempt_start took is released. */
+static int attempt_finish(const s3_config* cfg, attempt* a, CURL* h, CURLcode rc,
+                          int* healthy, TF_Status* status) {
+  const s3_request* req = a->req;
+  s3_response* resp = a->resp;
+  if (rc == CURLE_OK) {
+    long http = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &http);
+    resp->http = http;
+  } else if (a->t.overflow) {
+    /* More body than the caller's buffer or max_body: not retryable. */
+    rc = CURLE_WRITE_ERROR;
+    resp->too_long = req->max_body > 0;
+    snprintf(a->detail, sizeof a->detail, "the answer was longer than asked for");
+  }
+  *healthy = rc == CURLE_OK;
+  s3_signed_free(&a->sr);
+
+  /* Error answers carry an <Error> document; so do some 200s
+   * (CompleteMultipartUpload, the copies). An object's own bytes are
+   * never read as one. */
+  if (rc == CURLE_OK && resp->body.len > 0 &&
+      (resp->http / 100 != 2 || strcmp(req->method, "POST") == 0 || req->copy_source != NULL)) {
+    char* code = s3_xml_find(resp->body.data, resp->body.len, "Code");
+    if (code != NULL && (resp->http / 100 != 2 || strstr(resp->body.data, "<Error>") != NULL)) {
+      snprintf(resp->error_code, sizeof resp->error_code, "%s", code);
+      if (resp->http / 100 == 2) resp->http = 500;
     }
+    free(code);
+  }
+  if (rc == CURLE_OK && resp->http / 100 == 2) {
+    s3_credentials_release(a->creds);
+    TF_SetStatus(status, TF_OK, "");
+    return 0;
+  }
+  if (a->number < cfg->max_attempts && retryable(resp->http, resp->error_code, rc)) {
+    int doublings = a->number - 1 < 10 ? a->number - 1 : 10;
+    uint64_t ceiling = (uint64_t)cfg->retry_base_ms << doublings;
+    if (ceiling > 5000) ceiling = 5000;
+    a->delay_ms = (uint64_t)(rand_r(&a->seed) % (ceiling + 1)); /* full jitter */
+    if (now_ms() + a->delay_ms - a->started_ms <= (uint64_t)cfg->retry_budget_ms) {
+      s3_credentials_release(a->creds);
+      return 1;
+    }
+  }
+  set_error(cfg, a->creds, req, resp, rc, a->detail, a->number, status);
+  s3_credentials_release(a->creds);
+  return -1;
+}
+
+int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
+               s3_response* resp, TF_Status* status) {
+  attempt a;
+  if (check_setup(fs, cfg, status) != 0) return -1;
+  attempt_init(&a, req, resp);
+  for (;;) {
+    int outcome, healthy;
+    CURL* h;
+    if (attempt_prepare(fs, cfg, &a, status) != 0) return -1;
     h = take_handle(fs, cfg);
     if (h == NULL) {
-      s3_credentials_release(creds);
-      s3_signed_free(&sr);
+      attempt_drop(&a);
       TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "s3: no curl handle");
       return -1;
     }
-    curl_easy_setopt(h, CURLOPT_URL, sr.url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, sr.headers);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_MAXCONNECTS, 1L); /* one connection per handle */
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, detail);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)cfg->connect_timeout_ms);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
-                     (long)((cfg->read_timeout_ms + 999) / 1000));
-    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-    s3_tls_options(cfg, h);
-    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L * 1024);
-    curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, 1024L * 1024);
-    if (strcmp(req->method, "HEAD") == 0) {
-      curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-    } else if (strcmp(req->method, "PUT") == 0) {
-      curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
-      curl_easy_setopt(h, CURLOPT_READFUNCTION, on_upload);
-      curl_easy_setopt(h, CURLOPT_READDATA, &t);
-      curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)req->body_len);
-    } else if (strcmp(req->method, "POST") == 0) {
-      curl_easy_setopt(h, CURLOPT_POST, 1L);
-      curl_easy_setopt(h, CURLOPT_POSTFIELDS, req->body != NULL ? req->body : "");
-      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
-    } else if (strcmp(req->method, "GET") != 0) {
-      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req->method);
-    }
-    rc = curl_easy_perform(h);
-    if (rc == CURLE_OK) {
-      long http = 0;
-      curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &http);
-      resp->http = http;
-    } else if (t.overflow) {
-      /* More body than the caller's buffer or max_body: not retryable. */
-      rc = CURLE_WRITE_ERROR;
-      resp->too_long = req->max_body > 0;
-      snprintf(detail, sizeof detail, "the answer was longer than asked for");
-    }
-    give_handle(fs, cfg, h, rc == CURLE_OK);
-    s3_signed_free(&sr);
+    attempt_bind(cfg, &a, h);
+    outcome = attempt_finish(cfg, &a, h, curl_easy_perform(h), &healthy, status);
+    give_handle(fs, cfg, h, healthy);
+    if (outcome != 1) return outcome;
+    sleep_ms(a.delay_ms);
+  }
+}
 
-    /* Error answers carry an <Error> document; so do some 200s
-     * (CompleteMultipartUpload, the copies). An object's own bytes are
-     * never read as one. */
-    if (rc == CURLE_OK && resp->body.len > 0 &&
-        (resp->http / 100 != 2 || strcmp(req->method, "POST") == 0 ||
-         req->copy_source != NULL)) {
-      char* code = s3_xml_find(resp->body.data, resp->body.len, "Code");
-      if (code != NULL && (resp->http / 100 != 2 ||
-                           strstr(resp->body.data, "<Error>") != NULL)) {
-        snprintf(resp->error_code, sizeof resp->error_code, "%s", code);
-        if (resp->http / 100 == 2) resp->http = 500;
-      }
-      free(code);
+/* ---- many requests on one thread ------------------------------------------- */
+
+/* A curl multi handle and its easy handles, with the connections the multi
+ * keeps open between bulk calls. Its `connections` count in fs->live while
+ * it exists, in use or idle. */
+typedef struct s3_bulk {
+  CURLM* multi;
+  CURL** easy;
+  int connections;
+  uint64_t since_ms; /* idle since */
+  struct s3_bulk* next;
+} s3_bulk;
+
+static void bulk_free(s3_bulk* b) {
+  int i;
+  for (i = 0; i < b->connections; ++i)
+    if (b->easy[i] != NULL) curl_easy_cleanup(b->easy[i]);
+  curl_multi_cleanup(b->multi);
+  free(b->easy);
+  free(b);
+}
+
+/* Closes the idle bulks that waited longer than the timeout, or all of
+ * them (every = 1). Called with the lock held; returns them to free after
+ * unlocking. */
+static s3_bulk* unlink_idle_bulks(s3_fs* fs, const s3_config* cfg, uint64_t now,
+                                  int every) {
+  s3_bulk *closed = NULL, **at = &fs->bulk_idle;
+  while (*at != NULL) {
+    s3_bulk* b = *at;
+    if (every || now - b->since_ms > (uint64_t)cfg->idle_timeout_ms) { /* cfg: unless every */
+      *at = b->next;
+      fs->live -= b->connections;
+      b->next = closed;
+      closed = b;
+    } else {
+      at = &b->next;
     }
-    if (rc == CURLE_OK && resp->http / 100 == 2) {
-      s3_credentials_release(creds);
-      TF_SetStatus(status, TF_OK, "");
-      return 0;
+  }
+  if (closed != NULL) pthread_cond_broadcast(&fs->freed);
+  return closed;
+}
+
+static void free_bulks(struct s3_bulk* b) {
+  while (b != NULL) {
+    s3_bulk* next = b->next;
+    bulk_free(b);
+    b = next;
+  }
+}
+
+/* Room for `want` more connections, as far as max_connections allows:
+ * idle single handles are closed to make it. Returns how many may be
+ * opened. Called with the lock held. */
+static int make_room(s3_fs* fs, const s3_config* cfg, int want) {
+  int room;
+  while (fs->live + want > cfg->max_connections && fs->idle_count > 0) {
+    curl_easy_cleanup(fs->idle[0].handle); /* the oldest */
+    memmove(fs->idle, fs->idle + 1, (size_t)(fs->idle_count - 1) * sizeof *fs->idle);
+    fs->idle_count--;
+    fs->live--;
+  }
+  room = (int)cfg->max_connections - fs->live;
+  return room < want ? (room > 0 ? room : 0) : want;
+}
+
+/* An idle bulk, grown towards `want` requests at once, or a new one; when
+ * there is none and every connection is in use, waits for one. */
+static s3_bulk* take_bulk(s3_fs* fs, const s3_config* cfg, int want) {
+  s3_bulk *b = NULL, *expired;
+  int grow = 0, i;
+  pthread_mutex_lock(&fs->lock);
+  expired = unlink_idle_bulks(fs, cfg, now_ms(), 0);
+  for (;;) {
+    if (fs->bulk_idle != NULL) {
+      b = fs->bulk_idle;
+      fs->bulk_idle = b->next;
+      if (want > b->connections) grow = make_room(fs, cfg, want - b->connections);
+      break;
     }
-    if (attempt < cfg->max_attempts && retryable(resp->http, resp->error_code, rc)) {
-      uint64_t ceiling = (uint64_t)cfg->retry_base_ms << (attempt - 1 < 10 ? attempt - 1 : 10);
-      uint64_t delay;
-      if (ceiling > 5000) ceiling = 5000;
-      delay = (uint64_t)(rand_r(&seed) % (ceiling + 1)); /* full jitter */
-      if (now_ms() + delay - started <= (uint64_t)cfg->retry_budget_ms) {
-        s3_credentials_release(creds);
-        sleep_ms(delay);
-        continue;
-      }
+    grow = make_room(fs, cfg, want);
+    if (grow > 0) break;
+    pthread_cond_wait(&fs->freed, &fs->lock);
+  }
+  fs->live += grow;
+  pthread_mutex_unlock(&fs->lock);
+  free_bulks(expired);
+  if (b == NULL) {
+    b = calloc(1, sizeof *b);
+    if (b == NULL || (b->multi = curl_multi_init()) == NULL) goto fail;
+  }
+  if (grow > 0) {
+    CURL** easy = realloc(b->easy, (size_t)(b->connections + grow) * sizeof *easy);
+    if (easy == NULL) goto fail;
+    b->easy = easy;
+    for (i = 0; i < grow; ++i) b->easy[b->connections + i] = NULL; /* made when used */
+    b->connections += grow;
+    grow = 0;
+  }
+  curl_multi_setopt(b->multi, CURLMOPT_MAXCONNECTS, (long)b->connections);
+  curl_multi_setopt(b->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)b->connections);
+  return b;
+fail:
+  pthread_mutex_lock(&fs->lock);
+  fs->live -= grow + (b != NULL ? b->connections : 0);
+  pthread_cond_broadcast(&fs->freed);
+  pthread_mutex_unlock(&fs->lock);
+  if (b != NULL) {
+    if (b->multi != NULL) bulk_free(b);
+    else free(b);
+  }
+  return NULL;
+}
+
+static void give_bulk(s3_fs* fs, s3_bulk* b) {
+  pthread_mutex_lock(&fs->lock);
+  b->since_ms = now_ms();
+  b->next = fs->bulk_idle;
+  fs->bulk_idle = b;
+  pthread_cond_broadcast(&fs->freed);
+  pthread_mutex_unlock(&fs->lock);
+}
+
+/* A request of a bulk call: its tries, and when the next may start. */
+typedef struct bulk_item {
+  attempt a;
+  uint64_t due_ms; /* retries: not before */
+  int waiting;     /* a retry is due at due_ms */
+} bulk_item;
+
+/* The next request to start: a retry that is due (the earliest), else the
+ * next not yet started; -1 when none is ready. *wait_ms is how long until
+ * the earliest retry that is not yet due (untouched when none). */
+static int next_ready(bulk_item* items, int n, int* next_new, uint64_t now, long* wait_ms) {
+  int i, best = -1;
+  for (i = 0; i < n; ++i) {
+    if (!items[i].waiting) continue;
+    if (items[i].due_ms <= now) {
+      if (best < 0 || items[i].due_ms < items[best].due_ms) best = i;
+    } else if ((long)(items[i].due_ms - now) < *wait_ms) {
+      *wait_ms = (long)(items[i].due_ms - now);
     }
-    set_error(cfg, creds, req, resp, rc, detail, attempt, status);
-    s3_credentials_release(creds);
+  }
+  if (best >= 0) {
+    items[best].waiting = 0;
+    return best;
+  }
+  return *next_new < n ? (*next_new)++ : -1;
+}
+
+int s3_execute_many(s3_fs* fs, const s3_config* cfg, int n, const s3_request* reqs,
+                    s3_response* resps, TF_Status** statuses) {
+  bulk_item* items;
+  int* running; /* per easy handle: the item it runs, or -1 */
+  s3_bulk* b;
+  int i, next_new = 0, finished = 0, failed = 0;
+  if (n <= 0) return 0;
+  if (check_setup(fs, cfg, statuses[0]) != 0) {
+    for (i = 1; i < n; ++i) TF_SetStatus(statuses[i], TF_GetCode(statuses[0]), TF_Message(statuses[0]));
     return -1;
   }
+  items = calloc((size_t)n, sizeof *items);
+  b = take_bulk(fs, cfg, n < 256 ? n : 256);
+  running = b != NULL ? malloc((size_t)b->connections * sizeof *running) : NULL;
+  if (items == NULL || running == NULL) {
+    for (i = 0; i < n; ++i) TF_SetStatus(statuses[i], TF_RESOURCE_EXHAUSTED, "s3: out of memory");
+    free(items);
+    free(running);
+    if (b != NULL) give_bulk(fs, b);
+    return -1;
+  }
+  for (i = 0; i < n; ++i) attempt_init(&items[i].a, &reqs[i], &resps[i]);
+  for (i = 0; i < b->connections; ++i) running[i] = -1;
+  while (finished < n) {
+    CURLMsg* msg;
+    int left, still, slot;
+    long wait_ms = 1000;
+    uint64_t now = now_ms();
+    for (slot = 0; slot < b->connections; ++slot) {
+      int k;
+      if (running[slot] >= 0) continue;
+      k = next_ready(items, n, &next_new, now, &wait_ms);
+      if (k < 0) break;
+      if (b->easy[slot] == NULL) b->easy[slot] = curl_easy_init();
+      else curl_easy_reset(b->easy[slot]);
+      if (b->easy[slot] == NULL) {
+        TF_SetStatus(statuses[k], TF_RESOURCE_EXHAUSTED, "s3: no curl handle");
+      } else if (attempt_prepare(fs, cfg, &items[k].a, statuses[k]) == 0) {
+        attempt_bind(cfg, &items[k].a, b->easy[slot]);
+        if (curl_multi_add_handle(b->multi, b->easy[slot]) == CURLM_OK) {
+          running[slot] = k;
+          continue;
+        }
+        attempt_drop(&items[k].a);
+        TF_SetStatus(statuses[k], TF_INTERNAL, "s3: curl refused a request");
+      }
+      finished++;
+      failed = 1;
+      --slot; /* the slot is still free */
+    }
+    curl_multi_perform(b->multi, &still);
+    while ((msg = curl_multi_info_read(b->multi, &left)) != NULL) {
+      int outcome, healthy, k = -1;
+      if (msg->msg != CURLMSG_DONE) continue;
+      for (slot = 0; slot < b->connections; ++slot)
+        if (running[slot] >= 0 && b->easy[slot] == msg->easy_handle) break;
+      if (slot == b->connections) continue;
+      k = running[slot];
+      running[slot] = -1;
+      outcome = attempt_finish(cfg, &items[k].a, msg->easy_handle, msg->data.result, &healthy,
+                               statuses[k]);
+      curl_multi_remove_handle(b->multi, b->easy[slot]);
+      if (outcome == 1) {
+        items[k].waiting = 1;
+        items[k].due_ms = now_ms() + items[k].a.delay_ms;
+      } else {
+        finished++;
+        failed |= outcome != 0;
+      }
+    }
+    if (finished == n) break;
+    for (slot = 0; slot < b->connections && running[slot] >= 0; ++slot) {
+    }
+    if (slot < b->connections && (next_new < n || wait_ms == 0)) continue; /* room and work */
+    curl_multi_poll(b->multi, NULL, 0, (int)wait_ms, NULL);
+  }
+  give_bulk(fs, b);
+  free(items);
+  free(running);
+  return failed ? -1 : 0;
 }

@@ -68,6 +68,37 @@ static void plain_get_fitted(s3_fs* fs, int fitted) {
 
 /* Opens path for reading, or sets status (NOT_FOUND, or FAILED_PRECONDITION
  * for a directory or a file's child) and returns NULL. */
+/* A GET's 404 for an object (not for its bucket). */
+static int not_found(const s3_response* resp) {
+  return resp->http == 404 && strcmp(resp->error_code, "NoSuchBucket") != 0;
+}
+
+/* Why a GET of p found no object: status says it (a directory, or
+ * missing), or S3_FILE with status OK when one was created since. */
+static int explain_not_found(s3_fs* fs, const s3_config* cfg, const s3_path* p,
+                             const char* what, TF_Status* status) {
+  int64_t size, mtime;
+  int kind = s3_probe(fs, cfg, p, &size, &mtime, status);
+  if (kind == S3_DIR) {
+    char msg[1200];
+    snprintf(msg, sizeof msg, "%s s3://%s/%s: a directory", what, p->bucket, p->key);
+    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+  } else if (kind == S3_MISSING) {
+    s3_set_missing(fs, cfg, p, what, status);
+  }
+  return kind;
+}
+
+/* A bucket is a directory, not a file to read: 0 when p names an object,
+ * else -1 with status set. */
+static int check_object(const s3_path* p, const char* what, TF_Status* status) {
+  char msg[400];
+  if (*p->key != '\0') return 0;
+  snprintf(msg, sizeof msg, "%s s3://%s: a bucket is a directory", what, p->bucket);
+  TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+  return -1;
+}
+
 static s3_reader* reader_open(const TF_Filesystem* filesystem, const char* path,
                               const char* what, TF_Status* status) {
   s3_reader* r = calloc(1, sizeof *r);
@@ -85,11 +116,7 @@ static s3_reader* reader_open(const TF_Filesystem* filesystem, const char* path,
     reader_free(r);
     return NULL;
   }
-  if (*r->path.key == '\0') {
-    char msg[400];
-    snprintf(msg, sizeof msg, "%s s3://%s: a bucket is a directory", what,
-             r->path.bucket);
-    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+  if (check_object(&r->path, what, status) != 0) {
     reader_free(r);
     return NULL;
   }
@@ -122,22 +149,11 @@ static s3_reader* reader_open(const TF_Filesystem* filesystem, const char* path,
     r->size = 0; /* an empty object has no byte 0 to range over */
     snprintf(r->etag, sizeof r->etag, "%s", resp.etag);
     TF_SetStatus(status, TF_OK, "");
-  } else if (resp.http == 404 && strcmp(resp.error_code, "NoSuchBucket") != 0) {
-    int64_t size, mtime;
-    int kind = s3_probe(r->fs, r->cfg, &r->path, &size, &mtime, status);
-    if (kind == S3_DIR) {
-      char msg[1200];
-      snprintf(msg, sizeof msg, "%s s3://%s/%s: a directory", what, r->path.bucket,
-               r->path.key);
-      TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
-    } else if (kind == S3_MISSING) {
-      s3_set_missing(r->fs, r->cfg, &r->path, what, status);
-    } else if (kind == S3_FILE) {
-      /* Created between the GET and the probe: retry the open. */
-      s3_response_free(&resp);
-      reader_free(r);
-      return reader_open(filesystem, path, what, status);
-    }
+  } else if (not_found(&resp) && explain_not_found(r->fs, r->cfg, &r->path, what, status) == S3_FILE) {
+    /* Created between the GET and the probe: retry the open. */
+    s3_response_free(&resp);
+    reader_free(r);
+    return reader_open(filesystem, path, what, status);
   }
   s3_response_free(&resp);
   if (TF_GetCode(status) != TF_OK) {
@@ -252,6 +268,63 @@ void s3_new_random_access_file(const TF_Filesystem* filesystem,
 }
 
 const TF_RandomAccessFileOps s3_random_access_file_ops = {reader_cleanup, reader_read};
+
+/* ---- many whole objects at once ---------------------------------------------- */
+
+/* One plain GET per object, all in flight together (s3_execute_many), each
+ * body straight into its buffer; an object bigger than its buffer stops at
+ * the headers and reports its size. */
+void s3_read_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
+                   char* const* buffers, const size_t* caps, int64_t* sizes,
+                   TF_Status** statuses) {
+  s3_fs* fs = s3_fs_of(filesystem);
+  s3_config* cfg = s3_config_acquire(fs);
+  s3_path* parsed = calloc((size_t)n, sizeof *parsed);
+  s3_request* reqs = calloc((size_t)n, sizeof *reqs);
+  s3_response* resps = calloc((size_t)n, sizeof *resps);
+  TF_Status** sent_statuses = calloc((size_t)n, sizeof *sent_statuses);
+  int* sent = calloc((size_t)n, sizeof *sent); /* the file each request reads */
+  int i, k, m = 0;
+  if (parsed == NULL || reqs == NULL || resps == NULL || sent_statuses == NULL || sent == NULL) {
+    for (i = 0; i < n; ++i) TF_SetStatus(statuses[i], TF_RESOURCE_EXHAUSTED, "s3: out of memory");
+    n = 0;
+  }
+  for (i = 0; i < n; ++i) {
+    sizes[i] = 0;
+    if (s3_path_parse(paths[i], &parsed[i], statuses[i]) != 0) {
+      parsed[i].bucket = parsed[i].key = NULL;
+      continue;
+    }
+    if (check_object(&parsed[i], "read", statuses[i]) != 0) continue;
+    s3_request_init(&reqs[m], &resps[m], "GET", parsed[i].bucket, parsed[i].key);
+    reqs[m].out = buffers[i];
+    reqs[m].out_cap = caps[i];
+    reqs[m].max_body = caps[i] > 0 ? caps[i] : 1; /* 0 would mean no limit */
+    sent_statuses[m] = statuses[i];
+    sent[m++] = i;
+  }
+  s3_execute_many(fs, cfg, m, reqs, resps, sent_statuses);
+  for (k = 0; k < m; ++k) {
+    i = sent[k];
+    if (TF_GetCode(statuses[i]) == TF_OK) {
+      sizes[i] = (int64_t)resps[k].out_len;
+    } else if (resps[k].too_long) { /* read another way */
+      TF_SetStatus(statuses[i], TF_OK, "");
+      sizes[i] = resps[k].length > (int64_t)caps[i] ? resps[k].length : (int64_t)caps[i] + 1;
+    } else if (not_found(&resps[k]) &&
+               explain_not_found(fs, cfg, &parsed[i], "read", statuses[i]) == S3_FILE) {
+      sizes[i] = (int64_t)caps[i] + 1; /* created since: read another way */
+    }
+    s3_response_free(&resps[k]);
+  }
+  for (i = 0; i < n; ++i) s3_path_free(&parsed[i]);
+  free(parsed);
+  free(reqs);
+  free(resps);
+  free(sent_statuses);
+  free(sent);
+  s3_config_release(fs, cfg);
+}
 
 /* ---- memory regions: the object downloaded --------------------------------- */
 

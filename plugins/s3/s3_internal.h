@@ -72,7 +72,8 @@ typedef struct s3_fs {
   s3_idle* idle;        /* oldest first */
   int idle_count;
   int idle_capacity;
-  int live; /* handles in use or idle */
+  int live; /* connections: handles in use or idle, and bulks' */
+  struct s3_bulk* bulk_idle; /* multi handles of bulk calls, at rest (s3_client.c) */
   struct s3_fs* next_pool; /* every filesystem's pool, for fork (s3_client.c) */
   /* Credentials a source gave (s3_credentials.c), for credentials_profile;
    * the last asking's failure (or OK), and when that was. */
@@ -206,10 +207,6 @@ void s3_request_init(s3_request* req, s3_response* resp, const char* method,
                      const char* bucket, const char* key);
 void s3_response_free(s3_response* r);
 
-/* Runs req with retries. Returns 0 on a 2xx answer; otherwise sets status to
- * the mapped code with a message naming the object (never a secret) and
- * returns -1; resp->http and resp->error_code then tell what S3 said (http
- * 0: no answer). */
 /* The connection pool's life: s3_pool_init at the filesystem's start,
  * s3_pool_destroy (closing every connection) at its end. A forked child
  * starts with an empty pool: the connections it inherited are the
@@ -220,8 +217,18 @@ void s3_pool_destroy(s3_fs* fs);
 void s3_close_idle(s3_fs* fs);
 /* The settings' certificate checks, on any curl handle. */
 void s3_tls_options(const s3_config* cfg, void* curl_handle);
+/* Runs req with retries. Returns 0 on a 2xx answer; otherwise sets status to
+ * the mapped code with a message naming the object (never a secret) and
+ * returns -1; resp->http and resp->error_code then tell what S3 said (http
+ * 0: no answer). */
 int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
                s3_response* resp, TF_Status* status);
+/* Runs the n requests reqs[i] as s3_execute would, all at once (as far as
+ * max_connections allows) from the calling thread (curl multi), on
+ * connections kept for such calls; statuses[i] and resps[i] are each one's
+ * outcome. Returns 0 when every one succeeded, else -1. */
+int s3_execute_many(s3_fs* fs, const s3_config* cfg, int n, const s3_request* reqs,
+                    s3_response* resps, TF_Status** statuses);
 
 /* Calls fn(ctx, i) for i in [0, n), on up to `concurrency` threads. */
 void s3_parallel(int n, int concurrency, void (*fn)(void* ctx, int i),
@@ -381,6 +388,11 @@ void s3_new_writable_file_with_attributes(const TF_Filesystem* filesystem, const
                                           TF_Status* status);
 int s3_get_file_attributes(const TF_Filesystem* filesystem, const char* path, char*** names,
                            char*** values, TF_Status* status);
+
+/* The read_files op: whole objects, all requests in flight at once. */
+void s3_read_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
+                   char* const* buffers, const size_t* caps, int64_t* sizes,
+                   TF_Status** statuses);
 
 extern const TF_RandomAccessFileOps s3_random_access_file_ops;
 extern const TF_WritableFileOps s3_writable_file_ops;

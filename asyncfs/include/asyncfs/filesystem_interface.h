@@ -337,6 +337,17 @@ typedef struct TF_FilesystemOps {
    * for a directory). */
   int (*get_file_attributes)(const TF_Filesystem* filesystem, const char* path, char*** names,
                              char*** values, TF_Status* status);
+  /* 41: asyncfs extension (filesystem ops API 5). Reads the n whole files
+   * at paths[i] into buffers[i], at most caps[i] bytes each, as many at
+   * once as suits the plugin (an object store: concurrent requests from
+   * the calling thread). sizes[i] is file i's size; when it is more than
+   * caps[i], buffers[i] holds nothing useful and the caller reads that
+   * file another way. statuses[i] is file i's outcome, as opening it with
+   * new_random_access_file and reading it would set it (NOT_FOUND,
+   * FAILED_PRECONDITION for a directory, ...); sizes[i] is then 0. */
+  void (*read_files)(const TF_Filesystem* filesystem, const char* const* paths, int n,
+                     char* const* buffers, const size_t* caps, int64_t* sizes,
+                     TF_Status** statuses);
 } TF_FilesystemOps;
 
 /* ---- Versions ----------------------------------------------------------- */
@@ -344,7 +355,7 @@ typedef struct TF_FilesystemOps {
  * entries are appended. The core refuses a table whose ABI differs from its
  * own and warns (then loads) when only the API differs. */
 
-#define TF_FILESYSTEM_OPS_API 4
+#define TF_FILESYSTEM_OPS_API 5
 #define TF_FILESYSTEM_OPS_ABI 0
 #define TF_RANDOM_ACCESS_FILE_OPS_API 0
 #define TF_RANDOM_ACCESS_FILE_OPS_ABI 0
