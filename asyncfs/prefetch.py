@@ -18,7 +18,10 @@ groups: one call into C reads a whole group into the scratch buffer
 (``ModularFileSystem.read_files``), its bytes are reserved in the budget
 at once, and the group comes back to the event loop as one item, so the
 per-file cost is a few microseconds of C, not a trip through the pool. On
-a network store each file is its own request, so that many wait at once.
+a network store whose plugin reads many files at once (``read_files``: s3
+keeps all of a call's requests in flight from one thread), a call carries
+a share of ``in_flight`` files; on one without it, each file is its own
+call, so that many wait at once.
 
 A failing file raises when its turn comes (``errors="raise"``) or is
 delivered as ``(path, exception)`` (``errors="deliver"``). Cancelling or
@@ -117,35 +120,44 @@ def _read(fs: ModularFileSystem, uri: str, budget: Budget, index: int, scratch_s
     return _DEFERRED if data is None else data
 
 
+def _reads_in_bulk(fs: ModularFileSystem) -> bool:
+    """Whether many files per call into C pays: always on a local
+    filesystem (the runtime reads them one after another), and on a network
+    store whose plugin reads them all at once (``read_files``)."""
+    return not fs.metadata.network or fs.offers("read_files")
+
+
 def _read_group(
     fs: ModularFileSystem, uris: list[str], indices: list[int], budget: Budget, scratch_size: int
 ) -> tuple[list[object], float]:
     """Each file's bytes, StatusError or _DEFERRED, in order, and the
-    seconds it took: as many files at a time as fill the scratch buffer, in
-    one call into C, their bytes reserved together; a file bigger than the
-    buffer, or on a network store (where it is its own request anyway), on
-    its own, so that nothing is asked for twice."""
+    seconds it took: as many files at a time as fit the scratch buffer, in
+    one call into C (``ModularFileSystem.read_files``), their bytes
+    reserved together; a file that did not fit, or any file where bulk
+    reads do not pay (a network store without ``read_files``: each file is
+    its own request anyway), on its own."""
     seconds = 0.0
     items: list[object] = []
+    bulk = _reads_in_bulk(fs)
     while len(items) < len(uris):
         start = len(items)
-        batch: list[object] = []
-        if not fs.metadata.network:
+        batch: list[object] = [None]  # None: on its own
+        if bulk:
             read, took = fs.read_files(uris[start:], _buffer(scratch_size))
-            batch = [item for item in read if item is not None]  # None: the first that did not fit
             seconds += took
-        if not batch:  # on its own
-            started = time.perf_counter()
-            try:
-                items.append(_read(fs, uris[start], budget, indices[start], scratch_size))
-            except StatusError as error:
-                items.append(error)
-            seconds += time.perf_counter() - started
-            continue
-        kept = [(i, len(item)) for i, item in enumerate(batch) if isinstance(item, bytes)]
-        admitted = budget.reserve_group([indices[start + i] for i, _ in kept], [size for _, size in kept])
-        for i, _ in kept[admitted:]:
-            batch[i] = _DEFERRED  # read again when there is room
+            batch = list(read)
+            kept = [(i, len(item)) for i, item in enumerate(read) if isinstance(item, bytes)]
+            admitted = budget.reserve_group([indices[start + i] for i, _ in kept], [size for _, size in kept])
+            for i, _ in kept[admitted:]:
+                batch[i] = _DEFERRED  # read again when there is room
+        for i, item in enumerate(batch):
+            if item is None:
+                started = time.perf_counter()
+                try:
+                    batch[i] = _read(fs, uris[start + i], budget, indices[start + i], scratch_size)
+                except StatusError as error:
+                    batch[i] = error
+                seconds += time.perf_counter() - started
         items += batch
     return items, seconds
 
@@ -164,6 +176,10 @@ def _scheme_part(path: str) -> str:
 GROUP_SECONDS = 1e-3
 GROUP_MAX = 64
 GROUP_FIRST = 4
+# On a network store whose plugin reads many files at once, a call carries
+# in_flight / NETWORK_SHARES files, so that that many calls overlap and a
+# slow request holds back only its own call's share.
+NETWORK_SHARES = 4
 
 
 class _Items(ABC):
@@ -227,7 +243,8 @@ class Prefetch(_Items):
         self._refused: list[int] = []  # wait for room in the budget
         self._ready: dict[int, object] = {}
         self._next_due = 0  # the index delivered next, in order
-        self._running = 0
+        self._running = 0  # calls in flight
+        self._slots = 0  # in_flight used: a file each on a network store, a call each on a local one
         self._delivered = 0
         self._held = 0  # bytes of the item last handed over, freed when the consumer is back
         self._per_file: float | None = None  # seconds a worker took per file, lately
@@ -283,13 +300,14 @@ class Prefetch(_Items):
                 # nothing in flight will free room: retry what was refused, which
                 # admits the file due next (in order) or finds the budget empty
                 self._retry()
-            while self._running < self._in_flight and self._startable:
+            while self._slots < self._in_flight and self._startable:
                 await self._start_group()
             if self._running == 0:
                 raise RuntimeError(f"prefetch stalled with {len(self._paths) - self._delivered} files left")
             assert self._sink is not None
-            indices, result, error = await self._sink.next()
+            (indices, slots), result, error = await self._sink.next()
             self._running -= 1
+            self._slots -= slots
             if error is None:
                 items, seconds = result
                 self._per_file = (
@@ -307,25 +325,32 @@ class Prefetch(_Items):
 
     async def _start_group(self) -> None:
         """Start the lowest startable file, with the next ones on the same
-        local filesystem (up to a share of what is left for each worker)."""
+        filesystem: on a local one, up to a share of what is left for each
+        worker; on a network store that reads many files at once, a
+        NETWORK_SHARES-th of in_flight."""
         index = heapq.heappop(self._startable)
         fs = self._resolver.filesystem(self._paths[index])
         if self._sink is None:
             self._sink = fs.sink()
-        group = [index]
         if not fs.network:
-            # the same scheme is the same filesystem (each path is checked
-            # in full where it is read)
-            scheme = _scheme_part(self._paths[index])
             measured = GROUP_FIRST if self._per_file is None else int(GROUP_SECONDS / max(self._per_file, 1e-9))
             size = max(1, min(GROUP_MAX, measured, len(self._startable) // (2 * fs.workers)))
-            while len(group) < size and self._startable:
-                if _scheme_part(self._paths[self._startable[0]]) != scheme:
-                    break
-                group.append(heapq.heappop(self._startable))
+        elif _reads_in_bulk(fs.wrapped):
+            size = min(-(-self._in_flight // NETWORK_SHARES), self._in_flight - self._slots)
+        else:
+            size = 1
+        group = [index]
+        # the same scheme is the same filesystem (each path is checked in full where it is read)
+        scheme = _scheme_part(self._paths[index])
+        while len(group) < size and self._startable and _scheme_part(self._paths[self._startable[0]]) == scheme:
+            group.append(heapq.heappop(self._startable))
+        slots = len(group) if fs.network else 1
         paths = [self._paths[i] for i in group]
-        await fs.run_into(self._sink, group, _read_group, fs.wrapped, paths, group, self.budget, self._scratch_size)
+        await fs.run_into(
+            self._sink, (group, slots), _read_group, fs.wrapped, paths, group, self.budget, self._scratch_size
+        )
         self._running += 1
+        self._slots += slots
 
 
 def prefetch(

@@ -143,6 +143,22 @@ def _bench(gw: Gateway, repeat: int, quick: bool) -> list[Row]:
     _verdict(row, 1.2)
     rows.append(row)
 
+    # ---- prefetch many small objects -----------------------------------------------
+    prefetched = Row(f"s3 prefetch {list_count} × 4 KiB, {IN_FLIGHT} in flight", "objects/s")
+    listed_uris = [f"s3://{BUCKET}/{key}" for key in listed]
+
+    async def asyncfs_prefetch() -> None:
+        async for _ in env.prefetch(listed_uris, in_flight=IN_FLIGHT):
+            pass
+
+    prefetched.results["asyncfs"] = list_count / best_async(asyncfs_prefetch, repeat)
+    if "obstore" in peers:
+        prefetched.results["obstore"] = list_count / best_async(lambda: bounded(obs_get, listed), repeat)
+    prefetched.target = "≥ 1.2× obstore"
+    prefetched.notes.append("asyncfs: env.prefetch, in order; obstore: get_async in 64 lanes")
+    _verdict(prefetched, 1.2)
+    rows.append(prefetched)
+
     # ---- PUT many small objects, then HEAD them ------------------------------------
     put_small = Row(f"s3 PUT {small_count} × 4 KiB, {IN_FLIGHT} in flight", "objects/s")
     put_keys = {
