@@ -33,7 +33,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from ._backends import Backend, Waiter, backend_for, current_loop
 from .errors import AbandonedOperationWarning, UnavailableError
@@ -107,14 +107,28 @@ class Sink:
         self._done.clear()
 
 
-class _Work:
-    __slots__ = ("args", "discard", "error", "fn", "group", "orphaned", "result", "sink", "tag", "waiter")
+class Combiner(Protocol):
+    """Runs many calls of one side-effect-free function as one (a plugin's
+    bulk op): given each call's arguments, returns each call's (result,
+    error), in order. Calls submitted in the same loop iteration with the
+    same combiner go together, at most ``limit`` per call."""
 
-    # a fan-out's calls (run_many, submit_to) are meant to run in parallel:
-    # their batch calls in helpers from the start, not after a slow first call
+    limit: int
+
+    def __call__(self, calls: list[tuple[Any, ...]]) -> list[tuple[Any, BaseException | None]]: ...
+
+
+class _Work:
+    __slots__ = (
+        "args", "combine", "discard", "error", "fn", "group", "members", "orphaned", "result", "sink", "tag", "waiter",
+    )  # fmt: skip
+
+    # a fan-out's calls (run_many, submit_to, combined calls) are meant to run
+    # in parallel: their batch calls in helpers from the start, not after a
+    # slow first call
     @property
     def eager(self) -> bool:
-        return self.group is not None or self.sink is not None
+        return self.group is not None or self.sink is not None or self.members is not None
 
     def __init__(
         self,
@@ -134,15 +148,32 @@ class _Work:
         self.sink: Sink | None = None
         self.tag: Any = None
         self.orphaned = False  # given up at shutdown: its caller was told
+        self.combine: Combiner | None = None  # may run combined with others (side-effect-free)
+        self.members: list[_Work] | None = None  # the calls this one runs combined
+
+    @classmethod
+    def combined(cls, combine: Combiner, members: list[_Work]) -> _Work:
+        work = cls(combine, (), Waiter(None), None)  # nobody awaits it: its members are delivered
+        work.members = members
+        return work
+
+    def delivered(self) -> list[_Work]:
+        """What goes back to the loop when this has run: its members, or itself."""
+        return self.members if self.members is not None else [self]
 
     def describe(self) -> str:
         """The call in user terms: the function and the URI it was given."""
+        if self.members is not None:
+            return f"{len(self.members)} combined calls: " + ", ".join(work.describe() for work in self.members)
         fn = getattr(self.fn, "func", self.fn)  # functools.partial
         name = getattr(fn, "__qualname__", repr(fn))
         uri = next((arg for arg in self.args if isinstance(arg, str)), None)
         return f"{name}({uri!r})" if uri is not None else f"{name}()"
 
     def run(self) -> None:
+        if self.members is not None:
+            self._run_combined(self.members)
+            return
         if (self.waiter.abandoned or (self.sink is not None and self.sink.closed)) and self.discard is None:
             return  # nobody wants the result and running it has no effect to keep
         try:
@@ -154,6 +185,18 @@ class _Work:
         self.args = ()
         if self.waiter.abandoned:
             self.release()
+
+    def _run_combined(self, members: list[_Work]) -> None:
+        wanted = [work for work in members if not work.waiter.abandoned]
+        if wanted:
+            try:
+                outcomes = self.fn([work.args for work in wanted])
+            except BaseException as exc:  # every member's
+                outcomes = [(None, exc)] * len(wanted)
+            for work, (result, error) in zip(wanted, outcomes, strict=True):
+                work.result, work.error = result, error
+        for work in members:
+            work.args = ()
 
     def release(self) -> None:
         """Nobody will receive the result: release what it holds (close a
@@ -299,6 +342,8 @@ class _Batcher:
 
     def flush(self) -> None:
         batch, self.pending, self.scheduled = self.pending, [], False
+        if any(work.combine is not None for work in batch):
+            batch = _combine(batch)
         if self.unawaited:
             self.take_slot(beyond_cap=True)  # never waits: a close must not
             batch.append(_Work(_call_each, (self.unawaited,), self.backend.new_waiter(), None))
@@ -347,6 +392,29 @@ class _Batcher:
                 # opened for a caller that was cancelled meanwhile: release it
                 self.pool.release_later(work)
         self.release_slots(len(chunk))
+
+
+def _combine(batch: list[_Work]) -> list[_Work]:
+    """batch with the works that share a combiner run together, at most its
+    limit per call (one left alone runs as it is), in their first one's place."""
+    together: dict[Combiner, list[_Work]] = {}
+    for work in batch:
+        if work.combine is not None:
+            together.setdefault(work.combine, []).append(work)
+    out: list[_Work] = []
+    for work in batch:
+        combine = work.combine
+        if combine is None:
+            out.append(work)
+            continue
+        members = together.pop(combine, None)
+        if members is None:  # went with the first of its combiner
+            continue
+        limit = max(1, combine.limit)
+        for start in range(0, len(members), limit):
+            chunk = members[start : start + limit]
+            out.append(chunk[0] if len(chunk) == 1 else _Work.combined(combine, chunk))
+    return out
 
 
 def _gil_contended(clock: Callable[[], float]) -> bool:
@@ -528,10 +596,11 @@ class WorkerPool:
             end = clock()
             with state.lock:
                 state.work, state.busy_since = None, 0.0
-                if work.orphaned:  # given up at shutdown: its caller was told already
-                    work.release()
-                else:
-                    state.done.append(work)
+                for done in work.delivered():
+                    if work.orphaned:  # given up at shutdown: its caller was told already
+                        done.release()
+                    else:
+                        state.done.append(done)
                 if state.stuck:  # it came back: the monitor started a spare for it
                     state.stuck = False
             if end - start > SLOW_OPERATION and not batch.gil_bound:
@@ -617,13 +686,17 @@ class WorkerPool:
         if self._closed:
             raise RuntimeError("the worker pool is shut down")
 
-    async def run(self, fn: Callable[..., T], *args: Any, mutating: bool, discard: Any = None) -> T:
+    async def run(
+        self, fn: Callable[..., T], *args: Any, mutating: bool, discard: Any = None, combine: Combiner | None = None
+    ) -> T:
         """Run fn(*args) on a worker and return its result.
 
         ``mutating`` work is shielded: a cancelled caller waits for it to
         finish, then sees the cancellation. Other work may be abandoned; if
         it produced something that must be released (``discard`` is given),
-        ``discard(result)`` runs on a worker.
+        ``discard(result)`` runs on a worker. Side-effect-free work given a
+        ``combine`` runs through it together with the other calls that name
+        it in this loop iteration (see :class:`Combiner`).
         """
         self._check_open()
         batcher = self.batcher()
@@ -631,7 +704,10 @@ class WorkerPool:
             await self._wait_for_room(batcher)
         backend = batcher.backend
         waiter = backend.new_waiter()
-        batcher.submit(_Work(fn, args, waiter, discard))
+        work = _Work(fn, args, waiter, discard)
+        if not mutating and discard is None:
+            work.combine = combine
+        batcher.submit(work)
         result: T = await backend.wait(waiter, shielded=mutating)
         return result
 
@@ -746,7 +822,7 @@ class WorkerPool:
                 work.orphaned = True
             self._hand_over(state, batch)  # what it finished before it hung
             abandoned.append(work.describe())
-            _fail(batch, [work], "this call was blocked in its plugin; it may still complete")
+            _fail(batch, work.delivered(), "this call was blocked in its plugin; it may still complete")
         # batches no free thread took: all threads hung
         while True:
             try:
@@ -754,7 +830,8 @@ class WorkerPool:
             except queue.Empty:
                 break
             if batch is not None:
-                _fail(batch, list(iter(batch.take, None)), "no worker thread was free to run this call")
+                works = [done for work in iter(batch.take, None) for done in work.delivered()]
+                _fail(batch, works, "no worker thread was free to run this call")
         if abandoned:
             warnings.warn(
                 AbandonedOperationWarning(

@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _fanout, _plans
+from ._combined import combiners
 from ._fallbacks import write_by_rename
 from ._marshal import Option, OptionValue, refuse_text
 from ._pool import Pending, Sink, WorkerPool
@@ -123,6 +124,7 @@ class AsyncModularFileSystem:
     def __init__(self, fs: ModularFileSystem, pool: WorkerPool) -> None:
         self.wrapped = fs
         self._pool = pool
+        self._whole_reads, self._stats = combiners(fs)
 
     @property
     def scheme(self) -> str:
@@ -266,7 +268,7 @@ class AsyncModularFileSystem:
         return [found for part in _fanout.unwrap(parts) for found in part]
 
     async def stat(self, uri: str) -> FileStatistics:
-        return await self._read(self.wrapped.stat, uri)
+        return await self._pool.run(self.wrapped.stat, uri, mutating=False, combine=self._stats)
 
     async def is_directory(self, uri: str) -> bool:
         return await self._read(self.wrapped.is_directory, uri)
@@ -318,7 +320,11 @@ class AsyncModularFileSystem:
     # ---- whole-file and Pythonic operations ---------------------------------
 
     async def read_file(self, uri: str) -> bytes:
-        return await self._read(self.wrapped.read_file, uri)
+        combine = self._whole_reads
+        if combine is not None and combine.paused > 0:  # objects bigger than a share, lately
+            combine.paused -= 1
+            combine = None
+        return await self._pool.run(self.wrapped.read_file, uri, mutating=False, combine=combine)
 
     async def read_into(self, uri: str, buffer: Buffer, offset: int = 0) -> int:
         """Read from offset of uri into a caller-owned buffer (no copy)."""

@@ -509,3 +509,105 @@ def test_a_pickled_env_brings_its_third_party_plugins(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr.decode()
     assert "demo" in done.stdout.decode().split()
     env.close()
+
+
+# ---- calls combined into one -------------------------------------------------------------
+
+
+class Upper:
+    """A combiner that upper-cases each call's string, failing "bad" alone,
+    and records the groups it was given."""
+
+    limit = 3
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.groups: list[list[str]] = []
+        self.delay = delay
+
+    def __call__(self, calls: list[tuple[Any, ...]]) -> list[tuple[Any, BaseException | None]]:
+        self.groups.append([text for (text,) in calls])
+        if self.delay:
+            threading.Event().wait(self.delay)
+        return [(None, ValueError(text)) if text == "bad" else (text.upper(), None) for (text,) in calls]
+
+
+def alone(text: str) -> str:
+    if text == "bad":
+        raise ValueError(text)
+    return "alone:" + text
+
+
+async def test_calls_naming_a_combiner_run_together_up_to_its_limit() -> None:
+    """Seven calls made in one loop iteration go as two groups of three and
+    one call left alone (which runs as itself); each caller gets its own
+    result or its own error."""
+    pool = _pool.WorkerPool(2)
+    combine = Upper()
+    texts = ["a", "b", "bad", "d", "e", "f", "g"]
+    got: dict[str, str | Exception] = {}
+
+    async def call(text: str) -> None:
+        try:
+            got[text] = await pool.run(alone, text, mutating=False, combine=combine)
+        except ValueError as exc:
+            got[text] = exc
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for text in texts:
+                tg.start_soon(call, text)
+    finally:
+        pool.shutdown()
+    assert [len(group) for group in combine.groups] == [3, 3]  # tasks start in the backend's order
+    (left,) = set(texts) - {text for group in combine.groups for text in group}
+    for text in texts:
+        if text == "bad":
+            assert isinstance(got[text], ValueError)
+        else:
+            assert got[text] == ("alone:" + text if text == left else text.upper())
+
+
+async def test_a_cancelled_member_leaves_the_rest_of_its_group_answered() -> None:
+    """Combined calls are reads: one caller cancelled while its group runs
+    raises at once, and the others still get their results."""
+    pool = _pool.WorkerPool(2)
+    combine = Upper(delay=0.3)
+    got: dict[str, str] = {}
+    cancelled: list[str] = []
+
+    async def call(text: str, scope: anyio.CancelScope) -> None:
+        with scope:
+            got[text] = await pool.run(alone, text, mutating=False, combine=combine)
+        if scope.cancelled_caught:
+            cancelled.append(text)
+
+    scopes = {text: anyio.CancelScope() for text in "xyz"}
+    try:
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                for text, scope in scopes.items():
+                    tg.start_soon(call, text, scope)
+                await anyio.sleep(0.05)
+                scopes["y"].cancel()
+                await anyio.sleep(0.01)
+                assert cancelled == ["y"]  # at once, not after the group
+    finally:
+        pool.shutdown()
+    assert got == {"x": "X", "z": "Z"}
+    assert [sorted(group) for group in combine.groups] == [["x", "y", "z"]]
+
+
+async def test_mutating_calls_are_never_combined() -> None:
+    pool = _pool.WorkerPool(2)
+    combine = Upper()
+    try:
+        async with anyio.create_task_group() as tg:
+            for text in "pq":
+                tg.start_soon(partial_run, pool, text, combine)
+    finally:
+        pool.shutdown()
+    assert combine.groups == []
+
+
+async def partial_run(pool: _pool.WorkerPool, text: str, combine: Upper) -> None:
+    assert await pool.run(alone, text, mutating=True, combine=combine) == "alone:" + text
