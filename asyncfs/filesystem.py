@@ -433,6 +433,10 @@ class ModularFileSystem:
         """Length, modification time (ns) and kind of uri."""
         stats = ffi.new("TF_FileStatistics*")
         self._path_call("stat", uri, stats)
+        return self._statistics(stats[0], uri)
+
+    def _statistics(self, stats: CData, uri: str) -> FileStatistics:
+        """A plugin's TF_FileStatistics, its length checked."""
         length = _ffi.check_count(
             int(stats.length), _ffi.UNBOUNDED, plugin=self.metadata.name, op="stat", path=uri, what="as length"
         )
@@ -712,39 +716,90 @@ class ModularFileSystem:
         finally:
             rt.ASYNCFS_DeleteStatusArray(statuses, n)
 
+    def _call_per_path(
+        self, op: str, single: str, uris: Sequence[str], *args: Any
+    ) -> Iterator[tuple[int, str, StatusError | None]]:
+        """Call a plugin op that takes many paths (``op(fs, paths, n, *args,
+        statuses)``) and yield each URI's index, the URI and its error (None
+        when OK), named as the op for one path (single) would name it. A URI
+        that cannot be a path fails alone, without being sent. The statuses
+        live until the generator is exhausted or closed."""
+        n = len(uris)
+        paths = []
+        refused: dict[int, StatusError] = {}
+        for i, uri in enumerate(uris):
+            try:
+                paths.append(ffi.new("char[]", self._path(uri)))
+            except StatusError as error:
+                refused[i] = error
+                paths.append(ffi.new("char[]", b""))
+        rt = _ffi.runtime()
+        statuses = rt.ASYNCFS_NewStatusArray(n)
+        if statuses == ffi.NULL:
+            raise MemoryError(f"no memory for {n} statuses")
+        try:
+            self._ops[op](self._fs, ffi.new("char*[]", paths), n, *args, statuses)
+            for i, uri in enumerate(uris):
+                if i in refused:
+                    yield i, uri, refused[i]
+                elif statuses[i].code != Code.OK:
+                    yield i, uri, _ffi.error_from(statuses[i], single, uri)
+                else:
+                    yield i, uri, None
+        finally:
+            rt.ASYNCFS_DeleteStatusArray(statuses, n)
+
     def _read_files_natively(
         self, uris: Sequence[str], buffer: bytearray
     ) -> tuple[list[bytes | StatusError | None], float]:
         started = time.perf_counter()
         n = len(uris)
         share = len(buffer) // n
-        paths = [ffi.new("char[]", self._path(uri)) for uri in uris]
         base = ffi.from_buffer(buffer)
         buffers = ffi.new("char*[]", [base + i * share for i in range(n)])
         caps = ffi.new("size_t[]", [share] * n)
         sizes = ffi.new("int64_t[]", n)
-        rt = _ffi.runtime()
-        statuses = rt.ASYNCFS_NewStatusArray(n)
-        if statuses == ffi.NULL:
-            raise MemoryError(f"no memory for {n} statuses")
-        try:
-            self._ops["read_files"](self._fs, ffi.new("char*[]", paths), n, buffers, caps, sizes, statuses)
-            view = memoryview(buffer)
-            plugin = self.metadata.name
-            results: list[bytes | StatusError | None] = []
-            for i, uri in enumerate(uris):
-                if statuses[i].code != Code.OK:
-                    results.append(_ffi.error_from(statuses[i], "read_file", uri))
-                    continue
+        view = memoryview(buffer)
+        results: list[bytes | StatusError | None] = []
+        for i, uri, error in self._call_per_path("read_files", "read_file", uris, buffers, caps, sizes):
+            if error is not None:
+                results.append(error)
+                continue
+            try:
+                size = _ffi.check_count(
+                    int(sizes[i]), _ffi.UNBOUNDED, plugin=self.metadata.name, op="read_files", path=uri
+                )
+            except StatusError as nonsense:
+                results.append(nonsense)
+                continue
+            results.append(bytes(view[i * share : i * share + size]) if size <= share else None)
+        return results, time.perf_counter() - started
+
+    def stat_files(self, uris: Sequence[str]) -> list[FileStatistics | StatusError]:
+        """:meth:`stat` of each URI, a failure as that URI's entry: many at
+        once where the plugin offers ``stat_files`` (an object store:
+        concurrent requests from one thread), else one after another."""
+        if not uris:
+            return []
+        if "stat_files" not in self._ops:
+            results: list[FileStatistics | StatusError] = []
+            for uri in uris:
                 try:
-                    size = _ffi.check_count(int(sizes[i]), _ffi.UNBOUNDED, plugin=plugin, op="read_files", path=uri)
-                except StatusError as error:
-                    results.append(error)
-                    continue
-                results.append(bytes(view[i * share : i * share + size]) if size <= share else None)
-            return results, time.perf_counter() - started
-        finally:
-            rt.ASYNCFS_DeleteStatusArray(statuses, n)
+                    results.append(self.stat(uri))
+                except StatusError as failure:
+                    results.append(failure)
+            return results
+        stats = ffi.new("TF_FileStatistics[]", len(uris))
+        results = []
+        for i, uri, error in self._call_per_path("stat_files", "stat", uris, stats):
+            if error is None:
+                try:
+                    results.append(self._statistics(stats[i], uri))
+                except StatusError as nonsense:
+                    results.append(nonsense)
+            else:
+                results.append(error)
+        return results
 
     def read_small_first(
         self, uri: str, scratch: bytearray, reserve: Callable[[int], bool] | None = None

@@ -62,6 +62,7 @@ def test_filesystem_ops_are_tensorflows_33_then_the_appended_ones() -> None:
         "new_writable_file_with_attributes",
         "get_file_attributes",
         "read_files",
+        "stat_files",
     ]
     assert fields("TF_FilesystemOps") == [*TF_FILESYSTEM_OPS, *appended]
     for entry, name in enumerate(appended, start=33):

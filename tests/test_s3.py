@@ -985,3 +985,115 @@ def test_prefetch_of_many_objects_keeps_the_budget_and_the_order(
     assert got == [(uri, pattern(i, 1000 + 37 * i)) for i, uri in enumerate(uris)]
     assert budget.peak <= 16 * 1024 + 1000 + 37 * 199
     assert budget.used == 0
+
+
+def test_concurrent_read_file_calls_are_read_together(
+    registry: asyncfs.Registry, s3_fs: asyncfs.ModularFileSystem, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """env.read_file calls made together go to the plugin's read_files in
+    groups; each caller gets its object, or the error a read of it alone
+    would raise. An object bigger than its share is read again alone, and
+    the calls after it are not combined for a while."""
+    import asyncio  # noqa: PLC0415
+
+    from asyncfs import _combined  # noqa: PLC0415
+
+    groups: list[int] = []
+    combine = _combined.WholeReads.__call__
+
+    def spy(self: _combined.WholeReads, calls: list[tuple[Any, ...]]) -> Any:
+        groups.append(len(calls))
+        return combine(self, calls)
+
+    monkeypatch.setattr(_combined.WholeReads, "__call__", spy)
+    uris = [f"s3://{bucket}/c/{i:02d}" for i in range(40)]
+    for i, uri in enumerate(uris):
+        s3_fs.write_file(uri, pattern(i, 100 + 97 * i))
+    s3_fs.write_file(f"s3://{bucket}/c/dir/x", b"x")
+    odd = [f"s3://{bucket}/c/missing", f"s3://{bucket}/c/dir"]
+    singles = {}
+    for uri in odd:
+        with pytest.raises(asyncfs.StatusError) as raised:
+            s3_fs.read_file(uri)
+        singles[uri] = raised.value
+
+    async def main() -> tuple[list[bytes | BaseException], int, bytes, int]:
+        async with asyncfs.Env(registry=registry) as env:
+            fs = env.filesystem("s3://")
+            got = await asyncio.gather(*(env.read_file(uri) for uri in uris + odd), return_exceptions=True)
+            paused_before = fs._whole_reads.paused  # type: ignore[union-attr]
+            await env.write_file(f"s3://{bucket}/c/big", pattern(0, 200_000))
+            big, _ = await asyncio.gather(env.read_file(f"s3://{bucket}/c/big"), env.read_file(uris[0]))
+            return got, paused_before, big, fs._whole_reads.paused  # type: ignore[union-attr]
+
+    got, paused_before, big, paused_after = asyncio.run(main())
+    assert got[:40] == [pattern(i, 100 + 97 * i) for i in range(40)]
+    for uri, error in zip(odd, got[40:], strict=True):
+        assert type(error) is type(singles[uri]) and str(error) == str(singles[uri])
+    assert sum(groups[:-1]) == 42 and max(groups) > 1
+    assert paused_before == 0
+    assert big == pattern(0, 200_000) and paused_after > 0
+
+
+def test_stat_files_answers_as_stat_does_for_each_path(s3_fs: asyncfs.ModularFileSystem, bucket: str) -> None:
+    """One HEAD per object, all at once; what a HEAD cannot settle (a
+    directory, a bucket, the root, nothing there) is settled as stat
+    settles it: every entry equals stat's answer or stat's error."""
+    assert s3_fs.offers("stat_files")
+    s3_fs.write_file(f"s3://{bucket}/s/file", b"12345")
+    s3_fs.write_file(f"s3://{bucket}/s/dir/inside", b"x")
+    s3_fs.create_dir(f"s3://{bucket}/s/empty")
+    uris = [
+        f"s3://{bucket}/s/file",
+        f"s3://{bucket}/s/dir",
+        f"s3://{bucket}/s/empty",
+        f"s3://{bucket}",
+        "s3://",
+        f"s3://{bucket}/s/missing",
+        f"s3://{bucket}/s/file/below",
+        f"s3://missing-{uuid.uuid4().hex[:8]}/key",
+        f"s3://{bucket}/s/a\0b",
+    ]
+    expected: list[object] = []
+    for uri in uris:
+        try:
+            expected.append(s3_fs.stat(uri))
+        except asyncfs.StatusError as error:
+            expected.append((type(error), str(error)))
+    got = [
+        item if not isinstance(item, asyncfs.StatusError) else (type(item), str(item))
+        for item in s3_fs.stat_files(uris)
+    ]
+    assert got == expected
+    assert got[0].length == 5 and not got[0].is_directory  # type: ignore[union-attr]
+
+
+def test_concurrent_stats_are_sent_together(
+    registry: asyncfs.Registry, s3_fs: asyncfs.ModularFileSystem, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio  # noqa: PLC0415
+
+    from asyncfs import _combined  # noqa: PLC0415
+
+    groups: list[int] = []
+    combine = _combined.Stats.__call__
+
+    def spy(self: _combined.Stats, calls: list[tuple[Any, ...]]) -> Any:
+        groups.append(len(calls))
+        return combine(self, calls)
+
+    monkeypatch.setattr(_combined.Stats, "__call__", spy)
+    uris = [f"s3://{bucket}/st/{i:02d}" for i in range(30)]
+    for i, uri in enumerate(uris):
+        s3_fs.write_file(uri, b"x" * i)
+
+    async def main() -> list[asyncfs.FileStatistics | BaseException]:
+        async with asyncfs.Env(registry=registry) as env:
+            return await asyncio.gather(
+                *(env.stat(uri) for uri in [*uris, f"s3://{bucket}/st/missing"]), return_exceptions=True
+            )
+
+    got = asyncio.run(main())
+    assert [stat.length for stat in got[:30]] == list(range(30))  # type: ignore[union-attr]
+    assert isinstance(got[30], asyncfs.NotFoundError)
+    assert sum(groups) == 31 and max(groups) == 16

@@ -156,6 +156,79 @@ int s3_get_file_attributes(const TF_Filesystem* filesystem, const char* path, ch
   return count;
 }
 
+typedef struct stat_job {
+  const TF_Filesystem* filesystem;
+  const char* const* paths;
+  TF_FileStatistics* stats;
+  TF_Status** statuses;
+  const int* which;
+} stat_job;
+
+static void stat_one(void* arg, int k) {
+  stat_job* job = arg;
+  int i = job->which[k];
+  fs_stat(job->filesystem, job->paths[i], &job->stats[i], job->statuses[i]);
+}
+
+/* The stat_files op: one HEAD per object, all in flight at once
+ * (s3_execute_many); what a HEAD cannot settle (a bucket, the root, no
+ * object: a directory or missing?) is settled by stat, `concurrency` at a
+ * time. */
+static void fs_stat_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
+                          TF_FileStatistics* stats, TF_Status** statuses) {
+  s3_fs* fs = s3_fs_of(filesystem);
+  s3_config* cfg = s3_config_acquire(fs);
+  s3_path* parsed = calloc((size_t)n, sizeof *parsed);
+  s3_request* reqs = calloc((size_t)n, sizeof *reqs);
+  s3_response* resps = calloc((size_t)n, sizeof *resps);
+  TF_Status** sent_statuses = calloc((size_t)n, sizeof *sent_statuses);
+  int* sent = calloc((size_t)n, sizeof *sent);    /* the path each HEAD asks about */
+  int* settle = calloc((size_t)n, sizeof *settle); /* the paths stat settles */
+  int i, k, m = 0, num_settle = 0;
+  if (parsed == NULL || reqs == NULL || resps == NULL || sent_statuses == NULL || sent == NULL ||
+      settle == NULL) {
+    for (i = 0; i < n; ++i) TF_SetStatus(statuses[i], TF_RESOURCE_EXHAUSTED, "s3: out of memory");
+    n = 0;
+  }
+  for (i = 0; i < n; ++i) {
+    memset(&stats[i], 0, sizeof stats[i]);
+    if (s3_path_parse(paths[i], &parsed[i], statuses[i]) != 0) {
+      parsed[i].bucket = parsed[i].key = NULL;
+      continue;
+    }
+    if (*parsed[i].key == '\0') {
+      settle[num_settle++] = i;
+      continue;
+    }
+    s3_request_init(&reqs[m], &resps[m], "HEAD", parsed[i].bucket, parsed[i].key);
+    sent_statuses[m] = statuses[i];
+    sent[m++] = i;
+  }
+  s3_execute_many(fs, cfg, m, reqs, resps, sent_statuses);
+  for (k = 0; k < m; ++k) {
+    i = sent[k];
+    if (TF_GetCode(statuses[i]) == TF_OK) {
+      stats[i].length = resps[k].length;
+      stats[i].mtime_nsec = resps[k].mtime_nsec;
+    } else if (resps[k].http == 404) {
+      settle[num_settle++] = i;
+    }
+    s3_response_free(&resps[k]);
+  }
+  if (num_settle > 0) {
+    stat_job job = {filesystem, paths, stats, statuses, settle};
+    s3_parallel(num_settle, (int)cfg->concurrency, stat_one, &job);
+  }
+  for (i = 0; i < n; ++i) s3_path_free(&parsed[i]);
+  free(parsed);
+  free(reqs);
+  free(resps);
+  free(sent_statuses);
+  free(sent);
+  free(settle);
+  s3_config_release(fs, cfg);
+}
+
 static void fs_path_exists(const TF_Filesystem* filesystem, const char* path,
                            TF_Status* status) {
   TF_FileStatistics stats;
@@ -850,6 +923,7 @@ static const TF_FilesystemOps s3_filesystem_ops = {
     .get_file_attributes = s3_get_file_attributes,
     .abort_incomplete_write = s3_abort_incomplete_write,
     .read_files = s3_read_files,
+    .stat_files = fs_stat_files,
     PLUGIN_CONFIGURATION_OPS};
 
 static const plugin_scheme s3_schemes[] = {

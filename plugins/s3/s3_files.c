@@ -295,7 +295,7 @@ void s3_read_files(const TF_Filesystem* filesystem, const char* const* paths, in
       parsed[i].bucket = parsed[i].key = NULL;
       continue;
     }
-    if (check_object(&parsed[i], "read", statuses[i]) != 0) continue;
+    if (check_object(&parsed[i], "open", statuses[i]) != 0) continue;
     s3_request_init(&reqs[m], &resps[m], "GET", parsed[i].bucket, parsed[i].key);
     reqs[m].out = buffers[i];
     reqs[m].out_cap = caps[i];
@@ -312,7 +312,7 @@ void s3_read_files(const TF_Filesystem* filesystem, const char* const* paths, in
       TF_SetStatus(statuses[i], TF_OK, "");
       sizes[i] = resps[k].length > (int64_t)caps[i] ? resps[k].length : (int64_t)caps[i] + 1;
     } else if (not_found(&resps[k]) &&
-               explain_not_found(fs, cfg, &parsed[i], "read", statuses[i]) == S3_FILE) {
+               explain_not_found(fs, cfg, &parsed[i], "open", statuses[i]) == S3_FILE) {
       sizes[i] = (int64_t)caps[i] + 1; /* created since: read another way */
     }
     s3_response_free(&resps[k]);

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from asyncfs import Code, ModularFileSystem, OutOfRangeError, StatusError
+from asyncfs import Code, FileStatistics, ModularFileSystem, OutOfRangeError, StatusError
 
 NF, FP, AE, IA = Code.NOT_FOUND, Code.FAILED_PRECONDITION, Code.ALREADY_EXISTS, Code.INVALID_ARGUMENT
 
@@ -287,6 +287,28 @@ def test_stat(fs: ModularFileSystem, root: str) -> None:
     expect(NF, fs.stat, f"{root}/missing")
     expect(FP, fs.stat, f"{root}/four/x")
     assert empty.mtime_nsec > 0
+
+
+def test_stat_files(fs: ModularFileSystem, root: str) -> None:
+    """asyncfs's stat_files (native, or stat one path after another): each
+    entry is what stat answers for its path, or the error stat raises."""
+    uris = [
+        make_file(fs, f"{root}/empty"),
+        make_file(fs, f"{root}/four", b"asdf"),
+        make_dir(fs, f"{root}/dir"),
+        f"{root}/missing",
+        f"{root}/four/x",
+    ]
+    got = fs.stat_files(uris)
+    for uri, item in zip(uris[:3], got[:3], strict=True):
+        alone = fs.stat(uri)
+        assert isinstance(item, FileStatistics) and (item.length, item.is_directory) == (
+            alone.length,
+            alone.is_directory,
+        ), uri
+    assert isinstance(got[3], StatusError) and got[3].code == NF and got[3].path == uris[3]
+    assert isinstance(got[4], StatusError) and got[4].code == FP
+    assert fs.stat_files([]) == []
 
 
 def test_is_directory(fs: ModularFileSystem, root: str) -> None:

@@ -348,6 +348,11 @@ typedef struct TF_FilesystemOps {
   void (*read_files)(const TF_Filesystem* filesystem, const char* const* paths, int n,
                      char* const* buffers, const size_t* caps, int64_t* sizes,
                      TF_Status** statuses);
+  /* 42: asyncfs extension (filesystem ops API 5). stat of the n paths, as
+   * many at once as suits the plugin: stats[i] and statuses[i] as stat
+   * would set them for paths[i]. */
+  void (*stat_files)(const TF_Filesystem* filesystem, const char* const* paths, int n,
+                     TF_FileStatistics* stats, TF_Status** statuses);
 } TF_FilesystemOps;
 
 /* ---- Versions ----------------------------------------------------------- */
