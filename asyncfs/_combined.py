@@ -1,7 +1,7 @@
 """Calls made together, sent together: on a network store whose plugin
 reads or stats many paths in one call (``read_files``, ``stat_files``: s3
 keeps all of a call's requests in flight from one thread), the pool hands
-the ``read_file`` and ``stat`` calls of one loop iteration to these
+the ``read_file``, ``stat`` and ``write_file`` calls of one loop iteration to these
 combiners in groups (see ``_pool.Combiner``), so that 64 concurrent
 ``env.read_file`` calls cost four worker threads, not 64. A lone call runs
 as it is; each caller gets its own result or its own error."""
@@ -13,7 +13,7 @@ from typing import Any
 from .errors import StatusError
 from .filesystem import ModularFileSystem
 
-__all__ = ["Stats", "WholeReads", "combiners"]
+__all__ = ["Combiners", "Stats", "WholeReads", "Writes"]
 
 LIMIT = 16  # calls per plugin call: four of them overlap at 64 in flight
 # Each file of a combined read gets a SHARE of the buffer; one bigger than
@@ -64,13 +64,30 @@ class Stats:
         return _outcomes(list(self._fs.stat_files([str(uri) for (uri,) in calls])))
 
 
-def combiners(fs: ModularFileSystem) -> tuple[WholeReads | None, Stats | None]:
-    """fs's combiners, where combining pays: a network store whose plugin
-    offers the op (elsewhere a call is microseconds, and one thread hop per
-    loop iteration already carries them all)."""
-    if not fs.metadata.network:
-        return None, None
-    return (
-        WholeReads(fs) if fs.offers("read_files") else None,
-        Stats(fs) if fs.offers("stat_files") else None,
-    )
+class Writes:
+    """Combines ``_write_file(fs, uri, data, atomic, attributes)`` calls
+    without attributes on a store whose files appear only whole (no
+    temporary file and rename to stage): each is written in place."""
+
+    limit = LIMIT
+
+    def __init__(self, fs: ModularFileSystem) -> None:
+        self._fs = fs
+
+    def __call__(self, calls: list[tuple[Any, ...]]) -> Outcomes:
+        errors = self._fs.write_files([str(call[1]) for call in calls], [call[2] for call in calls])
+        return [(None, error) for error in errors]
+
+
+class Combiners:
+    """A filesystem's combiners, where combining pays: a network store
+    whose plugin offers the op (elsewhere a call is microseconds, and one
+    thread hop per loop iteration already carries them all). None for an
+    op that is not combined."""
+
+    def __init__(self, fs: ModularFileSystem) -> None:
+        network = fs.metadata.network
+        self.read_file = WholeReads(fs) if network and fs.offers("read_files") else None
+        self.stat = Stats(fs) if network and fs.offers("stat_files") else None
+        in_place = not fs.stages_atomic_writes()
+        self.write_file = Writes(fs) if network and in_place and fs.offers("write_files") else None

@@ -108,10 +108,11 @@ class Sink:
 
 
 class Combiner(Protocol):
-    """Runs many calls of one side-effect-free function as one (a plugin's
-    bulk op): given each call's arguments, returns each call's (result,
-    error), in order. Calls submitted in the same loop iteration with the
-    same combiner go together, at most ``limit`` per call."""
+    """Runs many calls of one function as one (a plugin's bulk op): given
+    each call's arguments, returns each call's (result, error), in order.
+    Calls submitted in the same loop iteration with the same combiner go
+    together, at most ``limit`` per call. A caller of a read that was
+    cancelled meanwhile is left out; mutating callers wait for their group."""
 
     limit: int
 
@@ -694,9 +695,9 @@ class WorkerPool:
         ``mutating`` work is shielded: a cancelled caller waits for it to
         finish, then sees the cancellation. Other work may be abandoned; if
         it produced something that must be released (``discard`` is given),
-        ``discard(result)`` runs on a worker. Side-effect-free work given a
-        ``combine`` runs through it together with the other calls that name
-        it in this loop iteration (see :class:`Combiner`).
+        ``discard(result)`` runs on a worker. Work given a ``combine`` runs
+        through it together with the other calls that name it in this loop
+        iteration (see :class:`Combiner`); mutating ones stay shielded.
         """
         self._check_open()
         batcher = self.batcher()
@@ -705,7 +706,7 @@ class WorkerPool:
         backend = batcher.backend
         waiter = backend.new_waiter()
         work = _Work(fn, args, waiter, discard)
-        if not mutating and discard is None:
+        if discard is None:
             work.combine = combine
         batcher.submit(work)
         result: T = await backend.wait(waiter, shielded=mutating)

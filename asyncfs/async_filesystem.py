@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _fanout, _plans
-from ._combined import combiners
+from ._combined import Combiners
 from ._fallbacks import write_by_rename
 from ._marshal import Option, OptionValue, refuse_text
 from ._pool import Pending, Sink, WorkerPool
@@ -124,7 +124,7 @@ class AsyncModularFileSystem:
     def __init__(self, fs: ModularFileSystem, pool: WorkerPool) -> None:
         self.wrapped = fs
         self._pool = pool
-        self._whole_reads, self._stats = combiners(fs)
+        self._combined = Combiners(fs)
 
     @property
     def scheme(self) -> str:
@@ -268,7 +268,7 @@ class AsyncModularFileSystem:
         return [found for part in _fanout.unwrap(parts) for found in part]
 
     async def stat(self, uri: str) -> FileStatistics:
-        return await self._pool.run(self.wrapped.stat, uri, mutating=False, combine=self._stats)
+        return await self._pool.run(self.wrapped.stat, uri, mutating=False, combine=self._combined.stat)
 
     async def is_directory(self, uri: str) -> bool:
         return await self._read(self.wrapped.is_directory, uri)
@@ -320,7 +320,7 @@ class AsyncModularFileSystem:
     # ---- whole-file and Pythonic operations ---------------------------------
 
     async def read_file(self, uri: str) -> bytes:
-        combine = self._whole_reads
+        combine = self._combined.read_file
         if combine is not None and combine.paused > 0:  # objects bigger than a share, lately
             combine.paused -= 1
             combine = None
@@ -338,7 +338,8 @@ class AsyncModularFileSystem:
         holds the old or the new content, never a part. attributes: see
         :meth:`ModularFileSystem.new_writable_file`."""
         refuse_text(data, "write_file", uri)
-        await self._mutate(_write_file, self.wrapped, uri, data, atomic, attributes)
+        combine = self._combined.write_file if attributes is None else None
+        await self._pool.run(_write_file, self.wrapped, uri, data, atomic, attributes, mutating=True, combine=combine)
 
     async def attributes(self, uri: str) -> dict[str, str]:
         return await self._read(self.wrapped.attributes, uri)

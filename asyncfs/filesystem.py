@@ -834,6 +834,29 @@ class ModularFileSystem:
         with self.new_writable_file(uri, attributes=attributes) as file:
             file.append(data)
 
+    def write_files(self, uris: Sequence[str], datas: Sequence[Buffer]) -> list[StatusError | None]:
+        """:meth:`write_file` of each URI with its data, in place; each
+        entry None, or that file's error. Many at once where the plugin
+        offers ``write_files`` (an object store: concurrent PUTs from one
+        thread), else one after another."""
+        if not uris:
+            return []
+        if "write_files" not in self._ops:
+            results: list[StatusError | None] = []
+            for uri, data in zip(uris, datas, strict=True):
+                try:
+                    self.write_file(uri, data)
+                    results.append(None)
+                except StatusError as failure:
+                    results.append(failure)
+            return results
+        for uri, data in zip(uris, datas, strict=True):
+            refuse_text(data, "write_file", uri)
+        keep = [ffi.from_buffer(data) for data in datas]
+        lengths = ffi.new("size_t[]", [len(view) for view in keep])
+        pointers = ffi.new("char*[]", [ffi.cast("char*", view) for view in keep])
+        return [error for _, _, error in self._call_per_path("write_files", "write_file", uris, pointers, lengths)]
+
     # ---- configuration ----------------------------------------------------------
 
     def configuration(self) -> list[Option]:

@@ -63,6 +63,7 @@ def test_filesystem_ops_are_tensorflows_33_then_the_appended_ones() -> None:
         "get_file_attributes",
         "read_files",
         "stat_files",
+        "write_files",
     ]
     assert fields("TF_FilesystemOps") == [*TF_FILESYSTEM_OPS, *appended]
     for entry, name in enumerate(appended, start=33):

@@ -597,17 +597,31 @@ async def test_a_cancelled_member_leaves_the_rest_of_its_group_answered() -> Non
     assert [sorted(group) for group in combine.groups] == [["x", "y", "z"]]
 
 
-async def test_mutating_calls_are_never_combined() -> None:
+async def test_combined_mutating_calls_stay_shielded() -> None:
+    """A mutating caller cancelled while its group runs waits for the group
+    (its write happens, whole), then sees the cancellation."""
     pool = _pool.WorkerPool(2)
-    combine = Upper()
+    combine = Upper(delay=0.3)
+    got: dict[str, str] = {}
+    outcome: list[str] = []
+
+    async def call(text: str, scope: anyio.CancelScope) -> None:
+        with scope:
+            got[text] = await pool.run(alone, text, mutating=True, combine=combine)
+        outcome.append(f"{text}:{'cancelled' if scope.cancelled_caught else 'done'}")
+
+    scopes = {text: anyio.CancelScope() for text in "pq"}
     try:
-        async with anyio.create_task_group() as tg:
-            for text in "pq":
-                tg.start_soon(partial_run, pool, text, combine)
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                for text, scope in scopes.items():
+                    tg.start_soon(call, text, scope)
+                await anyio.sleep(0.05)
+                scopes["p"].cancel()
+                await anyio.sleep(0.01)
+                assert outcome == []  # still waiting for the group
     finally:
         pool.shutdown()
-    assert combine.groups == []
-
-
-async def partial_run(pool: _pool.WorkerPool, text: str, combine: Upper) -> None:
-    assert await pool.run(alone, text, mutating=True, combine=combine) == "alone:" + text
+    assert sorted(outcome) == ["p:cancelled", "q:done"]
+    assert [sorted(group) for group in combine.groups] == [["p", "q"]]
+    assert got == {"q": "Q"}  # p's result was produced; its caller chose to leave

@@ -1021,10 +1021,10 @@ def test_concurrent_read_file_calls_are_read_together(
         async with asyncfs.Env(registry=registry) as env:
             fs = env.filesystem("s3://")
             got = await asyncio.gather(*(env.read_file(uri) for uri in uris + odd), return_exceptions=True)
-            paused_before = fs._whole_reads.paused  # type: ignore[union-attr]
+            paused_before = fs._combined.read_file.paused  # type: ignore[union-attr]
             await env.write_file(f"s3://{bucket}/c/big", pattern(0, 200_000))
             big, _ = await asyncio.gather(env.read_file(f"s3://{bucket}/c/big"), env.read_file(uris[0]))
-            return got, paused_before, big, fs._whole_reads.paused  # type: ignore[union-attr]
+            return got, paused_before, big, fs._combined.read_file.paused  # type: ignore[union-attr]
 
     got, paused_before, big, paused_after = asyncio.run(main())
     assert got[:40] == [pattern(i, 100 + 97 * i) for i in range(40)]
@@ -1096,4 +1096,59 @@ def test_concurrent_stats_are_sent_together(
     got = asyncio.run(main())
     assert [stat.length for stat in got[:30]] == list(range(30))  # type: ignore[union-attr]
     assert isinstance(got[30], asyncfs.NotFoundError)
+    assert sum(groups) == 31 and max(groups) == 16
+
+
+def test_write_files_puts_many_objects_in_one_call(s3_gateway: Gateway, bucket: str) -> None:
+    """One PUT per object, all at once, each with the Content-Type a lone
+    write gives it; one bigger than part_size goes up as a multipart
+    upload; what cannot be written is that entry's error and nothing else
+    is held back."""
+    fs = own_s3(s3_gateway, part_size=5 * MiB)
+    assert fs.offers("write_files")
+    uris = [f"s3://{bucket}/w/{i:02d}.json" for i in range(20)]
+    datas: list[bytes] = [pattern(i, 50 * i) for i in range(20)]
+    uris += [f"s3://{bucket}/w/big.bin", f"s3://{bucket}", f"s3://{bucket}/w/a\0b"]
+    datas += [pattern(7, 6 * MiB), b"x", b"y"]
+    errors = fs.write_files(uris, datas)
+    assert errors[:21] == [None] * 21
+    assert isinstance(errors[21], asyncfs.FailedPreconditionError) and "bucket is a directory" in str(errors[21])
+    assert isinstance(errors[22], asyncfs.InvalidArgumentError)
+    for uri, data in zip(uris[:21], datas[:21], strict=True):
+        assert fs.read_file(uri) == data
+    assert boto3_client(s3_gateway).head_object(Bucket=bucket, Key="w/03.json")["ContentType"] == "application/json"
+    assert fs.incomplete_writes(f"s3://{bucket}/w") == []
+
+
+def test_concurrent_writes_are_sent_together(
+    registry: asyncfs.Registry, s3_fs: asyncfs.ModularFileSystem, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """env.write_file calls made together go to write_files in groups (not
+    those with attributes); each caller sees its own outcome."""
+    import asyncio  # noqa: PLC0415
+
+    from asyncfs import _combined  # noqa: PLC0415
+
+    groups: list[int] = []
+    combine = _combined.Writes.__call__
+
+    def spy(self: _combined.Writes, calls: list[tuple[Any, ...]]) -> Any:
+        groups.append(len(calls))
+        return combine(self, calls)
+
+    monkeypatch.setattr(_combined.Writes, "__call__", spy)
+    uris = [f"s3://{bucket}/cw/{i:02d}" for i in range(30)]
+
+    async def main() -> list[BaseException | None]:
+        async with asyncfs.Env(registry=registry) as env:
+            writes = [env.write_file(uri, pattern(i, 10 * i)) for i, uri in enumerate(uris)]
+            writes.append(env.write_file(f"s3://{bucket}", b"bucket"))
+            writes.append(env.write_file(f"s3://{bucket}/cw/tagged", b"t", attributes={"run": "1"}))
+            return await asyncio.gather(*writes, return_exceptions=True)
+
+    got = asyncio.run(main())
+    assert got[:30] == [None] * 30 and got[31] is None
+    assert isinstance(got[30], asyncfs.FailedPreconditionError)
+    assert [s3_fs.read_file(uri) for uri in uris] == [pattern(i, 10 * i) for i in range(30)]
+    assert s3_fs.attributes(f"s3://{bucket}/cw/tagged")["run"] == "1"
     assert sum(groups) == 31 and max(groups) == 16

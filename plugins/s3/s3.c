@@ -924,6 +924,7 @@ static const TF_FilesystemOps s3_filesystem_ops = {
     .abort_incomplete_write = s3_abort_incomplete_write,
     .read_files = s3_read_files,
     .stat_files = fs_stat_files,
+    .write_files = s3_write_files,
     PLUGIN_CONFIGURATION_OPS};
 
 static const plugin_scheme s3_schemes[] = {

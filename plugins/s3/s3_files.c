@@ -643,6 +643,81 @@ static s3_writer* writer_new(const TF_Filesystem* filesystem, const char* path,
   return NULL;
 }
 
+/* ---- many whole objects written at once ------------------------------------------- */
+
+typedef struct write_job {
+  const TF_Filesystem* filesystem;
+  const char* const* paths;
+  const char* const* datas;
+  const size_t* lengths;
+  TF_Status** statuses;
+  const int* which;
+} write_job;
+
+/* One object through a writable file: a multipart upload when it is big. */
+static void write_alone(void* arg, int k) {
+  write_job* job = arg;
+  int i = job->which[k];
+  TF_WritableFile file = {NULL};
+  s3_new_writable_file(job->filesystem, job->paths[i], &file, job->statuses[i]);
+  if (file.plugin_file == NULL) return;
+  writer_append(&file, job->datas[i], job->lengths[i], job->statuses[i]);
+  if (TF_GetCode(job->statuses[i]) == TF_OK) writer_close(&file, job->statuses[i]);
+  writer_cleanup(&file); /* aborts an upload that did not complete */
+}
+
+/* One PUT per object up to part_size, all in flight at once
+ * (s3_execute_many); bigger ones go as writable files, `concurrency` at a
+ * time. */
+void s3_write_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
+                    const char* const* datas, const size_t* lengths, TF_Status** statuses) {
+  s3_fs* fs = s3_fs_of(filesystem);
+  s3_config* cfg = s3_config_acquire(fs);
+  s3_attributes none;
+  s3_path* parsed = calloc((size_t)n, sizeof *parsed);
+  s3_request* reqs = calloc((size_t)n, sizeof *reqs);
+  s3_response* resps = calloc((size_t)n, sizeof *resps);
+  TF_Status** sent_statuses = calloc((size_t)n, sizeof *sent_statuses);
+  int* alone = calloc((size_t)n, sizeof *alone);
+  int i, k, m = 0, num_alone = 0;
+  memset(&none, 0, sizeof none);
+  if (parsed == NULL || reqs == NULL || resps == NULL || sent_statuses == NULL || alone == NULL) {
+    for (i = 0; i < n; ++i) TF_SetStatus(statuses[i], TF_RESOURCE_EXHAUSTED, "s3: out of memory");
+    n = 0;
+  }
+  for (i = 0; i < n; ++i) {
+    if ((int64_t)lengths[i] > cfg->part_size) {
+      alone[num_alone++] = i;
+      parsed[i].bucket = parsed[i].key = NULL;
+      continue;
+    }
+    if (s3_path_parse(paths[i], &parsed[i], statuses[i]) != 0) {
+      parsed[i].bucket = parsed[i].key = NULL;
+      continue;
+    }
+    if (check_object(&parsed[i], "create", statuses[i]) != 0) continue;
+    s3_request_init(&reqs[m], &resps[m], "PUT", parsed[i].bucket, parsed[i].key);
+    reqs[m].content_type = s3_content_type(cfg, &none, parsed[i].key);
+    reqs[m].attributes = &none;
+    reqs[m].body = datas[i];
+    reqs[m].body_len = lengths[i];
+    sent_statuses[m++] = statuses[i];
+  }
+  s3_execute_many(fs, cfg, m, reqs, resps, sent_statuses);
+  for (k = 0; k < m; ++k) s3_response_free(&resps[k]);
+  if (num_alone > 0) {
+    write_job job = {filesystem, paths, datas, lengths, statuses, alone};
+    s3_parallel(num_alone, (int)cfg->concurrency, write_alone, &job);
+  }
+  for (i = 0; i < n; ++i) s3_path_free(&parsed[i]);
+  free(parsed);
+  free(reqs);
+  free(resps);
+  free(sent_statuses);
+  free(alone);
+  s3_config_release(fs, cfg);
+}
+
 /* An object store has no directories to require: the new object's prefix
  * is its parent, and a write costs no lookup first (docs/s3.md). */
 void s3_new_writable_file(const TF_Filesystem* filesystem, const char* path,

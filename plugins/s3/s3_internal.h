@@ -394,6 +394,10 @@ void s3_read_files(const TF_Filesystem* filesystem, const char* const* paths, in
                    char* const* buffers, const size_t* caps, int64_t* sizes,
                    TF_Status** statuses);
 
+/* The write_files op: whole objects, all PUTs in flight at once. */
+void s3_write_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
+                    const char* const* datas, const size_t* lengths, TF_Status** statuses);
+
 extern const TF_RandomAccessFileOps s3_random_access_file_ops;
 extern const TF_WritableFileOps s3_writable_file_ops;
 extern const TF_ReadOnlyMemoryRegionOps s3_memory_region_ops;

@@ -353,6 +353,14 @@ typedef struct TF_FilesystemOps {
    * would set them for paths[i]. */
   void (*stat_files)(const TF_Filesystem* filesystem, const char* const* paths, int n,
                      TF_FileStatistics* stats, TF_Status** statuses);
+  /* 43: asyncfs extension (filesystem ops API 5). Creates or replaces each
+   * of the n files paths[i] with the lengths[i] bytes at datas[i], as many
+   * at once as suits the plugin; statuses[i] as new_writable_file, append
+   * and close would set it for that file. For plugins whose files appear
+   * only whole (ASYNCFS_PLUGIN_ATOMIC_WRITES): a failed write leaves the
+   * old file, or none. */
+  void (*write_files)(const TF_Filesystem* filesystem, const char* const* paths, int n,
+                      const char* const* datas, const size_t* lengths, TF_Status** statuses);
 } TF_FilesystemOps;
 
 /* ---- Versions ----------------------------------------------------------- */
