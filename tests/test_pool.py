@@ -567,19 +567,20 @@ async def test_calls_naming_a_combiner_run_together_up_to_its_limit() -> None:
             assert got[text] == ("alone:" + text if text == left else text.upper())
 
 
-async def test_a_cancelled_member_leaves_the_rest_of_its_group_answered() -> None:
-    """Combined calls are reads: one caller cancelled while its group runs
-    raises at once, and the others still get their results."""
+@pytest.mark.parametrize("mutating", [False, True], ids=["reads", "writes"])
+async def test_a_member_cancelled_while_its_group_runs(mutating: bool) -> None:
+    """A reader cancelled while its group runs is answered at once; a
+    writer (shielded) waits for the group, then sees the cancellation.
+    Either way the others get their results."""
     pool = _pool.WorkerPool(2)
     combine = Upper(delay=0.3)
     got: dict[str, str] = {}
-    cancelled: list[str] = []
+    outcome: list[str] = []
 
     async def call(text: str, scope: anyio.CancelScope) -> None:
         with scope:
-            got[text] = await pool.run(alone, text, mutating=False, combine=combine)
-        if scope.cancelled_caught:
-            cancelled.append(text)
+            got[text] = await pool.run(alone, text, mutating=mutating, combine=combine)
+        outcome.append(f"{text}:{'cancelled' if scope.cancelled_caught else 'done'}")
 
     scopes = {text: anyio.CancelScope() for text in "xyz"}
     try:
@@ -590,38 +591,9 @@ async def test_a_cancelled_member_leaves_the_rest_of_its_group_answered() -> Non
                 await anyio.sleep(0.05)
                 scopes["y"].cancel()
                 await anyio.sleep(0.01)
-                assert cancelled == ["y"]  # at once, not after the group
+                assert outcome == ([] if mutating else ["y:cancelled"])
     finally:
         pool.shutdown()
+    assert sorted(outcome) == ["x:done", "y:cancelled", "z:done"]
     assert got == {"x": "X", "z": "Z"}
     assert [sorted(group) for group in combine.groups] == [["x", "y", "z"]]
-
-
-async def test_combined_mutating_calls_stay_shielded() -> None:
-    """A mutating caller cancelled while its group runs waits for the group
-    (its write happens, whole), then sees the cancellation."""
-    pool = _pool.WorkerPool(2)
-    combine = Upper(delay=0.3)
-    got: dict[str, str] = {}
-    outcome: list[str] = []
-
-    async def call(text: str, scope: anyio.CancelScope) -> None:
-        with scope:
-            got[text] = await pool.run(alone, text, mutating=True, combine=combine)
-        outcome.append(f"{text}:{'cancelled' if scope.cancelled_caught else 'done'}")
-
-    scopes = {text: anyio.CancelScope() for text in "pq"}
-    try:
-        with anyio.fail_after(5):
-            async with anyio.create_task_group() as tg:
-                for text, scope in scopes.items():
-                    tg.start_soon(call, text, scope)
-                await anyio.sleep(0.05)
-                scopes["p"].cancel()
-                await anyio.sleep(0.01)
-                assert outcome == []  # still waiting for the group
-    finally:
-        pool.shutdown()
-    assert sorted(outcome) == ["p:cancelled", "q:done"]
-    assert [sorted(group) for group in combine.groups] == [["p", "q"]]
-    assert got == {"q": "Q"}  # p's result was produced; its caller chose to leave

@@ -904,6 +904,20 @@ def test_prefetch_on_a_network_store_reads_each_object_on_its_own(
 # ---- many objects per call: read_files ------------------------------------------------
 
 
+def group_sizes(monkeypatch: pytest.MonkeyPatch, combiner: type) -> list[int]:
+    """The sizes of the groups the pool hands a combiner (asyncfs._combined),
+    as they come: a spy on its __call__."""
+    sizes: list[int] = []
+    call = combiner.__call__
+
+    def spy(self: object, calls: list[tuple[Any, ...]]) -> Any:
+        sizes.append(len(calls))
+        return call(self, calls)
+
+    monkeypatch.setattr(combiner, "__call__", spy)
+    return sizes
+
+
 def test_read_files_reads_many_objects_in_one_call_each_with_its_own_outcome(
     s3_fs: asyncfs.ModularFileSystem, bucket: str
 ) -> None:
@@ -998,14 +1012,7 @@ def test_concurrent_read_file_calls_are_read_together(
 
     from asyncfs import _combined  # noqa: PLC0415
 
-    groups: list[int] = []
-    combine = _combined.WholeReads.__call__
-
-    def spy(self: _combined.WholeReads, calls: list[tuple[Any, ...]]) -> Any:
-        groups.append(len(calls))
-        return combine(self, calls)
-
-    monkeypatch.setattr(_combined.WholeReads, "__call__", spy)
+    groups = group_sizes(monkeypatch, _combined.WholeReads)
     uris = [f"s3://{bucket}/c/{i:02d}" for i in range(40)]
     for i, uri in enumerate(uris):
         s3_fs.write_file(uri, pattern(i, 100 + 97 * i))
@@ -1075,14 +1082,7 @@ def test_concurrent_stats_are_sent_together(
 
     from asyncfs import _combined  # noqa: PLC0415
 
-    groups: list[int] = []
-    combine = _combined.Stats.__call__
-
-    def spy(self: _combined.Stats, calls: list[tuple[Any, ...]]) -> Any:
-        groups.append(len(calls))
-        return combine(self, calls)
-
-    monkeypatch.setattr(_combined.Stats, "__call__", spy)
+    groups = group_sizes(monkeypatch, _combined.Stats)
     uris = [f"s3://{bucket}/st/{i:02d}" for i in range(30)]
     for i, uri in enumerate(uris):
         s3_fs.write_file(uri, b"x" * i)
@@ -1129,14 +1129,7 @@ def test_concurrent_writes_are_sent_together(
 
     from asyncfs import _combined  # noqa: PLC0415
 
-    groups: list[int] = []
-    combine = _combined.Writes.__call__
-
-    def spy(self: _combined.Writes, calls: list[tuple[Any, ...]]) -> Any:
-        groups.append(len(calls))
-        return combine(self, calls)
-
-    monkeypatch.setattr(_combined.Writes, "__call__", spy)
+    groups = group_sizes(monkeypatch, _combined.Writes)
     uris = [f"s3://{bucket}/cw/{i:02d}" for i in range(30)]
 
     async def main() -> list[BaseException | None]:

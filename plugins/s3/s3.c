@@ -176,57 +176,32 @@ static void stat_one(void* arg, int k) {
  * time. */
 static void fs_stat_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
                           TF_FileStatistics* stats, TF_Status** statuses) {
-  s3_fs* fs = s3_fs_of(filesystem);
-  s3_config* cfg = s3_config_acquire(fs);
-  s3_path* parsed = calloc((size_t)n, sizeof *parsed);
-  s3_request* reqs = calloc((size_t)n, sizeof *reqs);
-  s3_response* resps = calloc((size_t)n, sizeof *resps);
-  TF_Status** sent_statuses = calloc((size_t)n, sizeof *sent_statuses);
-  int* sent = calloc((size_t)n, sizeof *sent);    /* the path each HEAD asks about */
-  int* settle = calloc((size_t)n, sizeof *settle); /* the paths stat settles */
-  int i, k, m = 0, num_settle = 0;
-  if (parsed == NULL || reqs == NULL || resps == NULL || sent_statuses == NULL || sent == NULL ||
-      settle == NULL) {
-    for (i = 0; i < n; ++i) TF_SetStatus(statuses[i], TF_RESOURCE_EXHAUSTED, "s3: out of memory");
-    n = 0;
-  }
+  s3_batch b;
+  int i, k;
+  if (s3_batch_start(&b, filesystem, n, statuses) != 0) return;
   for (i = 0; i < n; ++i) {
     memset(&stats[i], 0, sizeof stats[i]);
-    if (s3_path_parse(paths[i], &parsed[i], statuses[i]) != 0) {
-      parsed[i].bucket = parsed[i].key = NULL;
-      continue;
-    }
-    if (*parsed[i].key == '\0') {
-      settle[num_settle++] = i;
-      continue;
-    }
-    s3_request_init(&reqs[m], &resps[m], "HEAD", parsed[i].bucket, parsed[i].key);
-    sent_statuses[m] = statuses[i];
-    sent[m++] = i;
+    if (s3_batch_parse(&b, i, paths[i]) != 0) continue;
+    if (*b.paths[i].key == '\0')
+      s3_batch_aside(&b, i);
+    else
+      s3_batch_add(&b, i, "HEAD");
   }
-  s3_execute_many(fs, cfg, m, reqs, resps, sent_statuses);
-  for (k = 0; k < m; ++k) {
-    i = sent[k];
+  s3_batch_run(&b);
+  for (k = 0; k < b.num_sent; ++k) {
+    i = b.path_of[k];
     if (TF_GetCode(statuses[i]) == TF_OK) {
-      stats[i].length = resps[k].length;
-      stats[i].mtime_nsec = resps[k].mtime_nsec;
-    } else if (resps[k].http == 404) {
-      settle[num_settle++] = i;
+      stats[i].length = b.resps[k].length;
+      stats[i].mtime_nsec = b.resps[k].mtime_nsec;
+    } else if (b.resps[k].http == 404) {
+      s3_batch_aside(&b, i);
     }
-    s3_response_free(&resps[k]);
   }
-  if (num_settle > 0) {
-    stat_job job = {filesystem, paths, stats, statuses, settle};
-    s3_parallel(num_settle, (int)cfg->concurrency, stat_one, &job);
+  if (b.num_aside > 0) {
+    stat_job job = {filesystem, paths, stats, statuses, b.aside};
+    s3_parallel(b.num_aside, (int)b.cfg->concurrency, stat_one, &job);
   }
-  for (i = 0; i < n; ++i) s3_path_free(&parsed[i]);
-  free(parsed);
-  free(reqs);
-  free(resps);
-  free(sent_statuses);
-  free(sent);
-  free(settle);
-  s3_config_release(fs, cfg);
+  s3_batch_end(&b);
 }
 
 static void fs_path_exists(const TF_Filesystem* filesystem, const char* path,

@@ -277,53 +277,34 @@ const TF_RandomAccessFileOps s3_random_access_file_ops = {reader_cleanup, reader
 void s3_read_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
                    char* const* buffers, const size_t* caps, int64_t* sizes,
                    TF_Status** statuses) {
-  s3_fs* fs = s3_fs_of(filesystem);
-  s3_config* cfg = s3_config_acquire(fs);
-  s3_path* parsed = calloc((size_t)n, sizeof *parsed);
-  s3_request* reqs = calloc((size_t)n, sizeof *reqs);
-  s3_response* resps = calloc((size_t)n, sizeof *resps);
-  TF_Status** sent_statuses = calloc((size_t)n, sizeof *sent_statuses);
-  int* sent = calloc((size_t)n, sizeof *sent); /* the file each request reads */
-  int i, k, m = 0;
-  if (parsed == NULL || reqs == NULL || resps == NULL || sent_statuses == NULL || sent == NULL) {
-    for (i = 0; i < n; ++i) TF_SetStatus(statuses[i], TF_RESOURCE_EXHAUSTED, "s3: out of memory");
-    n = 0;
-  }
+  s3_batch b;
+  int i, k;
+  if (s3_batch_start(&b, filesystem, n, statuses) != 0) return;
   for (i = 0; i < n; ++i) {
+    s3_request* req;
     sizes[i] = 0;
-    if (s3_path_parse(paths[i], &parsed[i], statuses[i]) != 0) {
-      parsed[i].bucket = parsed[i].key = NULL;
+    if (s3_batch_parse(&b, i, paths[i]) != 0 || check_object(&b.paths[i], "open", statuses[i]) != 0)
       continue;
-    }
-    if (check_object(&parsed[i], "open", statuses[i]) != 0) continue;
-    s3_request_init(&reqs[m], &resps[m], "GET", parsed[i].bucket, parsed[i].key);
-    reqs[m].out = buffers[i];
-    reqs[m].out_cap = caps[i];
-    reqs[m].max_body = caps[i] > 0 ? caps[i] : 1; /* 0 would mean no limit */
-    sent_statuses[m] = statuses[i];
-    sent[m++] = i;
+    req = s3_batch_add(&b, i, "GET");
+    req->out = buffers[i];
+    req->out_cap = caps[i];
+    req->max_body = caps[i] > 0 ? caps[i] : 1; /* 0 would mean no limit */
   }
-  s3_execute_many(fs, cfg, m, reqs, resps, sent_statuses);
-  for (k = 0; k < m; ++k) {
-    i = sent[k];
+  s3_batch_run(&b);
+  for (k = 0; k < b.num_sent; ++k) {
+    const s3_response* resp = &b.resps[k];
+    i = b.path_of[k];
     if (TF_GetCode(statuses[i]) == TF_OK) {
-      sizes[i] = (int64_t)resps[k].out_len;
-    } else if (resps[k].too_long) { /* read another way */
+      sizes[i] = (int64_t)resp->out_len;
+    } else if (resp->too_long) { /* read another way */
       TF_SetStatus(statuses[i], TF_OK, "");
-      sizes[i] = resps[k].length > (int64_t)caps[i] ? resps[k].length : (int64_t)caps[i] + 1;
-    } else if (not_found(&resps[k]) &&
-               explain_not_found(fs, cfg, &parsed[i], "open", statuses[i]) == S3_FILE) {
+      sizes[i] = resp->length > (int64_t)caps[i] ? resp->length : (int64_t)caps[i] + 1;
+    } else if (not_found(resp) &&
+               explain_not_found(b.fs, b.cfg, &b.paths[i], "open", statuses[i]) == S3_FILE) {
       sizes[i] = (int64_t)caps[i] + 1; /* created since: read another way */
     }
-    s3_response_free(&resps[k]);
   }
-  for (i = 0; i < n; ++i) s3_path_free(&parsed[i]);
-  free(parsed);
-  free(reqs);
-  free(resps);
-  free(sent_statuses);
-  free(sent);
-  s3_config_release(fs, cfg);
+  s3_batch_end(&b);
 }
 
 /* ---- memory regions: the object downloaded --------------------------------- */
@@ -671,51 +652,31 @@ static void write_alone(void* arg, int k) {
  * time. */
 void s3_write_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
                     const char* const* datas, const size_t* lengths, TF_Status** statuses) {
-  s3_fs* fs = s3_fs_of(filesystem);
-  s3_config* cfg = s3_config_acquire(fs);
+  s3_batch b;
   s3_attributes none;
-  s3_path* parsed = calloc((size_t)n, sizeof *parsed);
-  s3_request* reqs = calloc((size_t)n, sizeof *reqs);
-  s3_response* resps = calloc((size_t)n, sizeof *resps);
-  TF_Status** sent_statuses = calloc((size_t)n, sizeof *sent_statuses);
-  int* alone = calloc((size_t)n, sizeof *alone);
-  int i, k, m = 0, num_alone = 0;
+  int i;
   memset(&none, 0, sizeof none);
-  if (parsed == NULL || reqs == NULL || resps == NULL || sent_statuses == NULL || alone == NULL) {
-    for (i = 0; i < n; ++i) TF_SetStatus(statuses[i], TF_RESOURCE_EXHAUSTED, "s3: out of memory");
-    n = 0;
-  }
+  if (s3_batch_start(&b, filesystem, n, statuses) != 0) return;
   for (i = 0; i < n; ++i) {
-    if ((int64_t)lengths[i] > cfg->part_size) {
-      alone[num_alone++] = i;
-      parsed[i].bucket = parsed[i].key = NULL;
+    s3_request* req;
+    if ((int64_t)lengths[i] > b.cfg->part_size) {
+      s3_batch_aside(&b, i);
       continue;
     }
-    if (s3_path_parse(paths[i], &parsed[i], statuses[i]) != 0) {
-      parsed[i].bucket = parsed[i].key = NULL;
+    if (s3_batch_parse(&b, i, paths[i]) != 0 || check_object(&b.paths[i], "create", statuses[i]) != 0)
       continue;
-    }
-    if (check_object(&parsed[i], "create", statuses[i]) != 0) continue;
-    s3_request_init(&reqs[m], &resps[m], "PUT", parsed[i].bucket, parsed[i].key);
-    reqs[m].content_type = s3_content_type(cfg, &none, parsed[i].key);
-    reqs[m].attributes = &none;
-    reqs[m].body = datas[i];
-    reqs[m].body_len = lengths[i];
-    sent_statuses[m++] = statuses[i];
+    req = s3_batch_add(&b, i, "PUT");
+    req->content_type = s3_content_type(b.cfg, &none, b.paths[i].key);
+    req->attributes = &none;
+    req->body = datas[i];
+    req->body_len = lengths[i];
   }
-  s3_execute_many(fs, cfg, m, reqs, resps, sent_statuses);
-  for (k = 0; k < m; ++k) s3_response_free(&resps[k]);
-  if (num_alone > 0) {
-    write_job job = {filesystem, paths, datas, lengths, statuses, alone};
-    s3_parallel(num_alone, (int)cfg->concurrency, write_alone, &job);
+  s3_batch_run(&b);
+  if (b.num_aside > 0) {
+    write_job job = {filesystem, paths, datas, lengths, statuses, b.aside};
+    s3_parallel(b.num_aside, (int)b.cfg->concurrency, write_alone, &job);
   }
-  for (i = 0; i < n; ++i) s3_path_free(&parsed[i]);
-  free(parsed);
-  free(reqs);
-  free(resps);
-  free(sent_statuses);
-  free(alone);
-  s3_config_release(fs, cfg);
+  s3_batch_end(&b);
 }
 
 /* An object store has no directories to require: the new object's prefix

@@ -5,12 +5,14 @@
  *   s3_credentials.c  where credentials come from: settings, profiles,
  *                credential_process, STS, container and instance metadata
  *   s3_formats.c INI, JSON and ISO 8601 text, libc only (s3_formats.h)
- *   s3_client.c  one request with retries: curl, errors
+ *   s3_client.c  requests with retries, one or many at once: curl, errors
  *   s3_sign.c    AWS Signature Version 4: URL, canonical request, signature
  *   s3_xml.c     the few XML documents S3 answers with (expat)
  *   s3_objects.c paths, listings, HEAD: what is at a path
  *   s3_multipart.c  multipart uploads and server-side copies
- *   s3_files.c   random-access files, writable files, memory regions
+ *   s3_files.c   random-access files, writable files, memory regions,
+ *                whole objects read and written many at once
+ *   s3_batch.c   the requests of such bulk ops, sent together
  *   s3.c         the filesystem ops and the plugin's registration
  */
 #ifndef ASYNCFS_S3_INTERNAL_H_
@@ -308,6 +310,37 @@ typedef struct s3_path {
 
 int s3_path_parse(const char* path, s3_path* out, TF_Status* status);
 void s3_path_free(s3_path* p);
+
+/* ---- the bulk ops' requests (s3_batch.c) ------------------------------------ */
+
+/* n paths, a request for each that needs one, all sent at once: each
+ * path's outcome lands in the caller's statuses[i]. Paths the requests
+ * cannot settle are set aside for another way (stat, a writable file). */
+typedef struct s3_batch {
+  s3_fs* fs;
+  s3_config* cfg;
+  int n;
+  s3_path* paths; /* parsed by s3_batch_parse; NULL parts when not */
+  TF_Status** statuses;
+  s3_request* reqs; /* num_sent of them, with their responses */
+  s3_response* resps;
+  TF_Status** sent_statuses; /* per request: its path's status */
+  int* path_of;              /* per request: its path's index */
+  int num_sent;
+  int* aside; /* paths set aside, num_aside of them */
+  int num_aside;
+} s3_batch;
+
+/* 0, or -1 (out of memory: every status set, nothing held). */
+int s3_batch_start(s3_batch* b, const TF_Filesystem* filesystem, int n, TF_Status** statuses);
+/* Parses path i; 0, or -1 with its status set. */
+int s3_batch_parse(s3_batch* b, int i, const char* path);
+/* A request for parsed path i (its bucket and key), to complete. */
+s3_request* s3_batch_add(s3_batch* b, int i, const char* method);
+void s3_batch_aside(s3_batch* b, int i);
+void s3_batch_run(s3_batch* b);
+/* Frees the responses, the paths and the arrays; releases the settings. */
+void s3_batch_end(s3_batch* b);
 
 /* "a/b" + "/", malloc'd. */
 char* s3_key_with_slash(const char* key);
