@@ -855,12 +855,17 @@ for thread in threads:  # leaves the parent several idle connections
     thread.start()
 for thread in threads:
     thread.join()
+uris = [f"s3://{bucket}/fork/o{i}" for i in range(8)]
+expected = [bytes([i]) * 200_000 for i in range(8)]
+fs.read_files(uris, bytearray(8 << 20))  # and a bulk call's connections, idle too
 child = os.fork()
 wrong = 0
 for round in range(40):
     i = round % 8
     try:
-        wrong += fs.read_file(f"s3://{bucket}/fork/o{i}") != bytes([i]) * 200_000
+        wrong += fs.read_file(uris[i]) != expected[i]
+        if round % 8 == 0:
+            wrong += fs.read_files(uris, bytearray(8 << 20))[0] != expected
     except asyncfs.StatusError as exc:
         wrong += 1
         print(exc, file=sys.stderr)
@@ -874,7 +879,7 @@ print(wrong, os.waitstatus_to_exitcode(code))
 def test_a_forked_child_and_its_parent_never_share_a_connection(s3_gateway: Gateway, bucket: str) -> None:
     """Both used the connections the parent had open before the fork, and
     read each other's answers (HTTP/0.9 errors, 30 s stalls). The child now
-    starts with an empty pool."""
+    starts with an empty pool, bulk calls' connections included."""
     assert python_with_gateway(s3_gateway, FORKED_READS, bucket).split() == ["0", "0"]
 
 
