@@ -451,3 +451,19 @@ async def test_iter_lines_gives_lists_and_keeps_the_position(env: asyncfs.Env, b
         async with env.open(uri, "r") as f:
             async for _ in f.iter_lines(batch=0):
                 pass
+
+
+def test_a_file_that_grew_after_its_open_is_read_to_its_new_end(tmp_path: Path) -> None:
+    """posix ends a read at a short pread only where the file ended when it
+    was opened (one syscall fewer per small file): bytes appended since
+    are still read, and a read past the end is short."""
+    path = tmp_path / "growing"
+    path.write_bytes(b"0123456789")
+    fs = asyncfs.get_filesystem(str(path))
+    with fs.new_random_access_file(str(path)) as file:
+        assert file.read(0, 100) == b"0123456789"
+        with path.open("ab") as more:
+            more.write(b"abcdefghij")
+        assert file.read(0, 100) == b"0123456789abcdefghij"
+        assert file.read(15, 3) == b"fgh"
+        assert file.read(20, 5) == b""
