@@ -506,11 +506,14 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
     async def _cat(
         self, path: Any, recursive: bool = False, on_error: str = "raise", batch_size: int | None = None, **kwargs: Any
     ) -> Any:
-        """fsspec's cat, every file requested at once (the Env bounds how
-        many run): bytes for one path, else {path: bytes}; on_error "raise",
-        "omit" or "return" (the exception as the value)."""
+        """fsspec's cat, the files read as a dataset prefetch reads them
+        (many per call into C on a local filesystem, many requests per call
+        on a store that reads in bulk): bytes for one path, else {path:
+        bytes}; on_error "raise", "omit" or "return" (the exception as the
+        value)."""
         paths = await self._expand_path(path, recursive=recursive)
-        results = await asyncio.gather(*(self._cat_file(p) for p in paths), return_exceptions=True)
+        read = self.env.prefetch([self._uri(p) for p in paths], in_flight=64, errors="deliver", max_bytes=1 << 62)
+        results: list[Any] = [data async for _, data in read]
         if on_error == "raise":
             for result in results:
                 if isinstance(result, BaseException):
