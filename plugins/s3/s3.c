@@ -161,12 +161,10 @@ typedef struct stat_job {
   const char* const* paths;
   TF_FileStatistics* stats;
   TF_Status** statuses;
-  const int* which;
 } stat_job;
 
-static void stat_one(void* arg, int k) {
+static void stat_one(void* arg, int i) {
   stat_job* job = arg;
-  int i = job->which[k];
   fs_stat(job->filesystem, job->paths[i], &job->stats[i], job->statuses[i]);
 }
 
@@ -177,6 +175,7 @@ static void stat_one(void* arg, int k) {
 static void fs_stat_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
                           TF_FileStatistics* stats, TF_Status** statuses) {
   s3_batch b;
+  stat_job settle = {filesystem, paths, stats, statuses};
   int i, k;
   if (s3_batch_start(&b, filesystem, n, statuses) != 0) return;
   for (i = 0; i < n; ++i) {
@@ -197,10 +196,7 @@ static void fs_stat_files(const TF_Filesystem* filesystem, const char* const* pa
       s3_batch_aside(&b, i);
     }
   }
-  if (b.num_aside > 0) {
-    stat_job job = {filesystem, paths, stats, statuses, b.aside};
-    s3_parallel(b.num_aside, (int)b.cfg->concurrency, stat_one, &job);
-  }
+  s3_batch_settle_aside(&b, stat_one, &settle);
   s3_batch_end(&b);
 }
 

@@ -46,6 +46,22 @@ s3_request* s3_batch_add(s3_batch* b, int i, const char* method) {
 
 void s3_batch_aside(s3_batch* b, int i) { b->aside[b->num_aside++] = i; }
 
+typedef struct aside_job {
+  const s3_batch* b;
+  void (*fn)(void* ctx, int i);
+  void* ctx;
+} aside_job;
+
+static void settle_one(void* arg, int k) {
+  aside_job* job = arg;
+  job->fn(job->ctx, job->b->aside[k]);
+}
+
+void s3_batch_settle_aside(const s3_batch* b, void (*fn)(void* ctx, int i), void* ctx) {
+  aside_job job = {b, fn, ctx};
+  s3_parallel(b->num_aside, (int)b->cfg->concurrency, settle_one, &job);
+}
+
 void s3_batch_run(s3_batch* b) {
   s3_execute_many(b->fs, b->cfg, b->num_sent, b->reqs, b->resps, b->sent_statuses);
 }

@@ -107,20 +107,26 @@ static struct s3_bulk* unlink_idle_bulks(s3_fs* fs, const s3_config* cfg, uint64
                                          int every);
 static void free_bulks(struct s3_bulk* b);
 
+/* Closes the count oldest idle handles (the idle are kept oldest first).
+ * Called with the lock held. */
+static void close_oldest_idle(s3_fs* fs, int count) {
+  int i;
+  if (count <= 0) return;
+  for (i = 0; i < count; ++i) curl_easy_cleanup(fs->idle[i].handle);
+  memmove(fs->idle, fs->idle + count, (size_t)(fs->idle_count - count) * sizeof *fs->idle);
+  fs->idle_count -= count;
+  fs->live -= count;
+  pthread_cond_broadcast(&fs->freed);
+}
+
 /* Closes the idle handles that have waited longer than the timeout (the
  * oldest are first). Called with the lock held. */
 static void reap_idle(s3_fs* fs, const s3_config* cfg, uint64_t now) {
-  int expired = 0, i;
+  int expired = 0;
   while (expired < fs->idle_count &&
          now - fs->idle[expired].since_ms > (uint64_t)cfg->idle_timeout_ms)
     ++expired;
-  for (i = 0; i < expired; ++i) curl_easy_cleanup(fs->idle[i].handle);
-  if (expired > 0) {
-    memmove(fs->idle, fs->idle + expired, (size_t)(fs->idle_count - expired) * sizeof *fs->idle);
-    fs->idle_count -= expired;
-    fs->live -= expired;
-    pthread_cond_broadcast(&fs->freed);
-  }
+  close_oldest_idle(fs, expired);
 }
 
 /* The most recently used idle handle (its connection is the likeliest
@@ -247,12 +253,9 @@ void s3_pool_destroy(s3_fs* fs) {
 }
 
 void s3_close_idle(s3_fs* fs) {
-  int i;
   struct s3_bulk* bulks;
   pthread_mutex_lock(&fs->lock);
-  for (i = 0; i < fs->idle_count; ++i) curl_easy_cleanup(fs->idle[i].handle);
-  fs->live -= fs->idle_count;
-  fs->idle_count = 0;
+  close_oldest_idle(fs, fs->idle_count);
   bulks = unlink_idle_bulks(fs, NULL, 0, 1);
   pthread_cond_broadcast(&fs->freed);
   pthread_mutex_unlock(&fs->lock);
@@ -758,13 +761,8 @@ static void free_bulks(struct s3_bulk* b) {
  * idle single handles are closed to make it. Returns how many may be
  * opened. Called with the lock held. */
 static int make_room(s3_fs* fs, const s3_config* cfg, int want) {
-  int room;
-  while (fs->live + want > cfg->max_connections && fs->idle_count > 0) {
-    curl_easy_cleanup(fs->idle[0].handle); /* the oldest */
-    memmove(fs->idle, fs->idle + 1, (size_t)(fs->idle_count - 1) * sizeof *fs->idle);
-    fs->idle_count--;
-    fs->live--;
-  }
+  int excess = fs->live + want - (int)cfg->max_connections, room;
+  close_oldest_idle(fs, excess < fs->idle_count ? excess : fs->idle_count);
   room = (int)cfg->max_connections - fs->live;
   return room < want ? (room > 0 ? room : 0) : want;
 }
@@ -926,7 +924,7 @@ int s3_execute_many(s3_fs* fs, const s3_config* cfg, int n, const s3_request* re
     if (finished == n) break;
     for (slot = 0; slot < b->connections && running[slot] >= 0; ++slot) {
     }
-    if (slot < b->connections && (next_new < n || wait_ms == 0)) continue; /* room and work */
+    if (slot < b->connections && next_new < n) continue; /* room, and requests not yet sent */
     curl_multi_poll(b->multi, NULL, 0, (int)wait_ms, NULL);
   }
   give_bulk(fs, b);

@@ -66,8 +66,6 @@ static void plain_get_fitted(s3_fs* fs, int fitted) {
                    __ATOMIC_RELAXED);
 }
 
-/* Opens path for reading, or sets status (NOT_FOUND, or FAILED_PRECONDITION
- * for a directory or a file's child) and returns NULL. */
 /* A GET's 404 for an object (not for its bucket). */
 static int not_found(const s3_response* resp) {
   return resp->http == 404 && strcmp(resp->error_code, "NoSuchBucket") != 0;
@@ -99,6 +97,8 @@ static int check_object(const s3_path* p, const char* what, TF_Status* status) {
   return -1;
 }
 
+/* Opens path for reading, or sets status (NOT_FOUND, or FAILED_PRECONDITION
+ * for a directory or a file's child) and returns NULL. */
 static s3_reader* reader_open(const TF_Filesystem* filesystem, const char* path,
                               const char* what, TF_Status* status) {
   s3_reader* r = calloc(1, sizeof *r);
@@ -609,16 +609,10 @@ static s3_writer* writer_new(const TF_Filesystem* filesystem, const char* path,
   w->fs = s3_fs_of(filesystem);
   w->cfg = s3_config_acquire(w->fs);
   s3_first_error_init(&w->error);
-  if (s3_path_parse(path, &w->path, status) == 0) {
-    if (*w->path.key == '\0') {
-      char msg[400];
-      snprintf(msg, sizeof msg, "%s s3://%s: a bucket is a directory", what, w->path.bucket);
-      TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
-    } else {
-      w->buf = part_buffer(w, 1, &w->cap);
-      if (w->buf != NULL) return w;
-      TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-    }
+  if (s3_path_parse(path, &w->path, status) == 0 && check_object(&w->path, what, status) == 0) {
+    w->buf = part_buffer(w, 1, &w->cap);
+    if (w->buf != NULL) return w;
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
   }
   writer_free(w);
   return NULL;
@@ -632,13 +626,11 @@ typedef struct write_job {
   const char* const* datas;
   const size_t* lengths;
   TF_Status** statuses;
-  const int* which;
 } write_job;
 
-/* One object through a writable file: a multipart upload when it is big. */
-static void write_alone(void* arg, int k) {
+/* Object i through a writable file: a multipart upload when it is big. */
+static void write_alone(void* arg, int i) {
   write_job* job = arg;
-  int i = job->which[k];
   TF_WritableFile file = {NULL};
   s3_new_writable_file(job->filesystem, job->paths[i], &file, job->statuses[i]);
   if (file.plugin_file == NULL) return;
@@ -654,6 +646,7 @@ void s3_write_files(const TF_Filesystem* filesystem, const char* const* paths, i
                     const char* const* datas, const size_t* lengths, TF_Status** statuses) {
   s3_batch b;
   s3_attributes none;
+  write_job alone = {filesystem, paths, datas, lengths, statuses};
   int i;
   memset(&none, 0, sizeof none);
   if (s3_batch_start(&b, filesystem, n, statuses) != 0) return;
@@ -672,10 +665,7 @@ void s3_write_files(const TF_Filesystem* filesystem, const char* const* paths, i
     req->body_len = lengths[i];
   }
   s3_batch_run(&b);
-  if (b.num_aside > 0) {
-    write_job job = {filesystem, paths, datas, lengths, statuses, b.aside};
-    s3_parallel(b.num_aside, (int)b.cfg->concurrency, write_alone, &job);
-  }
+  s3_batch_settle_aside(&b, write_alone, &alone);
   s3_batch_end(&b);
 }
 

@@ -339,6 +339,8 @@ int s3_batch_parse(s3_batch* b, int i, const char* path);
 s3_request* s3_batch_add(s3_batch* b, int i, const char* method);
 void s3_batch_aside(s3_batch* b, int i);
 void s3_batch_run(s3_batch* b);
+/* fn(ctx, i) for each path i set aside, `concurrency` at a time. */
+void s3_batch_settle_aside(const s3_batch* b, void (*fn)(void* ctx, int i), void* ctx);
 /* Frees the responses, the paths and the arrays; releases the settings. */
 void s3_batch_end(s3_batch* b);
 
