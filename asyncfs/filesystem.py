@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _fallbacks, _ffi, _plans, _uri
 from ._ffi import CData, ffi
@@ -132,6 +132,21 @@ class IncompleteWrite:
     uri: str  # the file it would have written
     id: str  # what names it to abort_incomplete_write (an upload id)
     started_nsec: int
+
+
+T = TypeVar("T")
+
+
+def _one_by_one(call: Callable[..., T], *columns: Sequence[Any]) -> list[T | StatusError]:
+    """call on each row of columns, one after another: a plugin without a
+    bulk op. A StatusError is that row's entry."""
+    results: list[T | StatusError] = []
+    for row in zip(*columns, strict=True):
+        try:
+            results.append(call(*row))
+        except StatusError as failure:
+            results.append(failure)
+    return results
 
 
 class ModularFileSystem:
@@ -782,15 +797,9 @@ class ModularFileSystem:
         if not uris:
             return []
         if "stat_files" not in self._ops:
-            results: list[FileStatistics | StatusError] = []
-            for uri in uris:
-                try:
-                    results.append(self.stat(uri))
-                except StatusError as failure:
-                    results.append(failure)
-            return results
+            return _one_by_one(self.stat, uris)
         stats = ffi.new("TF_FileStatistics[]", len(uris))
-        results = []
+        results: list[FileStatistics | StatusError] = []
         for i, uri, error in self._call_per_path("stat_files", "stat", uris, stats):
             if error is None:
                 try:
@@ -842,14 +851,7 @@ class ModularFileSystem:
         if not uris:
             return []
         if "write_files" not in self._ops:
-            results: list[StatusError | None] = []
-            for uri, data in zip(uris, datas, strict=True):
-                try:
-                    self.write_file(uri, data)
-                    results.append(None)
-                except StatusError as failure:
-                    results.append(failure)
-            return results
+            return _one_by_one(self.write_file, uris, datas)
         for uri, data in zip(uris, datas, strict=True):
             refuse_text(data, "write_file", uri)
         keep = [ffi.from_buffer(data) for data in datas]
