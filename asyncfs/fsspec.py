@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import io
 import os
 import posixpath
@@ -37,7 +38,7 @@ from fsspec.utils import stringify_path
 from . import _uri
 from .env import Env, default_env
 from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
-from .filesystem import FileStatistics
+from .filesystem import FileStatistics, ModularFileSystem
 from .registry import PluginInfo, Registry, RegistryRecipe, add_load_listener, default_registry
 
 if TYPE_CHECKING:
@@ -258,6 +259,99 @@ class BridgeFile(io.RawIOBase):
                 self.discard() if self.mode != "rb" else self.close()
 
 
+class _PluginRaw(io.RawIOBase):
+    """A file of a local store read on the caller's own thread: positional
+    reads of one plugin handle (the standard library's buffer goes on top)."""
+
+    def __init__(self, plugin: ModularFileSystem, uri: str, path: str) -> None:
+        super().__init__()
+        self._file = plugin.new_random_access_file(uri)
+        self._plugin = plugin
+        self._uri = uri
+        self.path = path
+        self.mode = "rb"  # what the buffer on top reports as its own
+        self._pos = 0
+
+    @property
+    def name(self) -> str:
+        return self.path
+
+    def size(self) -> int:
+        """The file's size now (what ``seek(0, SEEK_END)`` goes to, as
+        with a file of the standard library)."""
+        return self._plugin.get_file_size(self._uri)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        self._check_open()
+        count = self._file.read_into(self._pos, buffer)
+        self._pos += count
+        return count
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._check_open()
+        if whence not in (io.SEEK_SET, io.SEEK_CUR, io.SEEK_END):
+            raise ValueError(f"whence must be 0, 1 or 2, not {whence!r}")
+        base = 0 if whence == io.SEEK_SET else self._pos if whence == io.SEEK_CUR else self.size()
+        if base + offset < 0:  # as the standard library's file: EINVAL
+            raise OSError(errno.EINVAL, f"negative seek position {base + offset}", self.path)
+        self._pos = base + offset
+        return self._pos
+
+    def tell(self) -> int:
+        self._check_open()
+        return self._pos
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError(f"I/O operation on a closed file: {self.path}")
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self._file.close()
+            finally:
+                super().close()
+
+
+class DirectFile(io.BufferedReader):
+    """The file object of ``fs.open(path, "rb")`` on a local store (posix,
+    mem: the plugin has no network flag) called from a plain thread: the
+    plugin reads on the caller's thread, buffered by the standard library.
+    Each read is microseconds there; a trip through fsspec's loop and
+    asyncfs's pool would cost a hundred. A network store's reads, and a
+    call from a running event loop, take :class:`BridgeFile`."""
+
+    def __init__(self, fs: AsyncfsFileSystem, path: str, uri: str, block_size: int | None) -> None:
+        self._raw = _PluginRaw(fs.env.filesystem(uri).wrapped, uri, path)
+        super().__init__(self._raw, block_size or DIRECT_BLOCK)
+        self.fs = fs
+        self.path = path
+
+    @property
+    def size(self) -> int:
+        """The file's size (fsspec's file objects have it)."""
+        return self._raw.size()
+
+
+DIRECT_BLOCK = 64 << 10  # the standard library's buffer over a local plugin
+
+
+def _reads_here(fs: AsyncfsFileSystem, uri: str) -> bool:
+    """Whether fs.open(path, "rb") reads on the caller's thread: a local
+    store, and no event loop running on this thread (it must not block)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return not fs.env.filesystem(uri).network
+    return False
+
+
 class AsyncfsTransaction(_FsspecTransaction):  # type: ignore[misc]  # fsspec is untyped
     """``with fs.transaction:`` on an asyncfs filesystem: files written in
     the block are staged beside their targets and land together at the end,
@@ -309,6 +403,7 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
     protocol: ClassVar[str | tuple[str, ...]] = "asyncfs+file"
     root_marker = "/"
     local_paths: ClassVar[bool] = True
+    _prefixes: ClassVar[tuple[str, str]] = ("asyncfs+file://", "file://")  # what _strip_protocol takes off
     transaction_type = AsyncfsTransaction
 
     def __init__(
@@ -368,7 +463,7 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         if isinstance(path, list):
             return [cls._strip_protocol(p) for p in path]
         text: str = stringify_path(path)
-        for prefix in (f"{protocol_for(cls.scheme)}://", f"{cls.scheme}://"):
+        for prefix in cls._prefixes:
             if text.startswith(prefix):
                 text = text[len(prefix) :]
                 break
@@ -637,8 +732,12 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         autocommit: bool = True,
         cache_options: Any = None,
         **kwargs: Any,
-    ) -> BridgeFile:
-        return BridgeFile(self, self._strip_protocol(path), mode, block_size=block_size, autocommit=autocommit)
+    ) -> BridgeFile | DirectFile:
+        path = self._strip_protocol(path)
+        uri = self._uri(path)
+        if mode == "rb" and _reads_here(self, uri):
+            return DirectFile(self, path, uri, block_size)
+        return BridgeFile(self, path, mode, block_size=block_size, autocommit=autocommit)
 
     async def open_async(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
         """An asyncfs stream (``await f.read()``, ``await f.write(...)``,
@@ -707,6 +806,7 @@ def filesystem_class(scheme: str) -> type[AsyncfsFileSystem]:
                 "protocol": protocol_for(scheme),
                 "root_marker": "/" if scheme in _LOCAL else "",
                 "local_paths": scheme in _LOCAL,
+                "_prefixes": (f"{protocol_for(scheme)}://", f"{scheme}://"),
                 "__module__": __name__,
                 "__doc__": f"fsspec's view of asyncfs's {scheme}:// (protocol {protocol_for(scheme)}).",
             }

@@ -5,6 +5,7 @@ statistics in one call, transactions, pickling, typed errors."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pickle
@@ -16,13 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 fsspec = pytest.importorskip("fsspec", reason="fsspec is not installed (pip install 'asyncfs[fsspec]')")
 
 from ceph_gateway import Gateway  # noqa: E402
 
 import asyncfs  # noqa: E402
-from asyncfs.fsspec import AsyncfsFileSystem, filesystem_class, register  # noqa: E402
+from asyncfs.fsspec import AsyncfsFileSystem, BridgeFile, DirectFile, filesystem_class, register  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -147,7 +150,9 @@ def test_cat_ranges_and_batched_cat(where: tuple[AsyncfsFileSystem, str, dict[st
     assert isinstance(got[fs._strip_protocol(f"{base}/missing")], FileNotFoundError)
 
 
-def test_open_modes_go_through_asyncfs_streams(where: tuple[AsyncfsFileSystem, str, dict[str, Any]]) -> None:
+def test_open_modes(where: tuple[AsyncfsFileSystem, str, dict[str, Any]]) -> None:
+    """Writes go through asyncfs streams; reads of a local store run on the
+    caller's thread (DirectFile), a network store's through a stream."""
     fs, base, options = where
     with fs.open(f"{base}/f.bin", "wb") as f:
         for i in range(1000):
@@ -155,6 +160,7 @@ def test_open_modes_go_through_asyncfs_streams(where: tuple[AsyncfsFileSystem, s
     with fs.open(f"{base}/f.bin", "ab") as f:
         f.write(b"tail\n")
     with fs.open(f"{base}/f.bin", "rb", block_size=64) as f:
+        assert isinstance(f, BridgeFile if fs.scheme == "s3" else DirectFile)
         assert f.readline() == b"0\n"
         assert f.read(2) == b"1\n"
         assert f.seek(-5, os.SEEK_END) == f.size - 5
@@ -173,6 +179,60 @@ def test_open_modes_go_through_asyncfs_streams(where: tuple[AsyncfsFileSystem, s
         f.write(b"squeezed" * 100)
     with fsspec.open(f"{base}/f.bin.gz", "rb", compression="infer", **options) as f:
         assert f.read() == b"squeezed" * 100
+
+
+_READS = st.lists(
+    st.one_of(
+        st.tuples(st.just("read"), st.integers(-1, 300)),
+        st.tuples(st.just("readline"), st.integers(-1, 80)),
+        st.tuples(st.just("seek"), st.integers(-400, 400), st.sampled_from([os.SEEK_SET, os.SEEK_CUR, os.SEEK_END])),
+        st.tuples(st.just("tell")),
+        st.tuples(st.just("readinto"), st.integers(0, 200)),
+    ),
+    max_size=25,
+)
+
+
+def _outcome(f: Any, op: tuple[Any, ...]) -> Any:
+    try:
+        if op[0] == "readinto":
+            buffer = bytearray(op[1])
+            return f.readinto(buffer), bytes(buffer)
+        return getattr(f, op[0])(*op[1:])
+    except (OSError, ValueError) as exc:
+        return type(exc).__name__
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=600) | st.just(b"line\n" * 90), ops=_READS, block=st.sampled_from([None, 1, 7, 64]))
+def test_direct_reads_behave_as_the_standard_librarys_file(
+    tmp_path: Path, data: bytes, ops: list[tuple[Any, ...]], block: int | None
+) -> None:
+    """A local store's file object answers any sequence of reads, seeks and
+    tells as open(path, "rb") does, whatever its buffer size."""
+    path = tmp_path / "same.bin"
+    path.write_bytes(data)
+    fs = filesystem_class("file")()
+    with fs.open(str(path), "rb", block_size=block) as ours, open(path, "rb") as theirs:
+        assert isinstance(ours, DirectFile)
+        for op in ops:
+            assert _outcome(ours, op) == _outcome(theirs, op), op
+        assert ours.size == len(data)
+
+
+def test_direct_reads_from_a_running_loop_take_a_stream(tmp_path: Path) -> None:
+    """On a thread running an event loop, a plugin call must not block it:
+    fs.open hands back the stream-backed file there."""
+    (tmp_path / "a").write_bytes(b"from the loop")
+    fs = filesystem_class("file")()
+
+    async def open_on_loop() -> tuple[type, bytes]:
+        with fs.open(f"{tmp_path}/a", "rb") as f:
+            return type(f), f.read()
+
+    assert asyncio.run(open_on_loop()) == (BridgeFile, b"from the loop")
+    with pytest.raises(FileNotFoundError):
+        fs.open(f"{tmp_path}/missing", "rb")
 
 
 def test_a_failed_write_leaves_the_target_as_it_was(where: tuple[AsyncfsFileSystem, str, dict[str, Any]]) -> None:
