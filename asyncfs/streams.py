@@ -54,6 +54,9 @@ __all__ = [
 ]
 
 BLOCK_SIZE = 1 << 20
+# A network store's file is read this far with its open: a smaller one is
+# then whole in the reader, and its size needs no request of its own.
+HEAD = 64 << 10
 
 
 # str.splitlines also breaks at these; a stream's lines end at "\n" only
@@ -308,7 +311,9 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         block_size: int = BLOCK_SIZE,
         readahead: int = 2,
         codec: str | None = None,
+        whole: bytes | None = None,
     ) -> None:
+        """whole: the file's bytes, read with the open (it is no longer)."""
         self.uri = uri
         self.closed = False
         self._afs = afs
@@ -327,6 +332,9 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         self._pos = 0
         self._buf_start = 0  # stream offset of _buf[0]
         self._eof = False
+        if whole is not None:
+            self._buf, self._raw_offset = whole, len(whole)
+            self._raw_eof = self._eof = True
 
     # ---- fetching ----------------------------------------------------------------------
 
@@ -390,12 +398,11 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         start = self.tell()
         await self._drop_ahead()
         wanted = max(self._size - start, 0)
-        data = await self._afs.run(self._file.read, start, wanted, mutating=False) if wanted else b""
+        data, ended = await self._afs.run(_read_rest, self._file, start, wanted, mutating=False)
         self._raw_offset = self._buf_start = start + len(data)
         self._buf, self._pos = b"", 0
-        self._raw_eof = len(data) < wanted
-        if self._raw_eof:
-            self._eof = True
+        if ended:
+            self._raw_eof = self._eof = True
             return data
         more = await super().read(-1)  # the file grew since it was opened
         return data + more if more else data
@@ -780,16 +787,31 @@ class Opener(Protocol):
     def open(self, uri: str, mode: str = "rb", **options: Any) -> StreamOpener[Any]: ...
 
 
-def _open_for_reading(fs: ModularFileSystem, uri: str) -> tuple[RandomAccessFile, int]:
+def _read_rest(file: RandomAccessFile, start: int, wanted: int) -> tuple[bytes, bool]:
+    """The wanted bytes at start, and whether the file ends there: a read
+    of one byte past them, as the standard library's read() probes for the
+    end, in the same call."""
+    data = file.read(start, wanted)
+    return data, len(data) < wanted or not file.read(start + wanted, 1)
+
+
+def _open_for_reading(fs: ModularFileSystem, uri: str, head: int) -> tuple[RandomAccessFile, int, bytes | None]:
+    """The file opened, its size, and, with head > 0, its bytes when it is
+    shorter than head (read with the open: on s3, the open's own GET; the
+    size then needs no HEAD request)."""
     file = fs.new_random_access_file(uri)
     try:
-        return file, fs.get_file_size(uri)
+        if head > 0:
+            first = file.read(0, head)
+            if len(first) < head:
+                return file, len(first), first
+        return file, fs.get_file_size(uri), None
     except BaseException:
         file.close()
         raise
 
 
-def _close_opened(opened: tuple[RandomAccessFile, int]) -> None:
+def _close_opened(opened: tuple[RandomAccessFile, int, bytes | None]) -> None:
     opened[0].close()
 
 
@@ -832,8 +854,14 @@ async def open_stream(
     encoding = encoding or "utf-8"
     fs = afs.wrapped
     if kind == "r":
-        file, size = await afs.run(_open_for_reading, fs, uri, mutating=False, discard=_close_opened)
-        reader = AsyncBinaryReader(afs, file, uri, size, block_size=block_size, readahead=readahead, codec=codec)
+        # A network store's small files are read whole with the open (an
+        # object cannot change under its reader: s3 pins the version it
+        # opened); a local file is read when read, as the standard library does.
+        head = min(HEAD, block_size) if afs.network and codec is None else 0
+        file, size, whole = await afs.run(_open_for_reading, fs, uri, head, mutating=False, discard=_close_opened)
+        reader = AsyncBinaryReader(
+            afs, file, uri, size, block_size=block_size, readahead=readahead, codec=codec, whole=whole
+        )
         return AsyncTextReader(reader, encoding, errors) if text else reader
     if kind == "w":
         staged = _uri.staging_name(uri) if atomic and fs.stages_atomic_writes() else None

@@ -51,6 +51,11 @@ def bucket(s3_fs: asyncfs.ModularFileSystem) -> Iterator[str]:
 
 def own_s3(gateway: Gateway, endpoint: str | None = None, **options: int | bytes) -> asyncfs.ModularFileSystem:
     """A second, separately configured s3 filesystem."""
+    return own_s3_registry(gateway, endpoint, **options).get("s3")
+
+
+def own_s3_registry(gateway: Gateway, endpoint: str | None = None, **options: int | bytes) -> asyncfs.Registry:
+    """A registry of its own with a separately configured s3 filesystem."""
     registry = asyncfs.Registry(builtins=False)
     registry.load_plugin(_libs.library_path("s3"))
     fs = registry.get("s3")
@@ -59,7 +64,7 @@ def own_s3(gateway: Gateway, endpoint: str | None = None, **options: int | bytes
         fs.set_option("endpoint", endpoint.encode())
     for name, value in options.items():
         fs.set_option(name, value)
-    return fs
+    return registry
 
 
 def pattern(offset: int, n: int) -> bytes:
@@ -560,6 +565,31 @@ def test_retries_ride_out_503_drops_and_cut_answers(
     proxy.inject(["503", "503"])
     fs.write_file(f"s3://{bucket}/w", b"written through faults")
     assert s3_fs.read_file(f"s3://{bucket}/w") == b"written through faults"
+
+
+def test_a_small_object_is_opened_and_read_in_one_request(
+    s3_gateway: Gateway, proxy: FaultProxy, bucket: str, s3_fs: asyncfs.ModularFileSystem
+) -> None:
+    """The open's GET brings a small object whole: its size needs no HEAD
+    and its reads no request. A bigger one costs its size, then its reads."""
+    s3_fs.write_file(f"s3://{bucket}/small", b"a small object")
+    s3_fs.write_file(f"s3://{bucket}/big", pattern(0, 100_000))
+
+    async def main() -> tuple[bytes, bytes, int]:
+        async with asyncfs.Env(registry=own_s3_registry(s3_gateway, endpoint=proxy.endpoint)) as env:
+            async with env.open(f"s3://{bucket}/small", "rb") as f:
+                small = await f.read()
+                await f.seek(2)
+                again = await f.read(5)
+            sent = len(proxy.requests)
+            async with env.open(f"s3://{bucket}/big", "rb") as f:
+                big = await f.read()
+            return small + again, big, sent
+
+    small, big, sent = anyio.run(main)
+    assert small == b"a small objectsmall" and big == pattern(0, 100_000)
+    assert sent == 1 and proxy.requests[0][0].startswith("GET ")
+    assert any(line.startswith("HEAD ") for line, _ in proxy.requests[1:])
 
 
 def test_throttling_past_the_attempts_is_unavailable(s3_gateway: Gateway, proxy: FaultProxy, bucket: str) -> None:

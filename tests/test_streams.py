@@ -467,3 +467,19 @@ def test_a_file_that_grew_after_its_open_is_read_to_its_new_end(tmp_path: Path) 
         assert file.read(0, 100) == b"0123456789abcdefghij"
         assert file.read(15, 3) == b"fgh"
         assert file.read(20, 5) == b""
+
+
+async def test_read_to_the_end_sees_bytes_appended_after_the_open(env: asyncfs.Env, tmp_path: Path) -> None:
+    """read() asks for the size seen at the open and probes one byte past
+    it in the same call: a file that grew meanwhile is read to its new end,
+    one that did not is done without another call."""
+    path = tmp_path / "grows"
+    path.write_bytes(b"at the open\n")
+    async with env.open(str(path), "rb") as f:
+        with path.open("ab") as more:
+            more.write(b"appended\n")
+        assert await f.read() == b"at the open\nappended\n"
+        assert await f.read() == b""
+    async with env.open(str(path), "rb") as f:
+        assert await f.read(3) == b"at "
+        assert await f.read() == b"the open\nappended\n"
