@@ -303,7 +303,10 @@ class _Batcher:
         self.peak_in_flight = 0
         self.operations = 0
         self.wakeups = 0
-        self.blocked: deque[Waiter] = deque()
+        # what waits for room, in order: tasks (their waiters, woken when a
+        # slot frees) and side-effect-free work parked whole (submitted when
+        # a slot frees, with no wake-up of its task in between)
+        self.blocked: deque[Waiter | _Work] = deque()
         self.outbox: list[_Work] = []  # finished work on its way to the loop
         self.outbox_lock = threading.Lock()
         self.outbox_scheduled = False
@@ -318,12 +321,17 @@ class _Batcher:
         return True
 
     def release_slots(self, count: int) -> None:
-        """Operations finished: hand their slots to tasks waiting for room."""
+        """Operations finished: hand their slots to what waits for room."""
         self.in_flight -= count
         while self.blocked and self.in_flight < self.pool.max_in_flight:
-            waiter = self.blocked.popleft()
-            self.in_flight += 1  # reserved for that task
-            if not self.backend.resolve(waiter, None, None):
+            entry = self.blocked.popleft()
+            self.in_flight += 1  # reserved for it
+            if isinstance(entry, _Work):
+                if entry.waiter.abandoned:  # its caller left before it started: nothing to run
+                    self.in_flight -= 1
+                else:
+                    self.submit(entry)
+            elif not self.backend.resolve(entry, None, None):
                 self.in_flight -= 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
 
@@ -522,6 +530,9 @@ class WorkerPool:
             return len(self._states)
 
     def put(self, batch: _Batch) -> None:
+        if self._closed:  # work that waited for room while the pool shut down
+            _fail(batch, [done for work in batch.items for done in work.delivered()], "it waited for room")
+            return
         if self._monitor is None:
             self._start()
         self._queue.put(batch)  # the worker that takes it wakes the monitor (_drain)
@@ -701,14 +712,18 @@ class WorkerPool:
         """
         self._check_open()
         batcher = self.batcher()
-        if not batcher.take_slot():
-            await self._wait_for_room(batcher)
         backend = batcher.backend
         waiter = backend.new_waiter()
         work = _Work(fn, args, waiter, discard)
         if discard is None:
             work.combine = combine
-        batcher.submit(work)
+        if batcher.take_slot():
+            batcher.submit(work)
+        elif mutating:  # waits for room first: cancelled meanwhile, it never starts
+            await self._wait_for_room(batcher)
+            batcher.submit(work)
+        else:  # parked: it starts when there is room, unless its caller has left by then
+            batcher.blocked.append(work)
         result: T = await backend.wait(waiter, shielded=mutating)
         return result
 

@@ -597,3 +597,79 @@ async def test_a_member_cancelled_while_its_group_runs(mutating: bool) -> None:
     assert sorted(outcome) == ["x:done", "y:cancelled", "z:done"]
     assert got == {"x": "X", "z": "Z"}
     assert [sorted(group) for group in combine.groups] == [["x", "y", "z"]]
+
+
+@pytest.mark.parametrize("mutating", [False, True], ids=["reads", "writes"])
+async def test_calls_over_the_cap_start_as_room_frees_and_cancelled_ones_never(mutating: bool) -> None:
+    """With one slot taken by a slow call, the calls behind it wait for
+    room (reads parked whole, writes in their tasks). Those cancelled while
+    waiting never run; the rest run one slot at a time."""
+    pool = _pool.WorkerPool(2, max_in_flight=1)
+    ran: list[str] = []
+    gate = threading.Event()
+
+    def slow() -> str:
+        gate.wait(5)
+        return "slow"
+
+    def record(text: str) -> str:
+        ran.append(text)
+        return text
+
+    got: dict[str, str] = {}
+
+    async def call(text: str, scope: anyio.CancelScope) -> None:
+        with scope:
+            got[text] = await pool.run(record, text, mutating=mutating)
+
+    scopes = {text: anyio.CancelScope() for text in "abcd"}
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(partial_run, pool, slow, got)
+                await anyio.sleep(0.05)
+                for text, scope in scopes.items():
+                    tg.start_soon(call, text, scope)
+                await anyio.sleep(0.05)
+                assert ran == []  # no room yet
+                scopes["b"].cancel()
+                scopes["d"].cancel()
+                await anyio.sleep(0.01)
+                gate.set()
+        stats = pool.stats()
+    finally:
+        pool.shutdown()
+    assert sorted(ran) == ["a", "c"] and got == {"slow": "slow", "a": "a", "c": "c"}  # trio starts tasks in any order
+    assert stats.peak_in_flight == 1 and stats.in_flight == 0
+
+
+async def partial_run(pool: _pool.WorkerPool, fn: Any, got: dict[str, str]) -> None:
+    got["slow"] = await pool.run(fn, mutating=False)
+
+
+async def test_reads_waiting_for_room_when_the_pool_shuts_down_are_failed() -> None:
+    """A read parked for room when the pool shuts down is answered with an
+    error naming why, instead of waiting forever on a queue nobody serves."""
+    pool = _pool.WorkerPool(1, max_in_flight=1)
+    gate = threading.Event()
+    outcomes: list[str] = []
+
+    async def parked() -> None:
+        try:
+            await pool.run(str, "never", mutating=False)
+            outcomes.append("ran")
+        except asyncfs.UnavailableError as exc:
+            outcomes.append(str(exc))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(partial_run, pool, lambda: gate.wait(5), {})
+            await anyio.sleep(0.05)
+            tg.start_soon(parked)
+            await anyio.sleep(0.05)
+            closer = threading.Thread(target=pool.shutdown)
+            closer.start()
+            await anyio.sleep(0.05)
+            gate.set()
+            await anyio.to_thread.run_sync(closer.join)
+    assert len(outcomes) == 1 and "waited for room" in outcomes[0], outcomes

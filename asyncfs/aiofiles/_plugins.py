@@ -14,7 +14,7 @@ from ..env import default_env
 from ..errors import NotFoundError
 from ..filesystem import FileStatistics
 from ._paths import local, plugin_uri
-from .base import query, wrap
+from .base import on_worker
 
 __all__ = ["either"]
 
@@ -22,14 +22,14 @@ _Async = Callable[..., Coroutine[Any, Any, Any]]
 
 
 def either(local_fn: Callable[..., Any], on_plugin: _Async, *, shielded: bool) -> _Async:
-    """local_fn on a worker for a local path; on_plugin(uri, ...) for a URI."""
-    on_worker = wrap(local_fn) if shielded else query(local_fn)
+    """local_fn on a worker for a local path (as :func:`.base.wrap` runs
+    it, shielded or not); on_plugin(uri, ...) for a URI."""
 
     @wraps(local_fn)
     async def call(path: Any, *args: Any, loop: object = None, executor: Any = None, **kwargs: Any) -> Any:
         uri = plugin_uri(path)
         if uri is None:
-            return await on_worker(local(path), *args, loop=loop, executor=executor, **kwargs)
+            return await on_worker(executor, local_fn, (local(path), *args), kwargs, shielded=shielded)
         return await on_plugin(uri, *args, **kwargs)
 
     return call

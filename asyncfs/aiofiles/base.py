@@ -43,10 +43,18 @@ def _wrap(func: Callable[..., Any], *, shielded: bool) -> Callable[..., Coroutin
     @wraps(func)
     async def call(*args: Any, loop: object = None, executor: Executor | None = None, **kwargs: Any) -> Any:
         del loop  # the call runs for the running loop, as aiofiles does with loop=None
-        fn = partial(func, *args, **kwargs) if kwargs else func
-        return await run(executor, fn, *(() if kwargs else args), shielded=shielded)
+        return await on_worker(executor, func, args, kwargs, shielded=shielded)
 
     return call
+
+
+def on_worker(
+    executor: Executor | None, func: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], *, shielded: bool
+) -> Coroutine[Any, Any, T]:
+    """func(*args, **kwargs) on a worker (see :func:`._run.run`), to await."""
+    if kwargs:
+        return run(executor, partial(func, *args, **kwargs), shielded=shielded)
+    return run(executor, func, *args, shielded=shielded)
 
 
 def query(func: Callable[..., Any]) -> Callable[..., Coroutine[Any, Any, Any]]:
