@@ -14,7 +14,6 @@ universal newlines.
 
 from __future__ import annotations
 
-import asyncio
 import codecs
 import contextlib
 import io
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from . import _uri
 from . import compression as _compression
+from ._backends import native_iteration
 from ._fallbacks import naming_target
 from ._marshal import refuse_text
 from .errors import FailedPreconditionError, InvalidArgumentError
@@ -76,17 +76,6 @@ def _split_keep(chunk: T, newline: T) -> list[T]:
     """chunk (ending in newline) split after each newline."""
     parts = chunk.split(newline)[:-1]
     return [part + newline for part in parts]
-
-
-def _native_lines() -> bool:
-    """Lines come from a native async generator on asyncio, twice as fast
-    per line; on trio, whose rules warn about an unfinished async generator
-    left behind by a ``break``, from the reader's own ``__anext__``."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # not asyncio: trio
-        return False
-    return True
 
 
 class _Stream(ABC):
@@ -215,7 +204,7 @@ class _BufferedReader(_Stream, Generic[T]):
         return [line async for line in self]
 
     def __aiter__(self) -> AsyncIterator[T]:
-        return self._lines() if _native_lines() else self
+        return self._lines() if native_iteration() else self  # lines: see native_iteration
 
     async def _lines(self) -> AsyncIterator[T]:
         """Whole buffered lines at a time, split in C (asyncio only)."""

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 import google_crc32c
 
 from . import _ffi
+from ._backends import native_iteration
 from .errors import DataLossError
 from .streams import AsyncBinaryReader, AsyncBinaryWriter, Opener
 
@@ -119,7 +120,10 @@ class TFRecordReader:
         self._spans = _ffi.ffi.new("int64_t[]", 2 * _PER_CALL)
         self._stop = _ffi.ffi.new("int64_t[3]")
 
-    def __aiter__(self) -> TFRecordReader:
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return _each(self._itself) if native_iteration() else self
+
+    async def _itself(self) -> TFRecordReader:
         return self
 
     async def __anext__(self) -> bytes:
@@ -261,15 +265,39 @@ class _Records:
         self._opening = (opener, uri, compression, skip_corrupt, verify)
         self._reader: TFRecordReader | None = None
 
-    def __aiter__(self) -> _Records:
-        return self
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return _each(self._open) if native_iteration() else self
 
-    async def __anext__(self) -> bytes:
-        reader = self._reader
-        if reader is None:
+    async def _open(self) -> TFRecordReader:
+        if self._reader is None:
             opener, uri, compression, skip_corrupt, verify = self._opening
             stream = await opener.open(uri, "rb", compression=compression)
-            reader = self._reader = TFRecordReader(stream, skip_corrupt=skip_corrupt, verify=verify)
+            self._reader = TFRecordReader(stream, skip_corrupt=skip_corrupt, verify=verify)
+        return self._reader
+
+    async def __anext__(self) -> bytes:
+        reader = self._reader or await self._open()
         if reader._ready:
             return reader._ready.popleft()
         return await reader.__anext__()
+
+
+async def _each(get_reader: Callable[[], Awaitable[TFRecordReader]]) -> AsyncIterator[bytes]:
+    """The records of a reader from a native async generator (asyncio: see
+    :func:`~asyncfs._backends.native_iteration`), as its ``__anext__``
+    gives them: the stream closes at the end or at an error; after a
+    ``break``, what was parsed and not taken stays in the reader."""
+    reader = await get_reader()
+    ready = reader._ready
+    while True:
+        while ready:
+            yield ready.popleft()
+        try:
+            batch = await reader.read_batch()
+        except BaseException:
+            await reader.stream.close()
+            raise
+        if not batch:
+            await reader.stream.close()
+            return
+        ready.extend(batch)
