@@ -305,6 +305,25 @@ def test_a_failing_credential_process_says_how(environ: Environ, tmp_path: Path,
         new_s3().exists("s3://anything")
 
 
+def test_a_credential_process_that_hangs_is_killed_at_its_limit(environ: Environ, tmp_path: Path) -> None:
+    """A command that never answers (a prompt nobody sees, a dead network
+    call) fails within credential_timeout_ms, named, and is not left
+    running."""
+    pid_file = tmp_path / "pid"
+    script = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    write_files(tmp_path / "home", config=process_config(tmp_path, script))
+    fs = new_s3(credential_timeout_ms=700)
+    start = time.monotonic()
+    with pytest.raises(
+        asyncfs.DeadlineExceededError, match=r"creds\.py' did not finish within credential_timeout_ms=700"
+    ):
+        fs.exists("s3://anything")
+    assert time.monotonic() - start < 10
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed and reaped
+
+
 # ---- web identity, container, instance metadata ---------------------------------------------
 
 

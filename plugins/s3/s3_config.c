@@ -76,6 +76,10 @@ static const plugin_option s3_options[] = {
      PLUGIN_OPTION_INT, offsetof(s3_config, max_connections), 1, 4096, 0},
     {"idle_timeout_ms", "an idle connection is closed after this long",
      PLUGIN_OPTION_INT, offsetof(s3_config, idle_timeout_ms), 0, 3600000, 0},
+    {"credential_timeout_ms",
+     "a credential_process still running after this long is killed and its "
+     "credentials fail",
+     PLUGIN_OPTION_INT, offsetof(s3_config, credential_timeout_ms), 1, 3600000, 0},
 };
 const plugin_schema s3_schema = {
     "s3", s3_options, (int)(sizeof s3_options / sizeof s3_options[0]),
@@ -170,6 +174,7 @@ void s3_defaults_load(s3_defaults* d) {
   c->concurrency = 16;
   c->max_connections = env_int(d, "AWS_MAX_CONNECTIONS", 128);
   c->idle_timeout_ms = 30000;
+  c->credential_timeout_ms = 60000;
   c->read_ahead = 64 * 1024;
   c->sign_payload = 1;
   /* Out-of-range numbers from the environment fall back to the bounds

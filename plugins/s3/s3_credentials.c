@@ -18,11 +18,16 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <curl/curl.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "plugin_fork.h"
 #include "s3_formats.h"
@@ -31,6 +36,8 @@
 #define REFRESH_MARGIN_S 600 /* boto3's mandatory refresh window */
 #define ASK_INTERVAL_MS 3000 /* between two askings of the sources */
 #define MAX_DOCUMENT (1 << 20)
+
+extern char** environ;
 
 /* ---- reference-counted credentials ------------------------------------------ */
 
@@ -368,33 +375,118 @@ static int profile_keys(chain* ch, int credentials_file) {
 
 /* ---- 3. credential_process ---------------------------------------------------------------- */
 
+static uint64_t monotonic_ms(void);
+
+/* Waits for pid until deadline (monotonic ms); kills it when the time is
+ * up. 0 with *exit_status, or 1 when it was killed. */
+static int reap(pid_t pid, uint64_t deadline, int* exit_status) {
+  for (;;) {
+    pid_t done = waitpid(pid, exit_status, WNOHANG);
+    if (done == pid || (done < 0 && errno != EINTR)) return 0;
+    if (monotonic_ms() >= deadline) {
+      kill(pid, SIGKILL);
+      while (waitpid(pid, exit_status, 0) < 0 && errno == EINTR) {
+      }
+      return 1;
+    }
+    {
+      struct timespec pause = {0, 10 * 1000000L};
+      nanosleep(&pause, NULL);
+    }
+  }
+}
+
+/* Runs command, a program and its arguments as boto3 takes them, through
+ * /bin/sh's exec (so the program is the process killed at the limit),
+ * collecting what it prints (up to MAX_DOCUMENT bytes) for at most
+ * timeout_ms: 0 with *exit_status when it finished, 1 when it ran out of
+ * time (it is killed), -1 when it could not start. posix_spawn, as popen:
+ * a fork would run the fork handlers, which take the credentials lock this
+ * runs under. */
+static int run_timed(const char* command, int64_t timeout_ms, plugin_buf* out, int* exit_status) {
+  const uint64_t deadline = monotonic_ms() + (uint64_t)timeout_ms;
+  char* argv[4];
+  char chunk[4096];
+  char* line = malloc(strlen(command) + sizeof "exec ");
+  posix_spawn_file_actions_t actions;
+  int fds[2], failed;
+  pid_t pid;
+  argv[0] = "sh";
+  argv[1] = "-c";
+  argv[2] = line;
+  argv[3] = NULL;
+  if (line == NULL) {
+    errno = ENOMEM;
+    return -1;
+  }
+  strcpy(line, "exec ");
+  strcat(line, command);
+  if (pipe(fds) != 0) {
+    free(line);
+    return -1;
+  }
+  fflush(NULL);
+  failed = posix_spawn_file_actions_init(&actions);
+  if (failed == 0) {
+    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&actions, fds[0]);
+    posix_spawn_file_actions_addclose(&actions, fds[1]);
+    failed = posix_spawn(&pid, "/bin/sh", &actions, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  free(line);
+  if (failed != 0) {
+    close(fds[0]);
+    close(fds[1]);
+    errno = failed; /* for the caller's message */
+    return -1;
+  }
+  close(fds[1]);
+  for (;;) {
+    uint64_t now = monotonic_ms();
+    struct pollfd readable;
+    ssize_t n;
+    int ready;
+    if (now >= deadline) break;
+    readable.fd = fds[0];
+    readable.events = POLLIN;
+    readable.revents = 0;
+    ready = poll(&readable, 1, (int)(deadline - now));
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    n = read(fds[0], chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break; /* the end of its output (or an error reading it) */
+    if (out->len < MAX_DOCUMENT) plugin_buf_append(out, chunk, (size_t)n);
+  }
+  close(fds[0]);
+  return reap(pid, deadline, exit_status);
+}
+
 static int credential_process(chain* ch) {
   char* command = from_config(&ch->p, "credential_process");
   plugin_buf out = {0};
-  char chunk[4096], status_text[32];
+  char status_text[32], limit[32];
   char* version;
-  size_t n;
-  int rc, exit_status;
-  FILE* pipe;
+  int rc, ran, exit_status = -1;
   if (command == NULL || *command == '\0') {
     free(command);
     return 0;
   }
-  fflush(NULL);
-  pipe = popen(command, "r");
-  if (pipe == NULL) {
-    rc = fail(ch, TF_UNAUTHENTICATED, "s3: credential_process '%s' could not start%s", command,
-              "");
-    free(command);
-    return rc;
-  }
-  while ((n = fread(chunk, 1, sizeof chunk, pipe)) > 0)
-    if (out.len < MAX_DOCUMENT) plugin_buf_append(&out, chunk, n);
-  exit_status = pclose(pipe);
+  ran = run_timed(command, ch->cfg->credential_timeout_ms, &out, &exit_status);
   plugin_buf_append(&out, "", 0);
-  if (exit_status != 0 || out.data == NULL) {
+  if (ran < 0) {
+    rc = fail(ch, TF_UNAUTHENTICATED, "s3: credential_process '%s' could not start: %s", command,
+              strerror(errno));
+  } else if (ran > 0) {
+    snprintf(limit, sizeof limit, "%lld", (long long)ch->cfg->credential_timeout_ms);
+    rc = fail(ch, TF_DEADLINE_EXCEEDED,
+              "s3: credential_process '%s' did not finish within credential_timeout_ms=%s; it "
+              "was killed",
+              command, limit);
+  } else if (exit_status != 0 || out.data == NULL) {
     snprintf(status_text, sizeof status_text, "%d",
-             exit_status != -1 && WIFEXITED(exit_status) ? WEXITSTATUS(exit_status) : -1);
+             WIFEXITED(exit_status) ? WEXITSTATUS(exit_status) : -1);
     rc = fail(ch, TF_UNAUTHENTICATED, "s3: credential_process '%s' exited with status %s",
               command, status_text);
   } else if ((version = s3_json_get(out.data, out.len, "Version")) == NULL ||

@@ -56,6 +56,7 @@ typedef struct s3_config {
   int64_t sign_payload;       /* SHA-256 of bodies vs UNSIGNED-PAYLOAD */
   int64_t max_connections;    /* open at once, in use or idle, per filesystem */
   int64_t idle_timeout_ms;    /* an idle connection is closed after this */
+  int64_t credential_timeout_ms; /* a credential_process running longer is killed */
 } s3_config;
 
 /* A curl handle at rest, with the one connection it keeps open. */
