@@ -540,6 +540,18 @@ def test_files_exist_answers_concurrently(env: asyncfs.Env, bucket: str) -> None
         fs.write_file(f"s3://{bucket}/e{i}", b"x")
     uris = [f"s3://{bucket}/e{i}" for i in range(50)]
     assert anyio.run(env.files_exist, uris) == [i % 2 == 0 for i in range(50)]
+    # what a HEAD cannot settle is settled as stat settles it: a directory
+    # (a prefix), the bucket, the root; a missing bucket is missing
+    fs.write_file(f"s3://{bucket}/dir/inside", b"x")
+    others = [
+        f"s3://{bucket}/dir",
+        f"s3://{bucket}",
+        "s3://",
+        f"s3://missing-{uuid.uuid4().hex[:8]}/k",
+        f"s3://{bucket}/di",
+    ]
+    assert fs.files_exist(others) == [True, True, True, False, False]
+    assert [error is None for error in fs.paths_exist(others)] == [True, True, True, False, False]
 
 
 # ---- failures ---------------------------------------------------------------------------

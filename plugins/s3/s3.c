@@ -206,28 +206,32 @@ static void fs_path_exists(const TF_Filesystem* filesystem, const char* path,
   fs_stat(filesystem, path, &stats, status);
 }
 
-typedef struct exists_job {
-  const TF_Filesystem* filesystem;
-  char** paths;
-  TF_Status** statuses;
-  int missing;
-} exists_job;
-
-static void exists_one(void* arg, int i) {
-  exists_job* job = arg;
-  TF_Status* own = job->statuses != NULL ? job->statuses[i] : TF_NewStatus();
-  fs_path_exists(job->filesystem, job->paths[i], own);
-  if (TF_GetCode(own) != TF_OK) __atomic_store_n(&job->missing, 1, __ATOMIC_RELAXED);
-  if (job->statuses == NULL) TF_DeleteStatus(own);
-}
-
+/* One HEAD per path, all in flight from this thread, settled as stat
+ * settles them (fs_stat_files). Out of memory, without statuses to say
+ * so, no path is said to exist. */
 static bool fs_paths_exist(const TF_Filesystem* filesystem, char** paths,
                            int num_files, TF_Status** statuses) {
-  exists_job job = {filesystem, paths, statuses, 0};
-  int concurrency = (int)plugin_config_int(&s3_fs_of(filesystem)->base.config,
-                                           offsetof(s3_config, concurrency));
-  s3_parallel(num_files, concurrency, exists_one, &job);
-  return !job.missing;
+  const size_t n = num_files > 0 ? (size_t)num_files : 1;
+  TF_FileStatistics* stats = calloc(n, sizeof *stats);
+  TF_Status** own = statuses != NULL ? statuses : calloc(n, sizeof *own);
+  bool all = stats != NULL && own != NULL;
+  int i;
+  for (i = 0; all && statuses == NULL && i < num_files; ++i)
+    if ((own[i] = TF_NewStatus()) == NULL) all = false;
+  if (all) {
+    fs_stat_files(filesystem, (const char* const*)paths, num_files, stats, own);
+    for (i = 0; i < num_files; ++i)
+      if (TF_GetCode(own[i]) != TF_OK) all = false;
+  } else if (statuses != NULL) {
+    for (i = 0; i < num_files; ++i) TF_SetStatus(statuses[i], TF_RESOURCE_EXHAUSTED, "s3: out of memory");
+  }
+  if (statuses == NULL && own != NULL) {
+    for (i = 0; i < num_files; ++i)
+      if (own[i] != NULL) TF_DeleteStatus(own[i]);
+    free(own);
+  }
+  free(stats);
+  return all;
 }
 
 static bool fs_is_directory(const TF_Filesystem* filesystem, const char* path,
