@@ -36,6 +36,7 @@ from fsspec.transaction import Transaction as _FsspecTransaction
 from fsspec.utils import stringify_path
 
 from . import _uri
+from ._backends import current_loop
 from .env import Env, default_env
 from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 from .filesystem import FileStatistics, ModularFileSystem
@@ -344,9 +345,10 @@ DIRECT_BLOCK = 64 << 10  # the standard library's buffer over a local plugin
 
 def _reads_here(fs: AsyncfsFileSystem, uri: str) -> bool:
     """Whether fs.open(path, "rb") reads on the caller's thread: a local
-    store, and no event loop running on this thread (it must not block)."""
+    store, and no event loop (asyncio or trio) running on this thread,
+    which must not block."""
     try:
-        asyncio.get_running_loop()
+        current_loop()
     except RuntimeError:
         return not fs.env.filesystem(uri).network
     return False

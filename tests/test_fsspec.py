@@ -220,7 +220,8 @@ def test_direct_reads_behave_as_the_standard_librarys_file(
         assert ours.size == len(data)
 
 
-def test_direct_reads_from_a_running_loop_take_a_stream(tmp_path: Path) -> None:
+@pytest.mark.parametrize("loop", ["asyncio", "trio"])
+def test_direct_reads_from_a_running_loop_take_a_stream(tmp_path: Path, loop: str) -> None:
     """On a thread running an event loop, a plugin call must not block it:
     fs.open hands back the stream-backed file there."""
     (tmp_path / "a").write_bytes(b"from the loop")
@@ -230,7 +231,11 @@ def test_direct_reads_from_a_running_loop_take_a_stream(tmp_path: Path) -> None:
         with fs.open(f"{tmp_path}/a", "rb") as f:
             return type(f), f.read()
 
-    assert asyncio.run(open_on_loop()) == (BridgeFile, b"from the loop")
+    if loop == "asyncio":
+        got = asyncio.run(open_on_loop())
+    else:
+        got = pytest.importorskip("trio", reason="trio is not installed").run(open_on_loop)
+    assert got == (BridgeFile, b"from the loop")
     with pytest.raises(FileNotFoundError):
         fs.open(f"{tmp_path}/missing", "rb")
 
