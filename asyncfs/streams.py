@@ -55,7 +55,8 @@ __all__ = [
 
 BLOCK_SIZE = 1 << 20
 # A network store's file is read this far with its open: a smaller one is
-# then whole in the reader, and its size needs no request of its own.
+# then whole in the reader, and its size needs no request of its own; a
+# bigger one's first bytes are the reader's first buffer.
 HEAD = 64 << 10
 
 
@@ -300,9 +301,10 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         block_size: int = BLOCK_SIZE,
         readahead: int = 2,
         codec: str | None = None,
-        whole: bytes | None = None,
+        first: bytes | None = None,
     ) -> None:
-        """whole: the file's bytes, read with the open (it is no longer)."""
+        """first: the file's first bytes, read with the open (all of them
+        when there are size)."""
         self.uri = uri
         self.closed = False
         self._afs = afs
@@ -321,9 +323,9 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         self._pos = 0
         self._buf_start = 0  # stream offset of _buf[0]
         self._eof = False
-        if whole is not None:
-            self._buf, self._raw_offset = whole, len(whole)
-            self._raw_eof = self._eof = True
+        if first is not None:
+            self._buf, self._raw_offset = first, len(first)
+            self._raw_eof = self._eof = len(first) >= size
 
     # ---- fetching ----------------------------------------------------------------------
 
@@ -785,16 +787,15 @@ def _read_rest(file: RandomAccessFile, start: int, wanted: int) -> tuple[bytes, 
 
 
 def _open_for_reading(fs: ModularFileSystem, uri: str, head: int) -> tuple[RandomAccessFile, int, bytes | None]:
-    """The file opened, its size, and, with head > 0, its bytes when it is
-    shorter than head (read with the open: on s3, the open's own GET; the
-    size then needs no HEAD request)."""
+    """The file opened, its size, and, with head > 0, its first head bytes
+    (read with the open: on s3, from the open's own GET). A file shorter
+    than head is then whole, and its size needs no request of its own."""
     file = fs.new_random_access_file(uri)
     try:
-        if head > 0:
-            first = file.read(0, head)
-            if len(first) < head:
-                return file, len(first), first
-        return file, fs.get_file_size(uri), None
+        first = file.read(0, head) if head > 0 else None
+        if first is not None and len(first) < head:
+            return file, len(first), first
+        return file, fs.get_file_size(uri), first
     except BaseException:
         file.close()
         raise
@@ -847,9 +848,9 @@ async def open_stream(
         # object cannot change under its reader: s3 pins the version it
         # opened); a local file is read when read, as the standard library does.
         head = min(HEAD, block_size) if afs.network and codec is None else 0
-        file, size, whole = await afs.run(_open_for_reading, fs, uri, head, mutating=False, discard=_close_opened)
+        file, size, first = await afs.run(_open_for_reading, fs, uri, head, mutating=False, discard=_close_opened)
         reader = AsyncBinaryReader(
-            afs, file, uri, size, block_size=block_size, readahead=readahead, codec=codec, whole=whole
+            afs, file, uri, size, block_size=block_size, readahead=readahead, codec=codec, first=first
         )
         return AsyncTextReader(reader, encoding, errors) if text else reader
     if kind == "w":
