@@ -205,7 +205,7 @@ class _BufferedReader(_Stream, Generic[T]):
         return [line async for line in self]
 
     def __aiter__(self) -> AsyncIterator[T]:
-        return self._lines() if native_iteration() else self  # lines: see native_iteration
+        return self._lines() if native_iteration() else self
 
     async def _lines(self) -> AsyncIterator[T]:
         """Whole buffered lines at a time, split in C (asyncio only)."""
@@ -303,8 +303,8 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         codec: str | None = None,
         first: bytes | None = None,
     ) -> None:
-        """first: the file's first bytes, read with the open (all of them
-        when there are size)."""
+        """first: the file's first bytes, read with the open (the whole
+        file when there are size of them)."""
         self.uri = uri
         self.closed = False
         self._afs = afs
