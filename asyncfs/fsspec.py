@@ -260,6 +260,9 @@ class BridgeFile(io.RawIOBase):
                 self.discard() if self.mode != "rb" else self.close()
 
 
+DIRECT_BLOCK = 64 << 10  # the standard library's buffer over a local plugin
+
+
 class _PluginRaw(io.RawIOBase):
     """A file of a local store read on the caller's own thread: positional
     reads of one plugin handle (the standard library's buffer goes on top)."""
@@ -328,8 +331,10 @@ class DirectFile(io.BufferedReader):
     asyncfs's pool would cost a hundred. A network store's reads, and a
     call from a running event loop, take :class:`BridgeFile`."""
 
-    def __init__(self, fs: AsyncfsFileSystem, path: str, uri: str, block_size: int | None) -> None:
-        self._raw = _PluginRaw(fs.env.filesystem(uri).wrapped, uri, path)
+    def __init__(
+        self, fs: AsyncfsFileSystem, plugin: ModularFileSystem, path: str, uri: str, block_size: int | None
+    ) -> None:
+        self._raw = _PluginRaw(plugin, uri, path)
         super().__init__(self._raw, block_size or DIRECT_BLOCK)
         self.fs = fs
         self.path = path
@@ -340,18 +345,16 @@ class DirectFile(io.BufferedReader):
         return self._raw.size()
 
 
-DIRECT_BLOCK = 64 << 10  # the standard library's buffer over a local plugin
-
-
-def _reads_here(fs: AsyncfsFileSystem, uri: str) -> bool:
-    """Whether fs.open(path, "rb") reads on the caller's thread: a local
-    store, and no event loop (asyncio or trio) running on this thread,
-    which must not block."""
+def _plugin_to_read_here(fs: AsyncfsFileSystem, uri: str) -> ModularFileSystem | None:
+    """The plugin fs.open(uri, "rb") reads through on the caller's thread:
+    a local store's, when no event loop (asyncio or trio) runs on this
+    thread, which must not block; else None."""
     try:
         current_loop()
     except RuntimeError:
-        return not fs.env.filesystem(uri).network
-    return False
+        store = fs.env.filesystem(uri)
+        return None if store.network else store.wrapped
+    return None
 
 
 class AsyncfsTransaction(_FsspecTransaction):  # type: ignore[misc]  # fsspec is untyped
@@ -737,8 +740,9 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
     ) -> BridgeFile | DirectFile:
         path = self._strip_protocol(path)
         uri = self._uri(path)
-        if mode == "rb" and _reads_here(self, uri):
-            return DirectFile(self, path, uri, block_size)
+        plugin = _plugin_to_read_here(self, uri) if mode == "rb" else None
+        if plugin is not None:
+            return DirectFile(self, plugin, path, uri, block_size)
         return BridgeFile(self, path, mode, block_size=block_size, autocommit=autocommit)
 
     async def open_async(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:

@@ -128,17 +128,22 @@ class TFRecordReader:
 
     async def __anext__(self) -> bytes:
         """The next record; the stream closes at the end (or at an error)."""
-        ready = self._ready
-        if not ready:
-            try:
-                ready.extend(await self.read_batch())
-            except BaseException:
-                await self.stream.close()
-                raise
-            if not ready:
-                await self.stream.close()
-                raise StopAsyncIteration
-        return ready.popleft()
+        if not self._ready and not await self._refill():
+            raise StopAsyncIteration
+        return self._ready.popleft()
+
+    async def _refill(self) -> bool:
+        """Parse the next records into _ready (empty); False at the end.
+        What iteration does: the stream closes at the end, or at an error."""
+        try:
+            self._ready.extend(await self.read_batch())
+        except BaseException:
+            await self.stream.close()
+            raise
+        if not self._ready:
+            await self.stream.close()
+            return False
+        return True
 
     async def read(self) -> bytes | None:
         """The next record, or None at the end of the stream."""
@@ -289,15 +294,6 @@ async def _each(get_reader: Callable[[], Awaitable[TFRecordReader]]) -> AsyncIte
     ``break``, what was parsed and not taken stays in the reader."""
     reader = await get_reader()
     ready = reader._ready
-    while True:
+    while ready or await reader._refill():
         while ready:
             yield ready.popleft()
-        try:
-            batch = await reader.read_batch()
-        except BaseException:
-            await reader.stream.close()
-            raise
-        if not batch:
-            await reader.stream.close()
-            return
-        ready.extend(batch)

@@ -425,7 +425,6 @@ static int run_timed(const char* command, int64_t timeout_ms, plugin_buf* out, i
     free(line);
     return -1;
   }
-  fflush(NULL);
   failed = posix_spawn_file_actions_init(&actions);
   if (failed == 0) {
     posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
