@@ -887,6 +887,43 @@ def test_connections_are_bounded_closed_when_idle_and_at_close(s3_gateway: Gatew
     assert after_close == 0
 
 
+IDLE_BULK = """
+import os, sys, time
+import anyio, asyncfs
+
+def sockets():
+    found = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+        except OSError:
+            pass
+    return found
+
+async def main(bucket):
+    base = sockets()
+    env = asyncfs.Env()
+    s3 = env.filesystem("s3://")
+    paths = [f"s3://{bucket}/idle/{i}" for i in range(8)]
+    await env.write_file(paths[0], b"x")
+    await s3.set_option("idle_timeout_ms", 100)
+    await env.files_exist(paths)  # a bulk call: its connections stay open, idle
+    time.sleep(0.3)
+    await env.exists(paths[0])  # a single request, with room to spare
+    print(sockets() - base)
+    await env.aclose()
+
+anyio.run(main, sys.argv[1])
+"""
+
+
+def test_a_single_request_closes_bulk_connections_that_idled_too_long(s3_gateway: Gateway, bucket: str) -> None:
+    """Idle bulk-call connections are closed by the idle timeout whatever
+    kind of call comes next: a single request (with room for it, so nothing
+    needs closing to make room) leaves only its own connection open."""
+    assert int(python_with_gateway(s3_gateway, IDLE_BULK, bucket)) <= 3
+
+
 FORKED_READS = """
 import os, sys, threading
 import asyncfs

@@ -119,23 +119,27 @@ static void close_oldest_idle(s3_fs* fs, int count) {
   pthread_cond_broadcast(&fs->freed);
 }
 
-/* Closes the idle handles that have waited longer than the timeout (the
- * oldest are first). Called with the lock held. */
-static void reap_idle(s3_fs* fs, const s3_config* cfg, uint64_t now) {
+/* What has idled longer than the timeout, single handles and bulks alike,
+ * whichever kind of call comes next: closes those handles (the oldest are
+ * first) and unlinks those bulks, returned to free after unlocking. Called
+ * with the lock held. */
+static struct s3_bulk* reap_idle(s3_fs* fs, const s3_config* cfg, uint64_t now) {
   int expired = 0;
   while (expired < fs->idle_count &&
          now - fs->idle[expired].since_ms > (uint64_t)cfg->idle_timeout_ms)
     ++expired;
   close_oldest_idle(fs, expired);
+  return unlink_idle_bulks(fs, cfg, now, 0);
 }
 
 /* The most recently used idle handle (its connection is the likeliest
  * to be alive), or a new one; waits while max_connections are out. */
 static CURL* take_handle(s3_fs* fs, const s3_config* cfg) {
   CURL* h = NULL;
+  struct s3_bulk* expired;
   int fresh = 0;
   pthread_mutex_lock(&fs->lock);
-  reap_idle(fs, cfg, now_ms());
+  expired = reap_idle(fs, cfg, now_ms());
   while (fs->idle_count == 0 && fs->live >= cfg->max_connections) {
     if (fs->bulk_idle != NULL) /* idle bulks make room */
       free_bulks(unlink_idle_bulks(fs, cfg, 0, 1));
@@ -149,6 +153,7 @@ static CURL* take_handle(s3_fs* fs, const s3_config* cfg) {
     fresh = 1;
   }
   pthread_mutex_unlock(&fs->lock);
+  free_bulks(expired);
   if (fresh) {
     h = curl_easy_init();
     if (h == NULL) {
@@ -773,7 +778,7 @@ static s3_bulk* take_bulk(s3_fs* fs, const s3_config* cfg, int want) {
   s3_bulk *b = NULL, *expired;
   int grow = 0, i;
   pthread_mutex_lock(&fs->lock);
-  expired = unlink_idle_bulks(fs, cfg, now_ms(), 0);
+  expired = reap_idle(fs, cfg, now_ms());
   for (;;) {
     if (fs->bulk_idle != NULL) {
       b = fs->bulk_idle;
