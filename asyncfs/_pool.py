@@ -5,8 +5,11 @@ the end of it, handed to a worker as one batch; the worker runs them in one
 thread hop and hands results back in small groups, one wake-up of the loop
 per group and at most :data:`DELIVERY_INTERVAL` of others' work ahead of any
 result. Operations that prove slow (time spent in C with the GIL released)
-call more workers onto their batch (see :class:`_Batch`); short ones, bound
-by the GIL, run fastest on one thread. The number of operations in flight
+call more workers onto their batch (see :class:`_Batch`): as many as there
+are workers when they wait (a store's latency, a disk), as many as there are
+cores when they compute (copies from the page cache), since more threads
+would only take turns on the cores; short ones, bound by the GIL, run
+fastest on one thread. The number of operations in flight
 per loop is capped; submitters beyond the cap wait.
 
 No operation waits on another: a monitor thread notices a worker stuck in
@@ -43,12 +46,21 @@ __all__ = ["Pending", "PoolStats", "Sink", "WorkerPool", "call_quietly", "defaul
 T = TypeVar("T")
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its affinity, where the platform
+    tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # macOS and Windows have no affinity call
+        return os.cpu_count() or 1
+
+
 def default_workers() -> int:
     """Two threads per core, at least 4 and at most 32. Local filesystems
     are served from memory copies, which more threads than that only slow
     down (and crowd the event loop's thread off the cores); for stores with
     high per-call latency, give the Env more workers."""
-    return max(4, min(32, (os.cpu_count() or 1) * 2))
+    return max(4, min(32, available_cores() * 2))
 
 
 @dataclass(frozen=True)
@@ -213,10 +225,14 @@ class _Batch:
     operation turns out to be slow (it spent its time in C, with the GIL
     released: a large copy, a high-latency store), that worker calls in as
     many helpers as there are operations left, and they drain it together.
-    Short operations, which are bound by the GIL, stay on one thread, where
-    they run fastest. Each worker hands back its share with one wake-up."""
+    When the slow operation kept its thread on a core rather than waiting
+    (copies from the page cache), the batch is limited to as many threads as
+    there are cores: more would only take turns on them, and the ones beyond
+    leave after their current operation. Short operations, which are bound
+    by the GIL, stay on one thread, where they run fastest. Each worker
+    hands back its share with one wake-up."""
 
-    __slots__ = ("deliver", "eager", "gil_bound", "helpers", "items", "lock", "next")
+    __slots__ = ("deliver", "eager", "gil_bound", "helpers", "items", "limit", "lock", "next", "running")
 
     def __init__(self, items: list[_Work], deliver: Callable[[list[_Work]], None]) -> None:
         self.items = items
@@ -225,11 +241,21 @@ class _Batch:
         self.next = 0
         self.helpers = 0
         self.gil_bound = False  # its slow calls waited for the GIL, not in C: helpers would only contend
+        self.limit = 1 << 30  # threads it may run on
+        self.running = 0  # threads draining it
         self.lock = threading.Lock()
 
-    def take(self) -> _Work | None:
+    def join(self) -> None:
+        """A thread starts draining it (until :meth:`take` says None)."""
         with self.lock:
-            if self.next >= len(self.items):
+            self.running += 1
+
+    def take(self) -> _Work | None:
+        """The next operation, or None when none is left or this thread is
+        one more than the limit (it stops draining)."""
+        with self.lock:
+            if self.next >= len(self.items) or self.running > self.limit:
+                self.running -= 1
                 return None
             self.next += 1
             return self.items[self.next - 1]
@@ -239,9 +265,10 @@ class _Batch:
             return len(self.items) - self.next
 
     def helpers_wanted(self, workers: int) -> int:
-        """How many more workers to call in, counting them as called."""
+        """How many more workers to call in (workers in all, this one
+        included), counting them as called."""
         with self.lock:
-            wanted = min(workers - 1 - self.helpers, len(self.items) - self.next)
+            wanted = min(min(workers, self.limit) - 1 - self.helpers, len(self.items) - self.next)
             if wanted <= 0:
                 return 0
             self.helpers += wanted
@@ -251,6 +278,10 @@ class _Batch:
 # An operation that takes longer than this ran in C with the GIL released,
 # so more threads on its batch make it go faster.
 SLOW_OPERATION = 250e-6
+# A thread that spent more than this part of its share of the cores on a
+# batch computed (a copy from the page cache) rather than waited (a store,
+# a disk), see WorkerPool._computed.
+COMPUTING = 0.5
 # A thread that lets go of the GIL gets it back within this when no other
 # thread is running Python.
 GIL_PROBE = 50e-6
@@ -496,6 +527,7 @@ class WorkerPool:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
         self.workers = workers or default_workers()
+        self.cores = available_cores()
         self.max_threads = max(self.workers, max_threads if max_threads is not None else max(64, 4 * self.workers))
         self.max_in_flight = max_in_flight
         self.worker_nice = worker_nice
@@ -599,7 +631,9 @@ class WorkerPool:
         if batch.eager:
             for _ in range(batch.helpers_wanted(self.workers)):
                 self._queue.put(batch)
-        delivered = clock()
+        batch.join()
+        delivered = began = clock()
+        cpu_began = time.thread_time()
         while (work := batch.take()) is not None:
             start = clock()
             with state.lock:
@@ -615,19 +649,40 @@ class WorkerPool:
                         state.done.append(done)
                 if state.stuck:  # it came back: the monitor started a spare for it
                     state.stuck = False
-            if end - start > SLOW_OPERATION and not batch.gil_bound:
-                if end < self._gil_bound_until or _gil_contended(clock):
-                    batch.gil_bound = True
-                    self._gil_bound_until = clock() + GIL_VERDICT  # the batches that follow need no probe
-                else:
-                    for _ in range(batch.helpers_wanted(self.workers)):
-                        self._queue.put(batch)
+            if end - start > SLOW_OPERATION:
+                self._on_slow(batch, self._computed(batch, time.thread_time() - cpu_began, end - began), end, clock)
             if end - delivered >= DELIVERY_INTERVAL:
                 self._hand_over(state, batch)
                 delivered = end
         self._hand_over(state, batch)
         with state.lock:
             state.batch = None
+
+    def _computed(self, batch: _Batch, cpu: float, wall: float) -> bool:
+        """Whether a thread of batch that spent cpu seconds on a core in
+        wall seconds computed (copies from the page cache: its share of the
+        cores, all of one when there are no more threads than cores) rather
+        than waited (a store, a disk: a few percent)."""
+        return cpu > COMPUTING * wall * min(1.0, self.cores / max(1, batch.running))
+
+    def _on_slow(self, batch: _Batch, computing: bool, end: float, clock: Callable[[], float]) -> None:
+        """An operation of batch was slow. If its thread computed meanwhile
+        (C copying from the page cache), the batch gets as many threads as
+        there are cores: more would only take turns on them (on 2 cores, 4
+        threads reading small files made three times the context switches
+        and read a fifth slower). If it waited, for the GIL (short calls on
+        a busy loop) it stays where it is; for anything else (a store's
+        latency, a disk) it gets all the workers."""
+        if computing:
+            batch.limit = self.cores
+        elif batch.gil_bound:
+            return
+        elif end < self._gil_bound_until or _gil_contended(clock):
+            batch.gil_bound = True
+            self._gil_bound_until = clock() + GIL_VERDICT  # the batches that follow need no probe
+            return
+        for _ in range(batch.helpers_wanted(self.workers)):
+            self._queue.put(batch)
 
     @staticmethod
     def _hand_over(state: _WorkerState, batch: _Batch) -> None:

@@ -192,6 +192,11 @@ class AsyncModularFileSystem:
         """How many calls its pool runs at once."""
         return self._pool.workers
 
+    @property
+    def cores(self) -> int:
+        """How many cores its pool's threads may run on."""
+        return self._pool.cores
+
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._pool.run(fn, *args, mutating=False)
 

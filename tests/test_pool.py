@@ -9,10 +9,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import hashlib
 import os
 import subprocess
 import sys
 import threading
+import time
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -673,3 +676,36 @@ async def test_reads_waiting_for_room_when_the_pool_shuts_down_are_failed() -> N
             gate.set()
             await anyio.to_thread.run_sync(closer.join)
     assert len(outcomes) == 1 and "waited for room" in outcomes[0], outcomes
+
+
+@pytest.mark.parametrize("kind", ["computing", "waiting"])
+async def test_slow_calls_that_compute_run_on_as_many_threads_as_there_are_cores(kind: str) -> None:
+    """Slow calls that keep a core busy in C (hashing here; reading small
+    files from the page cache in use) end up on at most as many threads as
+    there are cores, since more would only take turns on them; the other
+    threads leave after their first call. Slow calls that wait (a sleep
+    here; a store's latency in use) keep every worker."""
+    cores = _pool.available_cores()
+    pool = _pool.WorkerPool(cores + 3)
+    data = bytes(4 << 20)
+
+    def compute() -> int:
+        hashlib.sha256(data).digest()  # the GIL is let go while it hashes
+        return threading.get_ident()
+
+    def wait() -> int:
+        time.sleep(0.003)
+        return threading.get_ident()
+
+    try:
+        with anyio.fail_after(30):
+            threads = await pool.run_many(
+                compute if kind == "computing" else wait, [()] * (8 * (cores + 3)), mutating=False
+            )
+    finally:
+        pool.shutdown()
+    went_on = [thread for thread, calls in Counter(threads).items() if calls > 1]
+    if kind == "computing":
+        assert len(went_on) <= cores, Counter(threads)
+    else:
+        assert len(went_on) > cores, Counter(threads)
