@@ -122,6 +122,10 @@ class _BufferedReader(_Stream, Generic[T]):
         self._append(data)
         return True
 
+    def _told_end(self) -> None:
+        """A read came back empty at the end of the stream (the text reader
+        has nothing to note: its binary reader has noted it)."""
+
     @abstractmethod
     def _splittable(self, chunk: T) -> bool:
         """Whether chunk.splitlines() breaks only at newlines."""
@@ -166,6 +170,8 @@ class _BufferedReader(_Stream, Generic[T]):
             parts[-1], rest = parts[-1][:cut], parts[-1][cut:]
         data = parts[0] if len(parts) == 1 else await self._join(parts)
         self._buf_start, self._buf, self._pos = start + len(data), rest, 0
+        if not data and n != 0:
+            self._told_end()
         return data
 
     def _from_buffer(self, n: int) -> T | None:
@@ -199,7 +205,10 @@ class _BufferedReader(_Stream, Generic[T]):
             self._pos = stop
             if end >= 0 or not await self._fill():  # the buffer is all consumed
                 break
-        return parts[0] if len(parts) == 1 else self._empty.join(parts)
+        line = parts[0] if len(parts) == 1 else self._empty.join(parts)
+        if not line and limit != 0:
+            self._told_end()
+        return line
 
     async def readlines(self) -> list[T]:
         return [line async for line in self]
@@ -272,6 +281,7 @@ class LineBatches(Generic[T]):
             end = buf.rfind(reader._newline, pos)
             if end < 0 and pos == len(buf):  # nothing buffered: the next block
                 if not await reader._fill():
+                    reader._told_end()
                     raise StopAsyncIteration
                 continue
             if end < 0:  # no whole line buffered: one that spans buffers
@@ -323,6 +333,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         self._pos = 0
         self._buf_start = 0  # stream offset of _buf[0]
         self._eof = False
+        self._asked_at_end = False  # read() to the end, or a read came back empty there: ask again
         if first is not None:
             self._buf, self._raw_offset = first, len(first)
             self._raw_eof = self._eof = len(first) >= size
@@ -362,7 +373,14 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
                     await pending.result()  # but the worker must be done with the handle
 
     async def _more(self) -> bytes | None:
+        if self._asked_at_end and self._eof and self._decompressor is None and not self._afs.network:
+            # asked again after the end: the file may have grown, and io's
+            # files ask again too (tail -f); an object store's objects do not
+            self._raw_eof = self._eof = False
         while not self._eof:
+            if self._raw_eof and self._decompressor is None:
+                self._eof = True  # a plugin's read comes back short only at the end
+                break
             raw = await self._raw_block()
             if self._decompressor is None:
                 data = raw
@@ -372,10 +390,13 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
                     self._decompressor.finish()
             if self._raw_eof and not data:
                 self._eof = True
-                return None
+                break
             if data:
                 return data
         return None
+
+    def _told_end(self) -> None:
+        self._asked_at_end = True
 
     # ---- reading ----------------------------------------------------------------------
 
@@ -393,7 +414,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         self._raw_offset = self._buf_start = start + len(data)
         self._buf, self._pos = b"", 0
         if ended:
-            self._raw_eof = self._eof = True
+            self._raw_eof = self._eof = self._asked_at_end = True  # all the rest was asked for
             return data
         more = await super().read(-1)  # the file grew since it was opened
         return data + more if more else data
@@ -439,7 +460,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
     def _restart_at(self, offset: int) -> None:
         """Empty the buffer; the next block is fetched from raw offset."""
         self._raw_offset = self._buf_start = offset
-        self._raw_eof = self._eof = False
+        self._raw_eof = self._eof = self._asked_at_end = False
         self._buf, self._pos = b"", 0
 
     async def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
@@ -675,20 +696,17 @@ class AsyncTextReader(_BufferedReader[str]):
         self._buf = ""
         self._pos = 0
         self._buf_start = 0
-        self._eof = False
 
     @property
     def closed(self) -> bool:  # type: ignore[override]
         return self.binary.closed
 
     async def _more(self) -> str | None:
-        while not self._eof:
+        while True:  # at the end, the binary reader decides whether to ask again
             raw = await self.binary.read(self.binary._block)
-            self._eof = not raw
-            text = self._decoder.decode(raw, final=self._eof)
-            if text:
-                return text
-        return None
+            text = self._decoder.decode(raw, final=not raw)
+            if text or not raw:
+                return text or None
 
     def _splittable(self, chunk: str) -> bool:
         return _only_newlines(chunk)

@@ -504,3 +504,52 @@ async def test_read_to_the_end_sees_bytes_appended_after_the_open(env: asyncfs.E
     async with env.open(str(path), "rb") as f:
         assert await f.read(3) == b"at "
         assert await f.read() == b"the open\nappended\n"
+
+
+async def test_reading_again_at_the_end_sees_what_was_appended_since(env: asyncfs.Env, tmp_path: Path) -> None:
+    """As with io's files (and aiofiles), a read that came back empty at the
+    end is not the last word: asked again, a stream reads what a writer
+    appended since (a log followed with tail -f), in binary and in text,
+    through read(), read(n), readline() and iteration. Reaching the end
+    costs no extra call; only asking again after it does."""
+    path = tmp_path / "log"
+    path.write_bytes(b"one\n")
+
+    def append(data: bytes) -> None:
+        with path.open("ab") as more:
+            more.write(data)
+
+    async with env.open(str(path), "rb") as f:
+        assert await f.read() == b"one\n"
+        assert await f.read() == b""
+        append(b"two\n")
+        assert await f.read() == b"two\n"
+        append(b"three\n")
+        assert await f.read(2) == b"th"
+        assert await f.readline() == b"ree\n"
+        assert await f.readline() == b""
+        append(b"four\nfive\n")
+        assert [line async for line in f] == [b"four\n", b"five\n"]
+        assert f.tell() == path.stat().st_size
+    async with asyncfs.Env() as counted, counted.open(str(path), "r") as f:  # no other stream's close counted
+        calls = counted.pool.stats().operations
+        assert [line async for line in f] == ["one\n", "two\n", "three\n", "four\n", "five\n"]
+        assert counted.pool.stats().operations == calls + 1  # one read: it came back short, so it was the end
+        assert await f.readline() == ""
+        assert counted.pool.stats().operations == calls + 2  # asked again
+        append(b"six\r\nseven")
+        assert await f.read() == "six\nseven"
+        append(b"\n")
+        assert await f.readline() == "\n"
+
+
+async def test_a_compressed_stream_ends_where_its_data_ended(env: asyncfs.Env, tmp_path: Path) -> None:
+    """A compressed stream that reached the end of its data stays there:
+    bytes after the end of a gzip member would not decode as more of it."""
+    path = tmp_path / "data.gz"
+    path.write_bytes(gzip.compress(b"payload"))
+    async with env.open(str(path), "rb") as f:
+        assert await f.read() == b"payload"
+        with path.open("ab") as more:
+            more.write(b"not gzip")
+        assert await f.read() == b""
