@@ -345,6 +345,23 @@ class DirectFile(io.BufferedReader):
         return self._raw.size()
 
 
+def _needs_size(start: int | None, end: int | None) -> bool:
+    """Whether the byte range [start, end) of fsspec's cat_file counts
+    from the end of the file (a negative bound, or no end)."""
+    return (start or 0) < 0 or end is None or end < 0
+
+
+def _span(start: int | None, end: int | None, size: int) -> tuple[int, int]:
+    """The range [start, end) as offsets from the start of a file of size
+    bytes (size is only looked at when _needs_size says so)."""
+    first = start or 0
+    if not _needs_size(start, end):
+        assert end is not None
+        return first, end
+    first = max(0, size + first) if first < 0 else first
+    return first, size if end is None else max(0, size + end) if end < 0 else end
+
+
 def _plugin_to_read_here(fs: AsyncfsFileSystem, uri: str) -> ModularFileSystem | None:
     """The plugin fs.open(uri, "rb") reads through on the caller's thread:
     a local store's, when no event loop (asyncio or trio) runs on this
@@ -505,11 +522,22 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
 
     # ---- queries --------------------------------------------------------------------
 
-    async def _info(self, path: str, **kwargs: Any) -> dict[str, Any]:
-        path = self._strip_protocol(path)
+    def _top(self, path: str) -> dict[str, Any] | None:
+        """The top of a store whose paths are host/path (mem://, s3://): a
+        directory that needs no call. None for any other path."""
         if not self.local_paths and path in ("", "/"):
             return {"name": path, "size": 0, "type": "directory"}
-        return self._entry(path, await self.env.stat(self._uri(path)))
+        return None
+
+    def _listing(self, path: str, entries: list[tuple[str, FileStatistics]], detail: bool) -> list[Any]:
+        entries.sort()
+        if not detail:
+            return [self._join(path, name) for name, _ in entries]
+        return [self._entry(self._join(path, name), stats) for name, stats in entries]
+
+    async def _info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        path = self._strip_protocol(path)
+        return self._top(path) or self._entry(path, await self.env.stat(self._uri(path)))
 
     async def _ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
         path = self._strip_protocol(path)
@@ -519,10 +547,7 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         except FailedPreconditionError:  # a file lists as itself
             info = await self._info(path)
             return [info] if detail else [path]
-        entries.sort()
-        if not detail:
-            return [self._join(path, name) for name, _ in entries]
-        return [self._entry(self._join(path, name), stats) for name, stats in entries]
+        return self._listing(path, entries, detail)
 
     async def _listing_or_empty(self, path: str) -> list[dict[str, Any]]:
         try:
@@ -577,10 +602,9 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
 
     async def _isfile(self, path: str) -> bool:
         try:
-            info = await self._info(path)
+            return bool((await self._info(path))["type"] == "file")
         except FileNotFoundError:
             return False
-        return bool(info["type"] == "file")
 
     async def _size(self, path: str) -> int:
         return int((await self._info(path))["size"])
@@ -591,16 +615,80 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         uri = self._uri(path)
         if start is None and end is None:
             return await self.env.read_file(uri)
-        start = start or 0
-        if start < 0 or end is None or end < 0:
-            size = await self.env.size(uri)
-            start = max(0, size + start) if start < 0 else start
-            end = size if end is None else max(0, size + end) if end < 0 else end
-        if end <= start:
-            return b""
-        buffer = bytearray(end - start)
-        got = await self.env.read_into(uri, buffer, start)
-        del buffer[got:]
+        first, stop = _span(start, end, await self.env.size(uri) if _needs_size(start, end) else 0)
+        buffer = bytearray(max(0, stop - first))
+        if buffer:
+            del buffer[await self.env.read_into(uri, buffer, first) :]
+        return bytes(buffer)
+
+    # ---- the same queries, sync, on a local store -------------------------------------
+    # fsspec's sync methods run the coroutines above on its own loop's thread:
+    # two thread hops and a trip through the pool, 115-165 µs a call where
+    # fsspec's local filesystem takes 4-5 µs (info, exists, size). On a local
+    # store, called from a thread with no event loop (pandas, pyarrow, Dask
+    # workers), these ask the plugin on the calling thread instead; anywhere
+    # else they are fsspec's sync wrappers, as before.
+
+    def _here(self, path: str) -> tuple[ModularFileSystem, str, str] | None:
+        """The plugin, the stripped path and its URI, when a sync call on
+        path may run on this thread (see _plugin_to_read_here); else None."""
+        path = self._strip_protocol(path)
+        uri = self._uri(path)
+        plugin = _plugin_to_read_here(self, uri)
+        return None if plugin is None else (plugin, path, uri)
+
+    def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        here = self._here(path)
+        if here is None:
+            return sync(self.loop, self._info, path, **kwargs)  # type: ignore[no-any-return]
+        plugin, path, uri = here
+        return self._top(path) or self._entry(path, plugin.stat(uri))
+
+    def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
+        here = self._here(path)
+        if here is None:
+            return sync(self.loop, self._ls, path, detail=detail, **kwargs)  # type: ignore[no-any-return]
+        plugin, path, uri = here
+        try:
+            entries = plugin.get_children_stats(uri)
+        except FailedPreconditionError:  # a file lists as itself
+            return [self.info(path)] if detail else [path]
+        return self._listing(path, entries, detail)
+
+    def exists(self, path: str, **kwargs: Any) -> bool:
+        here = self._here(path)
+        if here is None:
+            return sync(self.loop, self._exists, path, **kwargs)  # type: ignore[no-any-return]
+        plugin, path, uri = here
+        return path in ("", "/") or plugin.exists(uri)
+
+    def isdir(self, path: str) -> bool:
+        here = self._here(path)
+        if here is None:
+            return sync(self.loop, self._isdir, path)  # type: ignore[no-any-return]
+        plugin, path, uri = here
+        return path in ("", "/") or plugin.isdir(uri)
+
+    def isfile(self, path: str) -> bool:
+        try:
+            return bool(self.info(path)["type"] == "file")
+        except FileNotFoundError:
+            return False
+
+    def size(self, path: str) -> int:
+        return int(self.info(path)["size"])
+
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
+        here = self._here(path)
+        if here is None:
+            return sync(self.loop, self._cat_file, path, start=start, end=end, **kwargs)  # type: ignore[no-any-return]
+        plugin, _, uri = here
+        if start is None and end is None:
+            return plugin.read_file(uri)
+        first, stop = _span(start, end, plugin.get_file_size(uri) if _needs_size(start, end) else 0)
+        buffer = bytearray(max(0, stop - first))
+        if buffer:
+            del buffer[plugin.read_into(uri, buffer, first) :]
         return bytes(buffer)
 
     async def _cat(

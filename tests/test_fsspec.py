@@ -220,6 +220,64 @@ def test_direct_reads_behave_as_the_standard_librarys_file(
         assert ours.size == len(data)
 
 
+@pytest.mark.parametrize("scheme", ["file", "mem"])
+def test_sync_queries_on_a_local_store_ask_the_plugin_on_the_calling_thread(tmp_path: Path, scheme: str) -> None:
+    """info, ls, exists, isdir, isfile, size and cat_file, called where no
+    event loop runs, make no trip through fsspec's loop or asyncfs's pool,
+    and answer as the coroutines do, errors included."""
+    fs = filesystem_class(scheme)()
+    base = str(tmp_path) if scheme == "file" else f"t{uuid.uuid4().hex}"
+    fs.makedirs(f"{base}/sub")
+    fs.pipe_file(f"{base}/a.bin", bytes(range(200)))
+    fs.pipe_file(f"{base}/sub/b.txt", b"bee")
+    calls = [
+        ("info", f"{base}/a.bin"), ("info", f"{base}/sub"), ("info", f"{base}/missing"),
+        ("ls", f"{base}"), ("ls", f"{base}/a.bin"), ("ls", f"{base}/missing"),
+        ("exists", f"{base}/a.bin"), ("exists", f"{base}/missing"), ("exists", "/"),
+        ("isdir", f"{base}/sub"), ("isdir", f"{base}/a.bin"), ("isfile", f"{base}/a.bin"),
+        ("isfile", f"{base}/sub"), ("isfile", f"{base}/missing"), ("size", f"{base}/a.bin"),
+        ("cat_file", f"{base}/a.bin"), ("cat_file", f"{base}/missing"), ("cat_file", f"{base}/sub"),
+    ]  # fmt: skip
+
+    def outcome(value: Any) -> Any:
+        if isinstance(value, list):
+            return [{k: v for k, v in e.items() if k != "mtime"} if isinstance(e, dict) else e for e in value]
+        return {k: v for k, v in value.items() if k != "mtime"} if isinstance(value, dict) else value
+
+    def sync_call(name: str, path: str) -> Any:
+        try:
+            return outcome(getattr(fs, name)(path))
+        except Exception as exc:
+            return type(exc)
+
+    async def async_call(name: str, path: str) -> Any:
+        try:
+            return outcome(await getattr(fs, f"_{name}")(path))
+        except Exception as exc:
+            return type(exc)
+
+    before = fs.env.pool.stats().operations
+    here = [sync_call(name, path) for name, path in calls]
+    assert fs.env.pool.stats().operations == before  # nothing went through the pool
+    assert here == [asyncio.run(async_call(name, path)) for name, path in calls]
+    assert issubclass(here[2], FileNotFoundError) and issubclass(here[-2], FileNotFoundError)
+    assert here[-3] == bytes(range(200)) and here[6:9] == [True, False, True]
+    if scheme == "mem":
+        fs.rm(base, recursive=True)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=300), start=st.none() | st.integers(-400, 400), end=st.none() | st.integers(-400, 400))
+def test_cat_file_ranges_slice_as_python_does(tmp_path: Path, data: bytes, start: int | None, end: int | None) -> None:
+    """cat_file(path, start, end) is data[start:end], negative bounds from
+    the end, on the calling thread and through the loop alike."""
+    path = tmp_path / "ranged.bin"
+    path.write_bytes(data)
+    fs = filesystem_class("file")()
+    assert fs.cat_file(str(path), start, end) == data[start:end]
+    assert asyncio.run(fs._cat_file(str(path), start, end)) == data[start:end]
+
+
 @pytest.mark.parametrize("loop", ["asyncio", "trio"])
 def test_direct_reads_from_a_running_loop_take_a_stream(tmp_path: Path, loop: str) -> None:
     """On a thread running an event loop, a plugin call must not block it:
