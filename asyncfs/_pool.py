@@ -250,6 +250,12 @@ class _Batch:
         with self.lock:
             self.running += 1
 
+    def step_aside(self) -> None:
+        """One of its threads is stuck in a call: it no longer counts
+        against the limit (it joins again when the call comes back)."""
+        with self.lock:
+            self.running -= 1
+
     def take(self) -> _Work | None:
         """The next operation, or None when none is left or this thread is
         one more than the limit (it stops draining)."""
@@ -259,6 +265,12 @@ class _Batch:
                 return None
             self.next += 1
             return self.items[self.next - 1]
+
+    def rest(self) -> list[_Work]:
+        """Take every operation not taken yet (no thread will run them)."""
+        with self.lock:
+            rest, self.next = self.items[self.next :], len(self.items)
+            return rest
 
     def left(self) -> int:
         with self.lock:
@@ -649,6 +661,7 @@ class WorkerPool:
                         state.done.append(done)
                 if state.stuck:  # it came back: the monitor started a spare for it
                     state.stuck = False
+                    batch.join()  # the monitor had counted it out of the batch's threads
             if end - start > SLOW_OPERATION:
                 self._on_slow(batch, self._computed(batch, time.thread_time() - cpu_began, end - began), end, clock)
             if end - delivered >= DELIVERY_INTERVAL:
@@ -712,8 +725,10 @@ class WorkerPool:
                 # what it finished before the call that hangs goes out now
                 if batch is not None:
                     self._hand_over(state, batch)
-                    if newly and batch.left():
-                        self._queue.put(batch)  # its batch-mates go to other threads
+                    if newly:
+                        batch.step_aside()  # so that a thread limit leaves room for the one that takes over
+                        if batch.left():
+                            self._queue.put(batch)  # its batch-mates go to other threads
             with self._lock:  # keep `workers` threads free, within max_threads
                 while (
                     not self._closed
@@ -901,7 +916,7 @@ class WorkerPool:
             except queue.Empty:
                 break
             if batch is not None:
-                works = [done for work in iter(batch.take, None) for done in work.delivered()]
+                works = [done for work in batch.rest() for done in work.delivered()]
                 _fail(batch, works, "no worker thread was free to run this call")
         if abandoned:
             warnings.warn(

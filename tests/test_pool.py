@@ -709,3 +709,39 @@ async def test_slow_calls_that_compute_run_on_as_many_threads_as_there_are_cores
         assert len(went_on) <= cores, Counter(threads)
     else:
         assert len(went_on) > cores, Counter(threads)
+
+
+async def test_a_call_stuck_in_a_batch_limited_to_the_cores_stalls_nothing_else() -> None:
+    """A batch of computing calls runs on as many threads as there are
+    cores (one, here); when one of its calls hangs, the thread that takes
+    over its batch-mates is not turned away by that limit."""
+    pool = _pool.WorkerPool(2)
+    pool.cores = 1
+    gate = threading.Event()
+    data = bytes(4 << 20)
+    done: list[int] = []
+
+    def compute(i: int) -> None:
+        hashlib.sha256(data).digest()
+        done.append(i)
+
+    async def run(fn: Any, *args: Any) -> None:
+        await pool.run(fn, *args, mutating=False)
+
+    try:
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                for i in range(4):
+                    tg.start_soon(run, compute, i)
+                tg.start_soon(run, gate.wait, 20)
+                for i in range(4, 8):
+                    tg.start_soon(run, compute, i)
+                with anyio.fail_after(10):
+                    while len(done) < 8:
+                        await anyio.sleep(0.01)
+                assert not gate.is_set()  # all eight finished while the call still hung
+                gate.set()
+    finally:
+        gate.set()
+        pool.shutdown()
+    assert sorted(done) == list(range(8))
