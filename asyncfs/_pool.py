@@ -533,13 +533,19 @@ class WorkerPool:
         max_in_flight: int = 4096,
         worker_nice: int = 0,
         max_threads: int | None = None,
+        network: bool = False,
     ) -> None:
+        """network: its calls wait on a network; a thread's share of the
+        cores then says nothing about what more threads would gain (on a
+        loopback gateway, the client computes while the server waits), so
+        its batches are never limited to the cores."""
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
         self.workers = workers or default_workers()
         self.cores = available_cores()
+        self.network = network
         self.max_threads = max(self.workers, max_threads if max_threads is not None else max(64, 4 * self.workers))
         self.max_in_flight = max_in_flight
         self.worker_nice = worker_nice
@@ -686,7 +692,7 @@ class WorkerPool:
         and read a fifth slower). If it waited, for the GIL (short calls on
         a busy loop) it stays where it is; for anything else (a store's
         latency, a disk) it gets all the workers."""
-        if computing:
+        if computing and not self.network:
             batch.limit = self.cores
         elif batch.gil_bound:
             return

@@ -118,7 +118,7 @@ class Env:
         }
         self.pool = WorkerPool(workers, max_in_flight=max_in_flight, worker_nice=worker_nice)
         # Threads start on first use: an Env without network stores has none.
-        self.network_pool = WorkerPool(network_workers, max_in_flight=max_in_flight, worker_nice=0)
+        self.network_pool = WorkerPool(network_workers, max_in_flight=max_in_flight, worker_nice=0, network=True)
         self.copy_chunk = copy_chunk
         self.close_timeout = close_timeout
         self.create_parents = create_parents

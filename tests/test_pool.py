@@ -678,15 +678,16 @@ async def test_reads_waiting_for_room_when_the_pool_shuts_down_are_failed() -> N
     assert len(outcomes) == 1 and "waited for room" in outcomes[0], outcomes
 
 
-@pytest.mark.parametrize("kind", ["computing", "waiting"])
+@pytest.mark.parametrize("kind", ["computing", "waiting", "computing on the network pool"])
 async def test_slow_calls_that_compute_run_on_as_many_threads_as_there_are_cores(kind: str) -> None:
     """Slow calls that keep a core busy in C (hashing here; reading small
     files from the page cache in use) end up on at most as many threads as
     there are cores, since more would only take turns on them; the other
     threads leave after their first call. Slow calls that wait (a sleep
-    here; a store's latency in use) keep every worker."""
+    here; a store's latency in use) keep every worker, as do the calls of
+    the network stores' pool, whatever they do."""
     cores = _pool.available_cores()
-    pool = _pool.WorkerPool(cores + 3)
+    pool = _pool.WorkerPool(cores + 3, network=kind.endswith("pool"))
     data = bytes(4 << 20)
 
     def compute() -> int:
@@ -700,7 +701,7 @@ async def test_slow_calls_that_compute_run_on_as_many_threads_as_there_are_cores
     try:
         with anyio.fail_after(30):
             threads = await pool.run_many(
-                compute if kind == "computing" else wait, [()] * (8 * (cores + 3)), mutating=False
+                wait if kind == "waiting" else compute, [()] * (8 * (cores + 3)), mutating=False
             )
     finally:
         pool.shutdown()
