@@ -94,6 +94,18 @@ def bench_fsspec(data: Path, repeat: int, quick: bool) -> list[Row]:
     _ratio(row, 1.0, "fsspec local")
     rows.append(row)
 
+    # what pyarrow's FSSpecHandler and Dask ask per file, from a thread with no loop
+    row = Row(f"fs.info, fs.exists, fs.cat_file of {count} files, one call at a time", "calls/s")
+    for name, fs in (("asyncfs", bridge), ("fsspec local", local)):
+        for op in ("info", "exists", "cat_file"):
+            method = getattr(fs, op)
+            row.results[f"{name} {op}"] = count / best(lambda method=method: [method(p) for p in paths], repeat)
+    row.verdict = ", ".join(
+        f"{op} {row.results[f'asyncfs {op}'] / row.results[f'fsspec local {op}']:.2f}×"
+        for op in ("info", "exists", "cat_file")
+    )
+    rows.append(row)
+
     reason = missing_reason()
     if reason is not None:
         rows.append(Row("fsspec bridge on s3 (Ceph gateway)", "-", notes=[f"skipped: {reason}"]))
