@@ -416,7 +416,8 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         if ended:
             self._raw_eof = self._eof = self._asked_at_end = True  # all the rest was asked for
             return data
-        more = await super().read(-1)  # the file grew since it was opened
+        self._raw_eof = self._eof = False  # it goes on past what was read (it grew since it was opened)
+        more = await super().read(-1)
         return data + more if more else data
 
     async def _join(self, parts: list[bytes]) -> bytes:
@@ -487,6 +488,8 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
     # ---- answers that need no plugin call (a synchronous caller's fast path) ----------
 
     def _rest_is_buffered(self) -> bool:
+        if self._asked_at_end and self._decompressor is None and not self._afs.network:
+            return False  # at the end, asked again: the plugin is asked again (see _more)
         return self._eof or (self._raw_eof and self._decompressor is None and not self._ahead)
 
     def read_nowait(self, n: int = -1) -> bytes | None:
@@ -498,7 +501,12 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         data = self._from_buffer(n)
         if data is not None:
             return data
-        return self._take_buffer() if self._rest_is_buffered() else None
+        if not self._rest_is_buffered():
+            return None
+        data = self._take_buffer()
+        if not data and n != 0:
+            self._told_end()
+        return data
 
     def readline_nowait(self, limit: int = -1) -> bytes | None:
         """:meth:`readline` from the buffer alone, or None (see :meth:`read_nowait`)."""
@@ -511,6 +519,8 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
             return None
         line = self._buf[self._pos : stop]
         self._pos = stop
+        if not line and limit != 0:
+            self._told_end()
         return line
 
     async def fill(self) -> bool:

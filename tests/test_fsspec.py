@@ -466,3 +466,23 @@ def test_dask_cluster_of_worker_processes(where: tuple[AsyncfsFileSystem, str, d
     assert sorted(fs.ls(f"{base}/table", detail=False))[:4] == [
         f"{fs._strip_protocol(base)}/table/part={i}" for i in range(4)
     ]
+
+
+def test_a_file_read_from_a_loop_thread_sees_what_was_appended_after_its_end(tmp_path: Path) -> None:
+    """The stream-backed file (a thread running a loop gets it) answers
+    reads from its buffer without a hop, and still, once it came back empty
+    at the end, asks again: a log followed from there sees new lines."""
+    path = tmp_path / "log"
+    path.write_bytes(b"one\n")
+    fs = filesystem_class("file")()
+
+    async def follow() -> list[bytes]:
+        with fs.open(str(path), "rb") as f:
+            assert isinstance(f, BridgeFile)
+            got = [f.readline(), f.readline(), f.read()]
+            with path.open("ab") as more:
+                more.write(b"two\nthree\n")
+            got += [f.readline(), f.read(), f.read()]
+            return got
+
+    assert asyncio.run(follow()) == [b"one\n", b"", b"", b"two\n", b"three\n", b""]

@@ -531,9 +531,12 @@ async def test_reading_again_at_the_end_sees_what_was_appended_since(env: asyncf
         append(b"four\nfive\n")
         assert [line async for line in f] == [b"four\n", b"five\n"]
         assert f.tell() == path.stat().st_size
+        append(b"six\nseven\n")
+        assert await f.readline() == b"six\n"
+        assert await f.read() == b"seven\n"  # the rest of what the last block brought
     async with asyncfs.Env() as counted, counted.open(str(path), "r") as f:  # no other stream's close counted
         calls = counted.pool.stats().operations
-        assert [line async for line in f] == ["one\n", "two\n", "three\n", "four\n", "five\n"]
+        assert [line async for line in f] == ["one\n", "two\n", "three\n", "four\n", "five\n", "six\n", "seven\n"]
         assert counted.pool.stats().operations == calls + 1  # one read: it came back short, so it was the end
         assert await f.readline() == ""
         assert counted.pool.stats().operations == calls + 2  # asked again
