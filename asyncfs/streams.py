@@ -122,10 +122,6 @@ class _BufferedReader(_Stream, Generic[T]):
         self._append(data)
         return True
 
-    def _told_end(self) -> None:
-        """A read came back empty at the end of the stream (the text reader
-        has nothing to note: its binary reader has noted it)."""
-
     @abstractmethod
     def _splittable(self, chunk: T) -> bool:
         """Whether chunk.splitlines() breaks only at newlines."""
@@ -170,8 +166,6 @@ class _BufferedReader(_Stream, Generic[T]):
             parts[-1], rest = parts[-1][:cut], parts[-1][cut:]
         data = parts[0] if len(parts) == 1 else await self._join(parts)
         self._buf_start, self._buf, self._pos = start + len(data), rest, 0
-        if not data and n != 0:
-            self._told_end()
         return data
 
     def _from_buffer(self, n: int) -> T | None:
@@ -205,10 +199,7 @@ class _BufferedReader(_Stream, Generic[T]):
             self._pos = stop
             if end >= 0 or not await self._fill():  # the buffer is all consumed
                 break
-        line = parts[0] if len(parts) == 1 else self._empty.join(parts)
-        if not line and limit != 0:
-            self._told_end()
-        return line
+        return parts[0] if len(parts) == 1 else self._empty.join(parts)
 
     async def readlines(self) -> list[T]:
         return [line async for line in self]
@@ -281,7 +272,6 @@ class LineBatches(Generic[T]):
             end = buf.rfind(reader._newline, pos)
             if end < 0 and pos == len(buf):  # nothing buffered: the next block
                 if not await reader._fill():
-                    reader._told_end()
                     raise StopAsyncIteration
                 continue
             if end < 0:  # no whole line buffered: one that spans buffers
@@ -333,7 +323,6 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         self._pos = 0
         self._buf_start = 0  # stream offset of _buf[0]
         self._eof = False
-        self._asked_at_end = False  # read() to the end, or a read came back empty there: ask again
         if first is not None:
             self._buf, self._raw_offset = first, len(first)
             self._raw_eof = self._eof = len(first) >= size
@@ -372,15 +361,18 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
                 with contextlib.suppress(Exception):  # its error no longer matters
                     await pending.result()  # but the worker must be done with the handle
 
+    def _end_is_final(self) -> bool:
+        """Whether the end, once reached, stays the end: the end of a
+        compressed stream's data, or of a network store's object (it cannot
+        change under its reader). A local file can grow: as the standard
+        library asks the OS again at a file's end (tail -f), this reader
+        asks the plugin again."""
+        return self._decompressor is not None or self._afs.network
+
     async def _more(self) -> bytes | None:
-        if self._asked_at_end and self._eof and self._decompressor is None and not self._afs.network:
-            # asked again after the end: the file may have grown, and io's
-            # files ask again too (tail -f); an object store's objects do not
-            self._raw_eof = self._eof = False
+        if self._eof and not self._end_is_final():
+            self._raw_eof = self._eof = False  # asked at the end again: the file may have grown
         while not self._eof:
-            if self._raw_eof and self._decompressor is None:
-                self._eof = True  # a plugin's read comes back short only at the end
-                break
             raw = await self._raw_block()
             if self._decompressor is None:
                 data = raw
@@ -390,13 +382,10 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
                     self._decompressor.finish()
             if self._raw_eof and not data:
                 self._eof = True
-                break
+                return None
             if data:
                 return data
         return None
-
-    def _told_end(self) -> None:
-        self._asked_at_end = True
 
     # ---- reading ----------------------------------------------------------------------
 
@@ -414,11 +403,23 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         self._raw_offset = self._buf_start = start + len(data)
         self._buf, self._pos = b"", 0
         if ended:
-            self._raw_eof = self._eof = self._asked_at_end = True  # all the rest was asked for
+            self._raw_eof = self._eof = True
             return data
         self._raw_eof = self._eof = False  # it goes on past what was read (it grew since it was opened)
         more = await super().read(-1)
         return data + more if more else data
+
+    async def read1(self, n: int = -1) -> bytes:
+        """Up to n bytes (any number, when n < 0) with at most one block
+        read: what the buffer holds, or else what the next block brings, as
+        the standard library's read1. Empty at the end."""
+        self._check_open()
+        if self._pos == len(self._buf) and not await self._fill():
+            return b""
+        stop = len(self._buf) if n < 0 else min(len(self._buf), self._pos + n)
+        data = self._buf[self._pos : stop]
+        self._pos = stop
+        return data
 
     async def _join(self, parts: list[bytes]) -> bytes:
         if sum(map(len, parts)) < 1 << 20:
@@ -461,7 +462,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
     def _restart_at(self, offset: int) -> None:
         """Empty the buffer; the next block is fetched from raw offset."""
         self._raw_offset = self._buf_start = offset
-        self._raw_eof = self._eof = self._asked_at_end = False
+        self._raw_eof = self._eof = False
         self._buf, self._pos = b"", 0
 
     async def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
@@ -488,8 +489,8 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
     # ---- answers that need no plugin call (a synchronous caller's fast path) ----------
 
     def _rest_is_buffered(self) -> bool:
-        if self._asked_at_end and self._decompressor is None and not self._afs.network:
-            return False  # at the end, asked again: the plugin is asked again (see _more)
+        if not self._end_is_final():
+            return False  # more may have come since: only the plugin can say (see _more)
         return self._eof or (self._raw_eof and self._decompressor is None and not self._ahead)
 
     def read_nowait(self, n: int = -1) -> bytes | None:
@@ -501,12 +502,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         data = self._from_buffer(n)
         if data is not None:
             return data
-        if not self._rest_is_buffered():
-            return None
-        data = self._take_buffer()
-        if not data and n != 0:
-            self._told_end()
-        return data
+        return self._take_buffer() if self._rest_is_buffered() else None
 
     def readline_nowait(self, limit: int = -1) -> bytes | None:
         """:meth:`readline` from the buffer alone, or None (see :meth:`read_nowait`)."""
@@ -519,8 +515,6 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
             return None
         line = self._buf[self._pos : stop]
         self._pos = stop
-        if not line and limit != 0:
-            self._told_end()
         return line
 
     async def fill(self) -> bool:
@@ -713,7 +707,7 @@ class AsyncTextReader(_BufferedReader[str]):
 
     async def _more(self) -> str | None:
         while True:  # at the end, the binary reader decides whether to ask again
-            raw = await self.binary.read(self.binary._block)
+            raw = await self.binary.read1(self.binary._block)
             text = self._decoder.decode(raw, final=not raw)
             if text or not raw:
                 return text or None

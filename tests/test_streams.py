@@ -3,14 +3,18 @@ mem://, on asyncio and trio."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import io
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import asyncfs
 from asyncfs import tfrecord
@@ -510,8 +514,8 @@ async def test_reading_again_at_the_end_sees_what_was_appended_since(env: asyncf
     """As with io's files (and aiofiles), a read that came back empty at the
     end is not the last word: asked again, a stream reads what a writer
     appended since (a log followed with tail -f), in binary and in text,
-    through read(), read(n), readline() and iteration. Reaching the end
-    costs no extra call; only asking again after it does."""
+    through read(), read(n), readline() and iteration. Each read at the end
+    costs one plugin call, as each costs io a system call."""
     path = tmp_path / "log"
     path.write_bytes(b"one\n")
 
@@ -534,12 +538,16 @@ async def test_reading_again_at_the_end_sees_what_was_appended_since(env: asyncf
         append(b"six\nseven\n")
         assert await f.readline() == b"six\n"
         assert await f.read() == b"seven\n"  # the rest of what the last block brought
-    async with asyncfs.Env() as counted, counted.open(str(path), "r") as f:  # no other stream's close counted
+    async with asyncfs.Env() as counted, counted.open(str(path), "rb") as f:  # no other stream's close counted
+        calls = counted.pool.stats().operations
+        assert len([line async for line in f]) == 7
+        assert counted.pool.stats().operations == calls + 2  # the file's block, and the empty read that ends it
+        assert await f.readline() == b""
+        assert counted.pool.stats().operations == calls + 3  # asked again
+    async with asyncfs.Env() as counted, counted.open(str(path), "r") as f:
         calls = counted.pool.stats().operations
         assert [line async for line in f] == ["one\n", "two\n", "three\n", "four\n", "five\n", "six\n", "seven\n"]
-        assert counted.pool.stats().operations == calls + 1  # one read: it came back short, so it was the end
-        assert await f.readline() == ""
-        assert counted.pool.stats().operations == calls + 2  # asked again
+        assert counted.pool.stats().operations == calls + 2
         append(b"six\r\nseven")
         assert await f.read() == "six\nseven"
         append(b"\n")
@@ -556,3 +564,63 @@ async def test_a_compressed_stream_ends_where_its_data_ended(env: asyncfs.Env, t
         with path.open("ab") as more:
             more.write(b"not gzip")
         assert await f.read() == b""
+
+
+_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("read"), st.integers(-1, 40)),
+        st.tuples(st.just("readline"), st.integers(-1, 12)),
+        st.tuples(st.just("seek"), st.integers(0, 90), st.just(io.SEEK_SET)),
+        st.tuples(st.just("seek"), st.integers(-20, 20), st.just(io.SEEK_CUR)),
+        st.tuples(st.just("tell")),
+        st.tuples(st.just("append"), st.binary(min_size=1, max_size=30) | st.just(b"a line\n")),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(first=st.binary(max_size=60) | st.just(b"x\ny\n" * 9), steps=_STEPS, block=st.sampled_from([1, 7, 64, 1 << 20]))
+def test_a_stream_reads_a_growing_file_as_the_standard_library_does(
+    tmp_path: Path, first: bytes, steps: list[tuple[Any, ...]], block: int
+) -> None:
+    """Any sequence of reads, readlines, seeks and tells on a stream, with
+    appends to the file by another writer in between, answers what
+    open(path, "rb") answers, whatever the block size (read-ahead, short
+    blocks, a read() that finds the file grown, reads again at the end)."""
+    path = tmp_path / "growing.bin"
+    path.write_bytes(first)
+
+    async def run() -> list[Any]:
+        got: list[Any] = []
+        async with asyncfs.Env(workers=2) as env, env.open(str(path), "rb", block_size=block) as ours:
+            with open(path, "rb") as theirs:
+                for step in steps:
+                    if step[0] == "append":
+                        with path.open("ab") as writer:
+                            writer.write(step[1])
+                        continue
+                    if step[0] == "seek" and step[2] == io.SEEK_CUR and theirs.tell() + step[1] < 0:
+                        continue  # a negative target: both refuse, with different errors
+                    mine = await getattr(ours, step[0])(*step[1:]) if step[0] != "tell" else ours.tell()
+                    expected = getattr(theirs, step[0])(*step[1:])
+                    got.append((step, mine, expected))
+        return got
+
+    for step, mine, expected in asyncio.run(run()):
+        assert mine == expected, step
+
+
+async def test_read1_reads_at_most_one_block(env: asyncfs.Env, tmp_path: Path) -> None:
+    """read1 answers from the buffer, or else with what one block read
+    brings, as the standard library's read1; empty at the end."""
+    path = tmp_path / "blocks"
+    path.write_bytes(bytes(range(100)))
+    async with env.open(str(path), "rb", block_size=40) as f:
+        assert await f.read(10) == bytes(range(10))
+        assert await f.read1() == bytes(range(10, 40))  # the rest of the first block
+        assert await f.read1(5) == bytes(range(40, 45))
+        assert await f.read1(-1) == bytes(range(45, 80))
+        assert await f.read1() == bytes(range(80, 100))
+        assert await f.read1() == b""
+        assert f.tell() == 100
