@@ -468,8 +468,11 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
     async def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         """Move to offset (from the start, the current position, or the end).
         Compressed streams seek by decoding: forward from here, or from the
-        start; from the end they cannot."""
+        start; from the end they cannot. The end of a local file is where it
+        ends now (it may have grown since the open), as io's seek has it."""
         self._check_open()
+        if whence == io.SEEK_END and not self._end_is_final():
+            self._size = await self._afs.run(self._afs.wrapped.get_file_size, self.uri, mutating=False)
         offset = self._seek_target(offset, whence)
         if self._seek_quickly(offset):
             return offset
@@ -534,6 +537,8 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
     def seek_nowait(self, offset: int, whence: int = io.SEEK_SET) -> int | None:
         """:meth:`seek` when it needs no plugin call, or None."""
         self._check_open()
+        if whence == io.SEEK_END and not self._end_is_final():
+            return None  # where a local file ends now takes a call
         offset = self._seek_target(offset, whence)
         return offset if self._seek_quickly(offset) else None
 

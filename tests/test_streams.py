@@ -572,6 +572,7 @@ _STEPS = st.lists(
         st.tuples(st.just("readline"), st.integers(-1, 12)),
         st.tuples(st.just("seek"), st.integers(0, 90), st.just(io.SEEK_SET)),
         st.tuples(st.just("seek"), st.integers(-20, 20), st.just(io.SEEK_CUR)),
+        st.tuples(st.just("seek"), st.integers(-20, 10), st.just(io.SEEK_END)),
         st.tuples(st.just("tell")),
         st.tuples(st.just("append"), st.binary(min_size=1, max_size=30) | st.just(b"a line\n")),
     ),
@@ -584,10 +585,11 @@ _STEPS = st.lists(
 def test_a_stream_reads_a_growing_file_as_the_standard_library_does(
     tmp_path: Path, first: bytes, steps: list[tuple[Any, ...]], block: int
 ) -> None:
-    """Any sequence of reads, readlines, seeks and tells on a stream, with
-    appends to the file by another writer in between, answers what
-    open(path, "rb") answers, whatever the block size (read-ahead, short
-    blocks, a read() that finds the file grown, reads again at the end)."""
+    """Any sequence of reads, readlines, seeks (from the end too) and tells
+    on a stream, with appends to the file by another writer in between,
+    answers what open(path, "rb") answers, whatever the block size
+    (read-ahead, short blocks, a read() that finds the file grown, reads
+    again at the end)."""
     path = tmp_path / "growing.bin"
     path.write_bytes(first)
 
@@ -600,7 +602,10 @@ def test_a_stream_reads_a_growing_file_as_the_standard_library_does(
                         with path.open("ab") as writer:
                             writer.write(step[1])
                         continue
-                    if step[0] == "seek" and step[2] == io.SEEK_CUR and theirs.tell() + step[1] < 0:
+                    if (
+                        step[0] == "seek"
+                        and {io.SEEK_CUR: theirs.tell(), io.SEEK_END: path.stat().st_size}.get(step[2], 0) + step[1] < 0
+                    ):
                         continue  # a negative target: both refuse, with different errors
                     mine = await getattr(ours, step[0])(*step[1:]) if step[0] != "tell" else ours.tell()
                     expected = getattr(theirs, step[0])(*step[1:])
