@@ -629,3 +629,39 @@ async def test_read1_reads_at_most_one_block(env: asyncfs.Env, tmp_path: Path) -
         assert await f.read1() == bytes(range(80, 100))
         assert await f.read1() == b""
         assert f.tell() == 100
+
+
+_TEXT_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("read"), st.integers(-1, 30)),
+        st.tuples(st.just("readline"), st.integers(-1, 10)),
+        st.tuples(st.just("append"), st.text(max_size=20) | st.sampled_from(["line\n", "crlf\r\n", "é€\n"])),
+    ),
+    max_size=20,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(first=st.text(max_size=40), steps=_TEXT_STEPS, block=st.sampled_from([1, 7, 1 << 20]))
+def test_a_text_stream_reads_a_growing_file_as_the_standard_library_does(
+    tmp_path: Path, first: str, steps: list[tuple[Any, ...]], block: int
+) -> None:
+    """The same in text mode (UTF-8, universal newlines): reads and
+    readlines, with appends in between, answer what open(path) answers."""
+    path = tmp_path / "growing.txt"
+    path.write_bytes(first.encode())
+
+    async def run() -> list[Any]:
+        got: list[Any] = []
+        async with asyncfs.Env(workers=2) as env, env.open(str(path), "r", block_size=block) as ours:
+            with open(path, encoding="utf-8") as theirs:
+                for step in steps:
+                    if step[0] == "append":
+                        with path.open("ab") as writer:
+                            writer.write(step[1].encode())
+                        continue
+                    got.append((step, await getattr(ours, step[0])(step[1]), getattr(theirs, step[0])(step[1])))
+        return got
+
+    for step, mine, expected in asyncio.run(run()):
+        assert mine == expected, step
