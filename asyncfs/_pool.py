@@ -294,6 +294,7 @@ SLOW_OPERATION = 250e-6
 # batch computed (a copy from the page cache) rather than waited (a store,
 # a disk), see WorkerPool._computed.
 COMPUTING = 0.5
+SHARE_FLOOR = 0.25
 # A thread that lets go of the GIL gets it back within this when no other
 # thread is running Python.
 GIL_PROBE = 50e-6
@@ -681,8 +682,12 @@ class WorkerPool:
         """Whether a thread of batch that spent cpu seconds on a core in
         wall seconds computed (copies from the page cache: its share of the
         cores, all of one when there are no more threads than cores) rather
-        than waited (a store, a disk: a few percent)."""
-        return cpu > COMPUTING * wall * min(1.0, self.cores / max(1, batch.running))
+        than waited (a store, a disk: a few percent). The share counted on
+        is at least SHARE_FLOOR: with many more threads than cores, a
+        computing thread's share is as small as a waiting one's time on a
+        core (32 threads of 5 ms sleeps and some Python were once taken for
+        computing, and went on 2 threads), so such a batch is not limited."""
+        return cpu > COMPUTING * wall * max(SHARE_FLOOR, min(1.0, self.cores / max(1, batch.running)))
 
     def _on_slow(self, batch: _Batch, computing: bool, end: float, clock: Callable[[], float]) -> None:
         """An operation of batch was slow. If its thread computed meanwhile

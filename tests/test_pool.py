@@ -746,3 +746,27 @@ async def test_a_call_stuck_in_a_batch_limited_to_the_cores_stalls_nothing_else(
         gate.set()
         pool.shutdown()
     assert sorted(done) == list(range(8))
+
+
+async def test_calls_that_wait_and_compute_a_little_keep_many_workers() -> None:
+    """With many more workers than cores, calls that mostly wait (5 ms in
+    a sleep, as a store's latency) and compute a little after (hashing, as
+    marshalling a listing) are not taken for computing calls: they keep
+    their threads, where two would make them many times slower."""
+    cores = _pool.available_cores()
+    workers = 8 * cores + 16
+    pool = _pool.WorkerPool(workers)
+    data = bytes(256 << 10)
+
+    def wait_then_compute() -> int:
+        time.sleep(0.005)
+        hashlib.sha256(data).digest()
+        return threading.get_ident()
+
+    try:
+        with anyio.fail_after(60):
+            threads = await pool.run_many(wait_then_compute, [()] * (4 * workers), mutating=False)
+    finally:
+        pool.shutdown()
+    went_on = [thread for thread, calls in Counter(threads).items() if calls > 1]
+    assert len(went_on) > 2 * cores, Counter(threads)
