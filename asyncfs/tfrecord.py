@@ -175,7 +175,30 @@ class TFRecordReader:
                 return self._ended()
             rest = self._buffer[self._at :]
             self._base += self._at
-            self._buffer, self._at = rest + chunk if rest else chunk, 0
+            straddler = self._straddler(rest, chunk)
+            if straddler is None:
+                self._buffer, self._at = rest + chunk if rest else chunk, 0
+                continue
+            # the record that straddles the two blocks is joined alone, not
+            # the whole block after it (a fresh megabyte per block otherwise)
+            self._buffer, self._at, self._base = chunk, len(straddler) - len(rest), self._base + len(rest)
+            self.records += 1
+            return [straddler[12:-4]]  # the block's own records come with the next call (or its damage does)
+
+    def _straddler(self, rest: bytes, chunk: bytes) -> bytes | None:
+        """rest (the start of a record) joined with the part of chunk that
+        completes it, when that is one whole, valid record (checked in C as
+        any other); else None: the caller joins rest and chunk whole."""
+        if not rest or len(rest) + len(chunk) < 12:
+            return None
+        head = rest[:12] if len(rest) >= 12 else rest + chunk[: 12 - len(rest)]
+        total = 12 + _LENGTH.unpack_from(head)[0] + 4
+        if not len(rest) < total <= len(rest) + len(chunk):
+            return None
+        straddler = rest + chunk[: total - len(rest)]
+        lib, ffi = _ffi.runtime(), _ffi.ffi
+        count = lib.ASYNCFS_ParseRecords(ffi.from_buffer(straddler), total, self.verify, self._spans, 1, self._stop)
+        return straddler if count == 1 and self._stop[0] == total else None
 
     def _parse(self) -> list[bytes]:
         """The whole records from _at on, up to a damaged one: reported, or

@@ -10,6 +10,7 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import anyio
 import pytest
@@ -665,3 +666,48 @@ def test_a_text_stream_reads_a_growing_file_as_the_standard_library_does(
 
     for step, mine, expected in asyncio.run(run()):
         assert mine == expected, step
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    records=st.lists(st.binary(max_size=300) | st.binary(min_size=500, max_size=2500), max_size=12),
+    damage=st.none() | st.integers(0, 10_000),
+    skip_corrupt=st.booleans(),
+    block=st.sampled_from([1, 5, 17, 100, 1000]),
+)
+def test_tfrecord_blocks_of_any_size_read_as_one_block_does(
+    tmp_path: Path, records: list[bytes], damage: int | None, skip_corrupt: bool, block: int
+) -> None:
+    """Records that straddle the reader's blocks (joined alone when whole
+    and valid, else with the whole block) come out as from one block that
+    holds the file, damaged bytes included: the same records, the same
+    skips, the same error at the same offset."""
+    path = tmp_path / "r.tfrecord"
+
+    async def write() -> None:
+        async with asyncfs.Env(workers=2) as env, await tfrecord.writer(env, str(path)) as out:
+            for record in records:
+                await out.write(record)
+
+    asyncio.run(write())
+    if damage is not None and path.stat().st_size:
+        data = bytearray(path.read_bytes())
+        data[damage % len(data)] ^= 0x41
+        path.write_bytes(bytes(data))
+
+    def read(block_size: int) -> tuple[Any, ...]:
+        async def run() -> tuple[Any, ...]:
+            async with asyncfs.Env(workers=2) as env, env.open(str(path), "rb") as stream:
+                reader = tfrecord.TFRecordReader(stream, skip_corrupt=skip_corrupt)
+                got = []
+                try:
+                    while batch := await reader.read_batch():
+                        got += batch
+                except tfrecord.TFRecordCorruptionError as error:
+                    return got, reader.skipped, "error", error.offset
+                return got, reader.skipped
+
+        with mock.patch.object(tfrecord, "_BLOCK", block_size):
+            return asyncio.run(run())
+
+    assert read(block) == read(1 << 20)
