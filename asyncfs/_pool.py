@@ -670,7 +670,7 @@ class WorkerPool:
                     state.stuck = False
                     batch.join()  # the monitor had counted it out of the batch's threads
             if end - start > SLOW_OPERATION:
-                self._on_slow(batch, self._computed(batch, time.thread_time() - cpu_began, end - began), end, clock)
+                self._on_slow(batch, began, cpu_began, end, clock)
             if end - delivered >= DELIVERY_INTERVAL:
                 self._hand_over(state, batch)
                 delivered = end
@@ -689,15 +689,17 @@ class WorkerPool:
         computing, and went on 2 threads), so such a batch is not limited."""
         return cpu > COMPUTING * wall * max(SHARE_FLOOR, min(1.0, self.cores / max(1, batch.running)))
 
-    def _on_slow(self, batch: _Batch, computing: bool, end: float, clock: Callable[[], float]) -> None:
-        """An operation of batch was slow. If its thread computed meanwhile
-        (C copying from the page cache), the batch gets as many threads as
-        there are cores: more would only take turns on them (on 2 cores, 4
-        threads reading small files made three times the context switches
-        and read a fifth slower). If it waited, for the GIL (short calls on
-        a busy loop) it stays where it is; for anything else (a store's
-        latency, a disk) it gets all the workers."""
-        if computing and not self.network:
+    def _on_slow(self, batch: _Batch, began: float, cpu_began: float, end: float, clock: Callable[[], float]) -> None:
+        """An operation of batch was slow (this thread has drained batch
+        since began on the clock, and since cpu_began on its CPU clock). If
+        the thread computed meanwhile (C copying from the page cache), the
+        batch gets as many threads as there are cores, except on the network
+        pool: more would only take turns on them (on 2 cores, 4 threads
+        reading small files made three times the context switches and read
+        a fifth slower). If it waited, for the GIL (short calls on a busy
+        loop) it stays where it is; for anything else (a store's latency, a
+        disk) it gets all the workers."""
+        if not self.network and self._computed(batch, time.thread_time() - cpu_began, end - began):
             batch.limit = self.cores
         elif batch.gil_bound:
             return

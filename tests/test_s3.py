@@ -835,11 +835,9 @@ def test_keys_with_dot_segments_are_left_out_and_walks_end(
 
 # ---- connections ---------------------------------------------------------------------
 
-BOUNDED_SOCKETS = """
-import os, resource, sys, time
-import anyio, asyncfs
-
-resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+# What the scripts below count: the sockets their process has open.
+SOCKETS = """
+import os
 
 def sockets():
     found = 0
@@ -849,8 +847,15 @@ def sockets():
         except OSError:
             pass
     return found
+"""
 
+BOUNDED_SOCKETS = (
+    SOCKETS
+    + """
+import resource, sys, time
+import anyio, asyncfs
 
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
 
 async def main(bucket):
     base = sockets()  # the event loop's own
@@ -872,6 +877,7 @@ async def main(bucket):
 
 anyio.run(main, sys.argv[1])
 """
+)
 
 
 def test_connections_are_bounded_closed_when_idle_and_at_close(s3_gateway: Gateway, bucket: str) -> None:
@@ -887,18 +893,11 @@ def test_connections_are_bounded_closed_when_idle_and_at_close(s3_gateway: Gatew
     assert after_close == 0
 
 
-IDLE_BULK = """
-import os, sys, time
+IDLE_BULK = (
+    SOCKETS
+    + """
+import sys, time
 import anyio, asyncfs
-
-def sockets():
-    found = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            found += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
-        except OSError:
-            pass
-    return found
 
 async def main(bucket):
     base = sockets()
@@ -915,6 +914,7 @@ async def main(bucket):
 
 anyio.run(main, sys.argv[1])
 """
+)
 
 
 def test_a_single_request_closes_bulk_connections_that_idled_too_long(s3_gateway: Gateway, bucket: str) -> None:
