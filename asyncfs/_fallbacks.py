@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from . import _uri
-from .errors import Code, FailedPreconditionError, NotFoundError, StatusError
+from .errors import Code, NotFoundError, PathIsDirectoryError, PathNotDirectoryError, StatusError
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -32,14 +32,14 @@ _COPY_CHUNK = 1 << 20
 
 def is_directory(fs: ModularFileSystem, uri: str) -> bool:
     if not fs.stat(uri).is_directory:
-        raise FailedPreconditionError("path is not a directory", op="is_directory", path=uri)
+        raise PathNotDirectoryError("path is not a directory", op="is_directory", path=uri)
     return True
 
 
 def get_file_size(fs: ModularFileSystem, uri: str) -> int:
     stats = fs.stat(uri)
     if stats.is_directory:
-        raise FailedPreconditionError("path is a directory", op="get_file_size", path=uri)
+        raise PathIsDirectoryError("path is a directory", op="get_file_size", path=uri)
     return stats.length
 
 
@@ -108,7 +108,7 @@ def stream_copy(source: ModularFileSystem, src: str, target: ModularFileSystem, 
     temporary sibling that is renamed over dst when the target can rename
     natively, so a failed copy leaves dst as it was."""
     if target.isdir(dst):
-        raise FailedPreconditionError("target path is a directory", op="copy_file", path=dst)
+        raise PathIsDirectoryError("target path is a directory", op="copy_file", path=dst)
     staged = _uri.staging_name(dst) if target.stages_atomic_writes() else dst
     buffer = bytearray(chunk)
     view = memoryview(buffer)
@@ -137,6 +137,6 @@ def copy_file(fs: ModularFileSystem, src: str, dst: str) -> None:
 
 def rename_file(fs: ModularFileSystem, src: str, dst: str) -> None:
     if fs.isdir(src):
-        raise FailedPreconditionError("source path is a directory", op="rename_file", path=src)
+        raise PathIsDirectoryError("source path is a directory", op="rename_file", path=src)
     fs.copy_file(src, dst)
     fs.delete_file(src)

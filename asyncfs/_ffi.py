@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 from . import _libs, _uri
 from ._cdef import ffi
-from .errors import STATUS_ERRORS, Code, DataLossError, StatusError, UnknownError
+from .errors import Code, DataLossError, StatusError, UnknownError, status_error_class
 
 __all__ = [
     "UNBOUNDED",
@@ -80,7 +80,7 @@ def error_from(status: CData, op: str, path: str | None = None) -> StatusError:
     raw = status.message
     message = ffi.string(raw).decode("utf-8", "replace") if raw != ffi.NULL else ""
     try:
-        cls = STATUS_ERRORS[Code(code)]
+        cls = status_error_class(Code(code), message)
     except (KeyError, ValueError):
         cls = UnknownError
         message = f"{message} (unrecognised status code {code})"
@@ -116,7 +116,7 @@ def check(status: CData, op: str, path: str | None = None) -> None:
 def raise_status(code: Code, message: str, op: str, path: str | None = None) -> NoReturn:
     """Raise the exception for a status the core itself produces (a missing
     op, a generic fallback's failure), through the same table as plugins'."""
-    raise STATUS_ERRORS[code](message, op=op, path=path)
+    raise status_error_class(code, message)(message, op=op, path=path)
 
 
 def check_count(count: int, limit: int, *, plugin: str, op: str, path: str | None, what: str = "bytes") -> int:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from . import _uri
-from .errors import AlreadyExistsError, FailedPreconditionError, InvalidArgumentError, NotFoundError, StatusError
+from .errors import AlreadyExistsError, InvalidArgumentError, NotFoundError, PathNotDirectoryError, StatusError
 
 if TYPE_CHECKING:
     from .async_filesystem import AsyncModularFileSystem
@@ -182,7 +182,7 @@ def move_tree(src: str, dst: str) -> Plan[None]:
         (exists,) = yield Calls("exists", [(src,)])
         if _value(exists) is not True:
             raise NotFoundError("no such directory", op="rename_dir", path=where)
-        raise FailedPreconditionError("source path is not a directory", op="rename_dir", path=where)
+        raise PathNotDirectoryError("source path is not a directory", op="rename_dir", path=where)
     if dst.rstrip("/") == src.rstrip("/") or dst.startswith(src.rstrip("/") + "/"):
         raise InvalidArgumentError("cannot move a directory into itself", op="rename_dir", path=where)
     exists, parent = yield Calls("exists", [(dst,), (_uri.parent(dst),)])

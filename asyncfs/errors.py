@@ -13,6 +13,7 @@ Status codes become exceptions in one place only: ``asyncfs._ffi.check``.
 from __future__ import annotations
 
 import errno as _errno
+import re
 from enum import IntEnum
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "CoreABIRangeError",
     "DataLossError",
     "DeadlineExceededError",
+    "DirectoryNotEmptyError",
     "FailedPreconditionError",
     "InternalError",
     "InvalidArgumentError",
@@ -36,6 +38,8 @@ __all__ = [
     "NotFoundError",
     "OperationCancelledError",
     "OutOfRangeError",
+    "PathIsDirectoryError",
+    "PathNotDirectoryError",
     "PermissionDeniedError",
     "PluginAPIMismatchWarning",
     "PluginError",
@@ -203,9 +207,31 @@ class ResourceExhaustedError(StatusError, OSError):
 
 class FailedPreconditionError(StatusError, OSError):
     """The path is of the wrong kind for the operation (a directory where a
-    file is needed, a file used as a directory, a non-empty directory)."""
+    file is needed, a file used as a directory, a non-empty directory).
+    Where the plugin's message says which (see :func:`status_error_class`),
+    the error is one of the three subclasses below, each also the builtin
+    the standard library raises in that case."""
 
     code = Code.FAILED_PRECONDITION
+
+
+class PathIsDirectoryError(FailedPreconditionError, IsADirectoryError):
+    """A directory where a file is needed (reading, writing or deleting it as a file)."""
+
+    errno_value = _errno.EISDIR
+
+
+class PathNotDirectoryError(FailedPreconditionError, NotADirectoryError):
+    """A file where a directory is needed (listing it, or a path below it)."""
+
+    errno_value = _errno.ENOTDIR
+
+
+class DirectoryNotEmptyError(FailedPreconditionError):
+    """Deleting a directory that still holds something (``OSError`` with
+    ``ENOTEMPTY``, as ``os.rmdir`` raises)."""
+
+    errno_value = _errno.ENOTEMPTY
 
 
 class AbortedError(StatusError):
@@ -261,6 +287,28 @@ STATUS_ERRORS: dict[Code, type[StatusError]] = {
         UnauthenticatedError,
     )
 }
+
+# What a FAILED_PRECONDITION message says was wrong, in the words plugins
+# use: TensorFlow's (strerror: "Is a directory", "Not a directory",
+# "Directory not empty") and asyncfs's own ("path is a directory", "source
+# path is not a directory", "the parent is a file", "delete_dir s3://b/k: a
+# file"). Checked in this order: "not a directory" says "a directory" too.
+_KINDS: tuple[tuple[re.Pattern[str], type[FailedPreconditionError]], ...] = (
+    (re.compile(r"not empty", re.I), DirectoryNotEmptyError),
+    (re.compile(r"not a directory|\bis a file\b|: a file$", re.I), PathNotDirectoryError),
+    (re.compile(r"\bis a directory\b|: a directory$", re.I), PathIsDirectoryError),
+)
+
+
+def status_error_class(code: Code, message: str) -> type[StatusError]:
+    """The exception class for a status: one per code, and for
+    FAILED_PRECONDITION the kind the message names, when it names one."""
+    cls = STATUS_ERRORS[code]
+    if cls is FailedPreconditionError:
+        for pattern, kind in _KINDS:
+            if pattern.search(message):
+                return kind
+    return cls
 
 
 # ---- plugin loader refusals ------------------------------------------------

@@ -7,6 +7,7 @@ against the standard library over random files and random calls
 from __future__ import annotations
 
 import asyncio
+import errno
 import importlib
 import io
 import os
@@ -247,6 +248,29 @@ async def test_uris_of_a_plugin(tmp_path: Path) -> None:
         await ours.open(f"{root}/missing")
     with pytest.raises(ValueError, match="newline"):
         await ours.open(f"{root}/x", "w", newline="\r\n")
+
+
+@pytest.mark.asyncio
+async def test_a_uris_wrong_kind_of_path_raises_what_the_standard_library_raises(tmp_path: Path) -> None:
+    """The same mistakes on a local path and on a plugin's URI raise the
+    same builtin, with the same errno."""
+    uri = f"mem:///aiofiles-kinds-{os.getpid()}"
+    for root in (str(tmp_path), uri):
+        await ours.os.makedirs(f"{root}/d/e")
+        async with ours.open(f"{root}/f", "w") as f:
+            await f.write("x")
+        mistakes = [
+            (ours.os.remove, f"{root}/d", IsADirectoryError, errno.EISDIR),  # a directory as a file
+            (ours.os.listdir, f"{root}/f", NotADirectoryError, errno.ENOTDIR),  # a file as a directory
+            (ours.os.rmdir, f"{root}/d", OSError, errno.ENOTEMPTY),  # a directory that holds one
+            (ours.os.mkdir, f"{root}/f/sub", NotADirectoryError, errno.ENOTDIR),  # below a file
+        ]
+        for call, path, builtin, number in mistakes:
+            with pytest.raises(builtin) as info:
+                await call(path)
+            assert info.value.errno == number, (call, path, info.value)
+        with pytest.raises(IsADirectoryError):
+            await ours.open(f"{root}/d")
 
 
 @pytest.mark.asyncio

@@ -48,6 +48,9 @@ def test_errno_mapping_is_tensorflows(err: int, code: Code) -> None:
         (errors.DeadlineExceededError, TimeoutError),
         (errors.UnavailableError, ConnectionError),
         (errors.OutOfRangeError, EOFError),
+        (errors.PathIsDirectoryError, IsADirectoryError),
+        (errors.PathNotDirectoryError, NotADirectoryError),
+        (errors.DirectoryNotEmptyError, OSError),
     ],
 )
 def test_each_error_is_also_its_builtin(cls: type[errors.StatusError], builtin: type[Exception]) -> None:
@@ -62,6 +65,49 @@ def test_each_error_is_also_its_builtin(cls: type[errors.StatusError], builtin: 
 
 def test_every_code_has_one_exception_class() -> None:
     assert set(errors.STATUS_ERRORS) == set(Code) - {Code.OK}
+
+
+@pytest.mark.parametrize(
+    "err, cls",
+    [
+        (errno.EISDIR, errors.PathIsDirectoryError),
+        (errno.ENOTDIR, errors.PathNotDirectoryError),
+        (errno.ENOTEMPTY, errors.DirectoryNotEmptyError),
+        (errno.EBUSY, errors.FailedPreconditionError),  # none of the three: the plain class
+    ],
+)
+def test_a_failed_precondition_from_an_errno_is_the_kind_the_standard_library_raises(
+    err: int, cls: type[errors.StatusError]
+) -> None:
+    """TensorFlow's convention (errno to FAILED_PRECONDITION, with strerror
+    as the message) keeps what the errno said: the builtin and the errno."""
+    status = new_status()
+    runtime().AF_SetStatusFromIOError(status, err, b"/some/path")
+    with pytest.raises(errors.StatusError) as info:
+        check(status, "read_file", "/some/path")
+    assert type(info.value) is cls
+    assert info.value.errno == cls.errno_value  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "message, cls",
+    [
+        ("path is a directory", errors.PathIsDirectoryError),
+        ("delete_file s3://b/k: a directory", errors.PathIsDirectoryError),
+        ("source path is not a directory", errors.PathNotDirectoryError),
+        ("create_dir s3://b/k/x: the parent is a file", errors.PathNotDirectoryError),
+        ("delete_dir s3://b/k: a file", errors.PathNotDirectoryError),
+        ("BucketNotEmpty (The bucket you tried to delete is not empty) HTTP 409", errors.DirectoryNotEmptyError),
+        ("PreconditionFailed (At least one of the pre-conditions did not hold)", errors.FailedPreconditionError),
+        ("file is closed", errors.FailedPreconditionError),
+    ],
+)
+def test_a_failed_precondition_is_the_kind_its_message_names(message: str, cls: type[errors.StatusError]) -> None:
+    status = new_status()
+    runtime().AF_SetStatus(status, Code.FAILED_PRECONDITION, message.encode())
+    with pytest.raises(errors.FailedPreconditionError) as info:
+        check(status, "op", "mem:///x")
+    assert type(info.value) is cls
 
 
 def test_check_names_the_operation_and_path() -> None:

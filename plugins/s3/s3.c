@@ -609,7 +609,7 @@ static void fs_recursively_create_dir(const TF_Filesystem* filesystem,
       s3_response_free(&resp);
       if (rc == 0) {
         set_status(status, TF_FAILED_PRECONDITION,
-                   "recursively_create_dir s3://%s/%s: a file is in the way", &op.p);
+                   "recursively_create_dir s3://%s/%s: a file is in the way, not a directory", &op.p);
         key[i] = saved;
         goto done;
       }
@@ -842,7 +842,7 @@ static void copy_or_rename(const TF_Filesystem* filesystem, const char* src_path
     goto done;
   }
   if (kind == S3_DIR) {
-    snprintf(msg, sizeof msg, "%s s3://%s/%s: a directory (only files %s)", what,
+    snprintf(msg, sizeof msg, "%s s3://%s/%s: is a directory (only files %s)", what,
              src.p.bucket, src.p.key, remove_source ? "are renamed" : "are copied");
     TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
     goto done;
