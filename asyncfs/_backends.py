@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import weakref
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 __all__ = ["Backend", "Waiter", "backend_for", "current_loop", "native_iteration"]
 
@@ -49,18 +50,26 @@ class Backend(Protocol):
     async def wait(self, waiter: Waiter, *, shielded: bool) -> Any: ...
 
 
+def _gone() -> NoReturn:
+    raise RuntimeError("the event loop is gone")
+
+
 class AsyncioBackend:
+    """A backend holds its loop weakly: the pool keeps one per loop it
+    served, and a program that calls asyncio.run once per task (a Celery
+    worker, a test suite) must not keep every loop it ran alive."""
+
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+        self._loop = weakref.ref(loop)
 
     def call_soon(self, callback: Callable[[], object]) -> None:
-        self.loop.call_soon(callback)
+        (self._loop() or _gone()).call_soon(callback)
 
     def call_soon_threadsafe(self, callback: Callable[[], object]) -> None:
-        self.loop.call_soon_threadsafe(callback)
+        (self._loop() or _gone()).call_soon_threadsafe(callback)
 
     def new_waiter(self) -> Waiter:
-        return Waiter(self.loop.create_future())
+        return Waiter((self._loop() or _gone()).create_future())
 
     def resolve(self, waiter: Waiter, value: object, error: BaseException | None) -> bool:
         future: asyncio.Future[Any] = waiter._native
@@ -102,10 +111,10 @@ class TrioBackend:
 
         self._trio = trio
         self._outcome = outcome
-        self._token = trio.lowlevel.current_trio_token()
+        self._token = weakref.ref(trio.lowlevel.current_trio_token())  # as AsyncioBackend's loop
 
     def call_soon(self, callback: Callable[[], object]) -> None:
-        self._token.run_sync_soon(callback)
+        (self._token() or _gone()).run_sync_soon(callback)
 
     call_soon_threadsafe = call_soon
 

@@ -333,6 +333,23 @@ class _WorkerState:
         return done
 
 
+class _Counters:
+    """What a loop's batcher counts (see :class:`PoolStats`); kept apart so
+    that a gone loop's counts reach its pool with nothing else held."""
+
+    __slots__ = ("operations", "peak_in_flight", "wakeups")
+
+    def __init__(self) -> None:
+        self.operations = 0
+        self.wakeups = 0
+        self.peak_in_flight = 0
+
+    def add(self, other: _Counters) -> None:
+        self.operations += other.operations
+        self.wakeups += other.wakeups
+        self.peak_in_flight = max(self.peak_in_flight, other.peak_in_flight)
+
+
 class _Batcher:
     """Per-event-loop state: the operations of the current iteration and
     the in-flight count with the tasks waiting for room."""
@@ -344,9 +361,7 @@ class _Batcher:
         self.unawaited: list[tuple[Callable[..., object], tuple[Any, ...]]] = []
         self.scheduled = False
         self.in_flight = 0
-        self.peak_in_flight = 0
-        self.operations = 0
-        self.wakeups = 0
+        self.counters = _Counters()
         # what waits for room, in order: tasks (their waiters, woken when a
         # slot frees) and side-effect-free work parked whole (submitted when
         # a slot frees, with no wake-up of its task in between)
@@ -361,7 +376,8 @@ class _Batcher:
         if self.in_flight >= self.pool.max_in_flight and not beyond_cap:
             return False
         self.in_flight += 1
-        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        counters = self.counters
+        counters.peak_in_flight = max(counters.peak_in_flight, self.in_flight)
         return True
 
     def release_slots(self, count: int) -> None:
@@ -377,7 +393,8 @@ class _Batcher:
                     self.submit(entry)
             elif not self.backend.resolve(entry, None, None):
                 self.in_flight -= 1
-        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        counters = self.counters
+        counters.peak_in_flight = max(counters.peak_in_flight, self.in_flight)
 
     def submit(self, work: _Work) -> None:
         self.pending.append(work)
@@ -428,8 +445,9 @@ class _Batcher:
 
     def deliver(self, chunk: list[_Work]) -> None:
         resolve = self.backend.resolve
-        self.wakeups += 1
-        self.operations += len(chunk)
+        counters = self.counters
+        counters.wakeups += 1
+        counters.operations += len(chunk)
         for work in chunk:
             if work.sink is not None:
                 work.sink.deliver(work.tag, work.result, work.error)
@@ -468,6 +486,71 @@ def _combine(batch: list[_Work]) -> list[_Work]:
             chunk = members[start : start + limit]
             out.append(chunk[0] if len(chunk) == 1 else _Work.combined(combine, chunk))
     return out
+
+
+def _retire(pool: weakref.ref[WorkerPool], counters: _Counters) -> None:
+    """A loop is gone: its counts join its pool's, if the pool still is."""
+    alive = pool()
+    if alive is not None:
+        alive._retired.add(counters)
+
+
+# What a pool that was garbage-collected puts in its queue: each worker
+# that takes it passes it on and leaves.
+_GONE = object()
+
+
+def _let_threads_go(jobs: queue.SimpleQueue[Any], active: threading.Event) -> None:
+    jobs.put(_GONE)
+    active.set()  # the monitor looks, finds no pool, and leaves
+
+
+def _work_for(
+    pool_ref: weakref.ref[WorkerPool], jobs: queue.SimpleQueue[Any], state: _WorkerState, spare: bool, nice: int
+) -> None:
+    """A worker thread: batches from jobs, run for the pool while it lives.
+    It holds the pool only while running a batch (a queued batch holds it
+    too, through its loop's batcher)."""
+    if nice and hasattr(os, "setpriority"):
+        # Linux nice values are per thread: the event loop keeps its
+        # priority and gets a core first when both want one.
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    clock = time.perf_counter
+    try:
+        while True:
+            try:
+                batch = jobs.get(timeout=_SPARE_IDLE) if spare else jobs.get()
+            except queue.Empty:
+                return  # a spare no longer needed
+            if not isinstance(batch, _Batch):
+                if batch is _GONE:
+                    jobs.put(_GONE)
+                return
+            pool = pool_ref()
+            if pool is None:
+                return
+            pool._drain(state, batch, clock)
+            del batch, pool  # nothing of this batch, nor the pool, outlives it in an idle worker
+    finally:
+        pool = pool_ref()
+        if pool is not None:
+            with pool._lock:
+                pool._states.remove(state)
+
+
+def _watch_for(pool_ref: weakref.ref[WorkerPool], active: threading.Event) -> None:
+    """The monitor thread: while work is in flight, every few milliseconds,
+    one round of :meth:`WorkerPool._look`; it leaves when the pool is shut
+    down or gone."""
+    while True:
+        active.wait()
+        time.sleep(_MONITOR_PERIOD)
+        pool = pool_ref()
+        if pool is None or pool._closed:
+            return
+        pool._look()
+        del pool
 
 
 def _gil_contended(clock: Callable[[], float]) -> bool:
@@ -550,7 +633,7 @@ class WorkerPool:
         self.max_threads = max(self.workers, max_threads if max_threads is not None else max(64, 4 * self.workers))
         self.max_in_flight = max_in_flight
         self.worker_nice = worker_nice
-        self._queue: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Batch | object | None] = queue.SimpleQueue()
         self._states: list[_WorkerState] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -558,6 +641,7 @@ class WorkerPool:
         self._draining = 0  # batches workers are running now
         self._monitor: threading.Thread | None = None
         self._batchers: weakref.WeakKeyDictionary[object, _Batcher] = weakref.WeakKeyDictionary()
+        self._retired = _Counters()  # of the loops that are gone
         self._gil_bound_until = 0.0  # till then, slow calls are taken to be GIL waits (see _gil_contended)
         _pools.add(self)
 
@@ -604,37 +688,22 @@ class WorkerPool:
                 return
             while len(self._states) < self.workers:
                 self._spawn(spare=False)
-            self._monitor = threading.Thread(target=self._watch, name="asyncfs-monitor", daemon=True)
+            self._monitor = threading.Thread(
+                target=_watch_for, args=(weakref.ref(self), self._active), name="asyncfs-monitor", daemon=True
+            )
             self._monitor.start()
+            # The threads hold the pool weakly, as concurrent.futures' do: a
+            # pool (an Env) dropped without close lets them go.
+            weakref.finalize(self, _let_threads_go, self._queue, self._active).atexit = False
 
     def _spawn(self, *, spare: bool) -> None:
         """Start a worker thread (with self._lock held)."""
         state = _WorkerState()
         name = f"asyncfs-{'spare' if spare else 'worker'}-{len(self._states)}"
-        state.thread = threading.Thread(target=self._work, args=(state, spare), name=name, daemon=True)
+        args = (weakref.ref(self), self._queue, state, spare, self.worker_nice)
+        state.thread = threading.Thread(target=_work_for, args=args, name=name, daemon=True)
         self._states.append(state)
         state.thread.start()
-
-    def _work(self, state: _WorkerState, spare: bool) -> None:
-        if self.worker_nice and hasattr(os, "setpriority"):
-            # Linux nice values are per thread: the event loop keeps its
-            # priority and gets a core first when both want one.
-            with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.worker_nice)
-        clock = time.perf_counter
-        try:
-            while True:
-                try:
-                    batch = self._queue.get(timeout=_SPARE_IDLE) if spare else self._queue.get()
-                except queue.Empty:
-                    return  # a spare no longer needed
-                if batch is None:
-                    return
-                self._drain(state, batch, clock)
-                del batch  # nothing of this batch outlives it in an idle worker
-        finally:
-            with self._lock:
-                self._states.remove(state)
 
     def _drain(self, state: _WorkerState, batch: _Batch, clock: Callable[[], float]) -> None:
         with self._lock:
@@ -716,54 +785,53 @@ class WorkerPool:
         if done:
             batch.deliver(done)
 
-    def _watch(self) -> None:
-        """The monitor: while work is in flight, every few milliseconds,
-        find workers stuck in one call and keep the rest of the pool going."""
-        clock = time.perf_counter
-        while not self._closed:
-            self._active.wait()
-            time.sleep(_MONITOR_PERIOD)
-            now = clock()
-            with self._lock:
-                states = list(self._states)
-            stuck = 0
-            for state in states:
-                with state.lock:
-                    since, batch = state.busy_since, state.batch
-                    if since == 0.0 or now - since < STUCK_AFTER:
-                        continue
-                    stuck += 1
-                    newly = not state.stuck
-                    state.stuck = True
-                # what it finished before the call that hangs goes out now
-                if batch is not None:
-                    self._hand_over(state, batch)
-                    if newly:
-                        batch.step_aside()  # so that a thread limit leaves room for the one that takes over
-                        if batch.left():
-                            self._queue.put(batch)  # its batch-mates go to other threads
-            with self._lock:  # keep `workers` threads free, within max_threads
-                while (
-                    not self._closed
-                    and len(self._states) - stuck < self.workers
-                    and len(self._states) < self.max_threads
-                ):
-                    self._spawn(spare=True)
-            if self._idle():
-                self._active.clear()
-                if not self._idle():  # work came meanwhile: look again
-                    self._active.set()
+    def _look(self) -> None:
+        """One round of the monitor (see :func:`_watch_for`): find workers
+        stuck in one call and keep the rest of the pool going."""
+        now = time.perf_counter()
+        with self._lock:
+            states = list(self._states)
+        stuck = 0
+        for state in states:
+            with state.lock:
+                since, batch = state.busy_since, state.batch
+                if since == 0.0 or now - since < STUCK_AFTER:
+                    continue
+                stuck += 1
+                newly = not state.stuck
+                state.stuck = True
+            # what it finished before the call that hangs goes out now
+            if batch is not None:
+                self._hand_over(state, batch)
+                if newly:
+                    batch.step_aside()  # so that a thread limit leaves room for the one that takes over
+                    if batch.left():
+                        self._queue.put(batch)  # its batch-mates go to other threads
+        with self._lock:  # keep `workers` threads free, within max_threads
+            while (
+                not self._closed and len(self._states) - stuck < self.workers and len(self._states) < self.max_threads
+            ):
+                self._spawn(spare=True)
+        if self._idle():
+            self._active.clear()
+            if not self._idle():  # work came meanwhile: look again
+                self._active.set()
 
     def _idle(self) -> bool:
         with self._lock:
             return self._draining == 0 and self._queue.empty()
 
     def batcher(self) -> _Batcher:
-        """This event loop's batcher (made on the loop's first operation)."""
+        """This event loop's batcher (made on the loop's first operation).
+        Neither holds the loop: when it is gone, so is its batcher (its
+        counters stay in :meth:`stats`)."""
         loop = current_loop()
         batcher = self._batchers.get(loop)
         if batcher is None:
             batcher = self._batchers[loop] = _Batcher(self, backend_for(loop))
+            # the counts only, and the pool weakly: a loop that lives on
+            # must not keep a pool (an Env made per request) alive
+            weakref.finalize(loop, _retire, weakref.ref(self), batcher.counters)
         return batcher
 
     async def _wait_for_room(self, batcher: _Batcher) -> None:
@@ -881,11 +949,15 @@ class WorkerPool:
     def stats(self) -> PoolStats:
         """Counters summed over the loops this pool has served."""
         batchers = list(self._batchers.values())
+        total = _Counters()
+        total.add(self._retired)
+        for batcher in batchers:
+            total.add(batcher.counters)
         return PoolStats(
-            operations=sum(b.operations for b in batchers),
-            wakeups=sum(b.wakeups for b in batchers),
+            operations=total.operations,
+            wakeups=total.wakeups,
             in_flight=sum(b.in_flight for b in batchers),
-            peak_in_flight=max((b.peak_in_flight for b in batchers), default=0),
+            peak_in_flight=total.peak_in_flight,
         )
 
     def shutdown(self, *, wait: bool = True, timeout: float | None = None) -> list[str]:
@@ -925,12 +997,12 @@ class WorkerPool:
         # batches no free thread took: all threads hung
         while True:
             try:
-                batch = self._queue.get_nowait()
+                queued = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if batch is not None:
-                works = [done for work in batch.rest() for done in work.delivered()]
-                _fail(batch, works, "no worker thread was free to run this call")
+            if isinstance(queued, _Batch):
+                works = [done for work in queued.rest() for done in work.delivered()]
+                _fail(queued, works, "no worker thread was free to run this call")
         if abandoned:
             warnings.warn(
                 AbandonedOperationWarning(
