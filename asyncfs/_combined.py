@@ -65,7 +65,7 @@ class Stats:
 
 
 class Writes:
-    """Combines ``_write_file(fs, uri, data, atomic, attributes)`` calls
+    """Combines ``write_whole(fs, uri, data, atomic, attributes)`` calls
     without attributes on a store whose files appear only whole (no
     temporary file and rename to stage): each is written in place."""
 

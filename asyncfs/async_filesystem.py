@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _fanout, _plans
 from ._combined import Combiners
-from ._fallbacks import write_by_rename
+from ._landing import write_whole
 from ._marshal import Option, OptionValue, refuse_text
 from ._pool import Pending, Sink, WorkerPool
-from .errors import AlreadyExistsError, FailedPreconditionError, StatusError
+from .errors import FailedPreconditionError, StatusError
 from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
 from .filesystem import FileStatistics, IncompleteWrite, ModularFileSystem
 
@@ -344,7 +344,7 @@ class AsyncModularFileSystem:
         :meth:`ModularFileSystem.new_writable_file`."""
         refuse_text(data, "write_file", uri)
         combine = self._combined.write_file if attributes is None else None
-        await self._pool.run(_write_file, self.wrapped, uri, data, atomic, attributes, mutating=True, combine=combine)
+        await self._pool.run(write_whole, self.wrapped, uri, data, atomic, attributes, mutating=True, combine=combine)
 
     async def attributes(self, uri: str) -> dict[str, str]:
         return await self._read(self.wrapped.attributes, uri)
@@ -389,9 +389,7 @@ class AsyncModularFileSystem:
     async def makedirs(self, uri: str, *, exist_ok: bool = True) -> None:
         """Create uri and every missing directory above it; an existing
         uri is an error only with exist_ok false."""
-        if not exist_ok and await self.exists(uri):
-            raise AlreadyExistsError("path already exists", op="makedirs", path=uri)
-        await self.recursively_create_dir(uri)
+        await self._pool.run(partial(self.wrapped.makedirs, exist_ok=exist_ok), uri, mutating=True)
 
     async def rm(self, uri: str) -> None:
         """Delete the file uri."""
@@ -435,15 +433,6 @@ def _mirror_docstrings() -> None:
 
 
 _mirror_docstrings()
-
-
-def _write_file(
-    fs: ModularFileSystem, uri: str, data: Buffer, atomic: bool, attributes: Mapping[str, str] | None
-) -> None:
-    if atomic and fs.stages_atomic_writes():
-        write_by_rename(fs, uri, data, attributes)
-    else:
-        fs.write_file(uri, data, attributes=attributes)
 
 
 def _append(fs: ModularFileSystem, uri: str, data: Buffer) -> None:

@@ -32,7 +32,7 @@ from ._marshal import (
     unpack_statistics,
     unpack_strings,
 )
-from .errors import Code, InvalidArgumentError, StatusError
+from .errors import AlreadyExistsError, Code, InvalidArgumentError, StatusError
 from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
 
 if TYPE_CHECKING:
@@ -322,6 +322,13 @@ class ModularFileSystem:
             self._path_call("recursively_create_dir", uri)
         else:
             _fallbacks.recursively_create_dir(self, uri)
+
+    def makedirs(self, uri: str, *, exist_ok: bool = True) -> None:
+        """Create uri and every missing directory above it; an existing
+        uri is an error only with exist_ok false."""
+        if not exist_ok and self.exists(uri):
+            raise AlreadyExistsError("path already exists", op="makedirs", path=uri)
+        self.recursively_create_dir(uri)
 
     def delete_file(self, uri: str) -> None:
         """Delete the file uri (FAILED_PRECONDITION for a directory)."""

@@ -14,36 +14,34 @@ and plugins it loads later (TensorFlow-built ones too).
 methods run them on fsspec's own loop. Options that are not fsspec's are the
 plugin's configuration (``endpoint=``, ``region=``, ... for s3): with
 options, the filesystem gets an Env and a registry of its own, so they
-never change another user's plugin. See ``docs/fsspec.md``.
+never change another user's plugin. The file objects ``fs.open`` returns
+are in :mod:`asyncfs._fsspec_files`. See ``docs/fsspec.md``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
-import io
+import datetime
 import os
 import posixpath
 import threading
 from collections.abc import Iterable, Mapping
 from glob import has_magic
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import fsspec
 from fsspec.asyn import AsyncFileSystem, sync, sync_wrapper
 from fsspec.transaction import Transaction as _FsspecTransaction
 from fsspec.utils import stringify_path
 
-from . import _uri
+from . import _landing
 from ._backends import current_loop
+from ._fsspec_files import BridgeFile, DirectFile, DirectWriter, RangeFile, StagedFile
 from .env import Env, default_env
-from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError, PathIsDirectoryError
 from .filesystem import FileStatistics, ModularFileSystem
 from .registry import PluginInfo, Registry, RegistryRecipe, add_load_listener, default_registry
-
-if TYPE_CHECKING:
-    from .streams import AsyncBinaryReader, AsyncBinaryWriter
 
 __all__ = ["AsyncfsFileSystem", "PREFIX", "filesystem_class", "protocol_for", "register"]
 
@@ -73,276 +71,7 @@ def _option_value(key: str, value: Any) -> int | float | bytes:
     raise InvalidArgumentError(f"option {key!r} must be a str, bytes, int, float or bool, not {type(value).__name__}")
 
 
-# ---- file objects and transactions -----------------------------------------------------
-
-
-class _StagedFile:
-    """A file written under a staging name beside its target, landed by
-    :meth:`commit` (or with the whole transaction)."""
-
-    def __init__(self, fs: AsyncfsFileSystem, path: str) -> None:
-        self.fs = fs
-        self.path = path
-        self.uri = _uri.staging_name(fs._uri(path))
-        self.staged_path = posixpath.join(posixpath.dirname(path), posixpath.basename(self.uri))
-
-    def commit(self) -> None:
-        sync(self.fs.loop, self.fs.env.rename, self.uri, self.fs._uri(self.path))
-
-    def discard(self) -> None:
-        sync(self.fs.loop, self.fs.env.rm, self.uri)
-
-
-class BridgeFile(io.RawIOBase):
-    """The file object of ``fs.open``: an asyncfs stream (reads buffered in
-    large blocks, writes landing atomically on close) driven from a
-    synchronous caller. A call the stream's buffer can answer runs on the
-    caller's thread; the rest hop to fsspec's loop."""
-
-    def __init__(
-        self, fs: AsyncfsFileSystem, path: str, mode: str, *, block_size: int | None, autocommit: bool
-    ) -> None:
-        super().__init__()
-        if mode not in ("rb", "wb", "ab", "xb"):
-            raise ValueError(f"mode must be rb, wb, ab or xb, not {mode!r}")
-        self.fs = fs
-        self.path = path
-        self.mode = mode
-        self.autocommit = autocommit
-        self._staged = _StagedFile(fs, path) if mode != "rb" and not autocommit else None
-        options: dict[str, Any] = {"compression": None}
-        if block_size:
-            options["block_size"] = block_size
-        uri = fs._uri(path)
-        if mode == "xb":
-            if self._call(fs.env.exists, uri):
-                raise FileExistsError(f"{fs.unstrip_protocol(path)} exists")
-            mode = "wb"
-        if self._staged is not None:
-            uri, options["atomic"] = self._staged.uri, False
-            mode = "wb"
-            if self.mode == "ab" and self._call(fs.env.exists, fs._uri(path)):
-                self._call(fs.env.copy, fs._uri(path), uri)
-                mode = "ab"
-        opening = self._open_reading if mode == "rb" else fs.env.open
-        self._stream: Any = self._call(opening, uri, mode, **options)
-
-    async def _open_reading(self, uri: str, mode: str, **options: Any) -> AsyncBinaryReader:
-        """Open, and read the first block in the same hop: a small file is
-        then read and closed without another."""
-        reader = await self.fs.env.open(uri, "rb", **options)
-        try:
-            await reader.fill()
-        except BaseException:
-            await reader.close()
-            raise
-        return reader
-
-    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return sync(self.fs.loop, fn, *args, **kwargs)
-
-    @property
-    def name(self) -> str:
-        return self.path
-
-    @property
-    def size(self) -> int:
-        reader: AsyncBinaryReader = self._stream
-        return reader.size()
-
-    def readable(self) -> bool:
-        return self.mode == "rb"
-
-    def writable(self) -> bool:
-        return self.mode != "rb"
-
-    def seekable(self) -> bool:
-        return self.mode == "rb"
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise ValueError(f"I/O operation on a closed file: {self.path}")
-
-    def _reader(self) -> AsyncBinaryReader:
-        self._check_open()
-        if self.mode != "rb":
-            raise io.UnsupportedOperation(f"not readable: opened with {self.mode!r}")
-        reader: AsyncBinaryReader = self._stream
-        return reader
-
-    def _writer(self) -> AsyncBinaryWriter:
-        self._check_open()
-        if self.mode == "rb":
-            raise io.UnsupportedOperation("not writable: opened with 'rb'")
-        writer: AsyncBinaryWriter = self._stream
-        return writer
-
-    def read(self, size: int | None = -1) -> bytes:
-        reader = self._reader()
-        n = -1 if size is None else size
-        data = reader.read_nowait(n)
-        return data if data is not None else self._call(reader.read, n)
-
-    def readall(self) -> bytes:
-        return self.read(-1)
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        data = self.read(len(view))
-        view[: len(data)] = data
-        return len(data)
-
-    def readline(self, size: int | None = -1) -> bytes:
-        reader = self._reader()
-        limit = -1 if size is None else size
-        line = reader.readline_nowait(limit)
-        return line if line is not None else self._call(reader.readline, limit)
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        reader = self._reader()
-        where = reader.seek_nowait(offset, whence)
-        return where if where is not None else self._call(reader.seek, offset, whence)
-
-    def tell(self) -> int:
-        self._check_open()
-        return int(self._stream.tell())
-
-    def write(self, data: Any) -> int:
-        writer = self._writer()
-        written = writer.write_nowait(data)
-        return written if written is not None else self._call(writer.write, data)
-
-    def flush(self) -> None:
-        if not self.closed and self.mode != "rb" and not self._stream.closed:
-            self._call(self._stream.flush)
-
-    def close(self) -> None:
-        """Reading: release the handle. Writing: land the file on its target
-        (or, inside a transaction, keep it staged for the commit)."""
-        if self.closed:
-            return
-        try:
-            if self.mode != "rb" or not self._stream.close_nowait():
-                self._call(self._stream.close)
-        finally:
-            super().close()
-
-    def discard(self) -> None:
-        """Drop what was written (the target is left as it was)."""
-        if self.mode == "rb":
-            return
-        if not self.closed:
-            try:
-                self._call(self._stream.abort)
-            finally:
-                super().close()
-        if self._staged is not None:
-            self._staged.discard()
-
-    def commit(self) -> None:
-        """Land a file written with ``autocommit=False`` on its target."""
-        self.close()
-        if self._staged is not None:
-            self._staged.commit()
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is not None and self.mode != "rb" and self.autocommit:
-            self.discard()  # a failed block never lands half a file
-        else:
-            self.close()
-
-    def __del__(self) -> None:
-        # Never land a half-written file from the garbage collector; give
-        # the handle back. (Closing from here may be impossible: on the loop's
-        # own thread, or at interpreter exit.)
-        if not getattr(self, "closed", True) and hasattr(self, "_stream"):
-            with contextlib.suppress(Exception):  # a finalizer has no one to tell
-                self.discard() if self.mode != "rb" else self.close()
-
-
-DIRECT_BLOCK = 64 << 10  # the standard library's buffer over a local plugin
-
-
-class _PluginRaw(io.RawIOBase):
-    """A file of a local store read on the caller's own thread: positional
-    reads of one plugin handle (the standard library's buffer goes on top)."""
-
-    def __init__(self, plugin: ModularFileSystem, uri: str, path: str) -> None:
-        super().__init__()
-        self._file = plugin.new_random_access_file(uri)
-        self._plugin = plugin
-        self._uri = uri
-        self.path = path
-        self.mode = "rb"  # what the buffer on top reports as its own
-        self._pos = 0
-
-    @property
-    def name(self) -> str:
-        return self.path
-
-    def size(self) -> int:
-        """The file's size now (what ``seek(0, SEEK_END)`` goes to, as
-        with a file of the standard library)."""
-        return self._plugin.get_file_size(self._uri)
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        self._check_open()
-        count = self._file.read_into(self._pos, buffer)
-        self._pos += count
-        return count
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        self._check_open()
-        if whence not in (io.SEEK_SET, io.SEEK_CUR, io.SEEK_END):
-            raise ValueError(f"whence must be 0, 1 or 2, not {whence!r}")
-        base = 0 if whence == io.SEEK_SET else self._pos if whence == io.SEEK_CUR else self.size()
-        if base + offset < 0:  # as the standard library's file: EINVAL
-            raise OSError(errno.EINVAL, f"negative seek position {base + offset}", self.path)
-        self._pos = base + offset
-        return self._pos
-
-    def tell(self) -> int:
-        self._check_open()
-        return self._pos
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise ValueError(f"I/O operation on a closed file: {self.path}")
-
-    def close(self) -> None:
-        if not self.closed:
-            try:
-                self._file.close()
-            finally:
-                super().close()
-
-
-class DirectFile(io.BufferedReader):
-    """The file object of ``fs.open(path, "rb")`` on a local store (posix,
-    mem: the plugin has no network flag) called from a plain thread: the
-    plugin reads on the caller's thread, buffered by the standard library.
-    Each read is microseconds there; a trip through fsspec's loop and
-    asyncfs's pool would cost a hundred. A network store's reads, and a
-    call from a running event loop, take :class:`BridgeFile`."""
-
-    def __init__(
-        self, fs: AsyncfsFileSystem, plugin: ModularFileSystem, path: str, uri: str, block_size: int | None
-    ) -> None:
-        self._raw = _PluginRaw(plugin, uri, path)
-        super().__init__(self._raw, block_size or DIRECT_BLOCK)
-        self.fs = fs
-        self.path = path
-
-    @property
-    def size(self) -> int:
-        """The file's size (fsspec's file objects have it)."""
-        return self._raw.size()
+# ---- helpers ------------------------------------------------------------------------
 
 
 def _needs_size(start: int | None, end: int | None) -> bool:
@@ -362,16 +91,19 @@ def _span(start: int | None, end: int | None, size: int) -> tuple[int, int]:
     return first, size if end is None else max(0, size + end) if end < 0 else end
 
 
-def _plugin_to_read_here(fs: AsyncfsFileSystem, uri: str) -> ModularFileSystem | None:
-    """The plugin fs.open(uri, "rb") reads through on the caller's thread:
-    a local store's, when no event loop (asyncio or trio) runs on this
-    thread, which must not block; else None."""
+def _plugin_here(fs: AsyncfsFileSystem, uri: str) -> ModularFileSystem | None:
+    """The plugin a call on uri runs on, on the caller's thread: a local
+    store's, when no event loop (asyncio or trio) runs on this thread, which
+    must not block; else None (the call goes through fsspec's loop)."""
     try:
         current_loop()
     except RuntimeError:
         store = fs.env.filesystem(uri)
         return None if store.network else store.wrapped
     return None
+
+
+# ---- transactions -----------------------------------------------------------------------
 
 
 class AsyncfsTransaction(_FsspecTransaction):  # type: ignore[misc]  # fsspec is untyped
@@ -631,10 +363,10 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
 
     def _here(self, path: str) -> tuple[ModularFileSystem, str, str] | None:
         """The plugin, the stripped path and its URI, when a sync call on
-        path may run on this thread (see _plugin_to_read_here); else None."""
+        path may run on this thread (see _plugin_here); else None."""
         path = self._strip_protocol(path)
         uri = self._uri(path)
-        plugin = _plugin_to_read_here(self, uri)
+        plugin = _plugin_here(self, uri)
         return None if plugin is None else (plugin, path, uri)
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
@@ -678,6 +410,16 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
     def size(self, path: str) -> int:
         return int(self.info(path)["size"])
 
+    def modified(self, path: str) -> datetime.datetime:
+        """When the file last changed, in UTC (as fsspec's ``LocalFileSystem``
+        says it). A directory of a store that keeps no time for it (an
+        object store's prefix, a store's top) is an ``IsADirectoryError``,
+        as with s3fs."""
+        info = self.info(path)
+        if not info.get("mtime") and info["type"] == "directory":
+            raise PathIsDirectoryError("a directory of this store has no modification time", op="modified", path=path)
+        return datetime.datetime.fromtimestamp(info["mtime"], tz=datetime.timezone.utc)
+
     def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
         here = self._here(path)
         if here is None:
@@ -690,6 +432,19 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         if buffer:
             del buffer[plugin.read_into(uri, buffer, first) :]
         return bytes(buffer)
+
+    def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
+        here = self._here(path)
+        if here is None or self._intrans:
+            sync(self.loop, self._pipe_file, path, value, mode=mode, **kwargs)
+            return
+        plugin, path, uri = here
+        if mode == "create" and plugin.exists(uri):
+            raise FileExistsError(f"{self.unstrip_protocol(path)} exists")
+        try:
+            _landing.write_whole(plugin, uri, value, atomic=True, attributes=None)
+        except NotFoundError:  # a folder above it is missing: the Env's create_parents decides
+            sync(self.loop, self._pipe_file, path, value, mode=mode, **kwargs)
 
     async def _cat(
         self, path: Any, recursive: bool = False, on_error: str = "raise", batch_size: int | None = None, **kwargs: Any
@@ -720,7 +475,7 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         if mode == "create" and await self.env.exists(uri):
             raise FileExistsError(f"{self.unstrip_protocol(path)} exists")
         if self._intrans:
-            staged = _StagedFile(self, path)
+            staged = StagedFile(self, path)
             await self.env.write_file(staged.uri, value, atomic=False)
             self.transaction.files.append(staged)
             return
@@ -807,8 +562,27 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         else:
             await self.env.mkdir(uri)
 
+    def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
+        here = self._here(path)
+        if here is None:
+            sync(self.loop, self._mkdir, path, create_parents=create_parents, **kwargs)
+            return
+        plugin, _, uri = here
+        if create_parents:
+            plugin.makedirs(uri, exist_ok=True)
+        else:
+            plugin.create_dir(uri)
+
     async def _makedirs(self, path: str, exist_ok: bool = False) -> None:
         await self.env.makedirs(self._uri(path), exist_ok=exist_ok)
+
+    def makedirs(self, path: str, exist_ok: bool = False) -> None:
+        here = self._here(path)
+        if here is None:
+            sync(self.loop, self._makedirs, path, exist_ok=exist_ok)
+            return
+        plugin, _, uri = here
+        plugin.makedirs(uri, exist_ok=exist_ok)
 
     async def _rmdir(self, path: str) -> None:
         await self.env.rmdir(self._uri(path))
@@ -825,13 +599,24 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         autocommit: bool = True,
         cache_options: Any = None,
         **kwargs: Any,
-    ) -> BridgeFile | DirectFile:
+    ) -> BridgeFile | DirectFile | DirectWriter | RangeFile:
         path = self._strip_protocol(path)
+        if mode == "rb" and "cache_type" in kwargs:  # fsspec's cache asked for by name
+            block = block_size or "default"
+            return RangeFile(self, path, mode, block, autocommit, cache_options=cache_options, **kwargs)
         uri = self._uri(path)
-        plugin = _plugin_to_read_here(self, uri) if mode == "rb" else None
-        if plugin is not None:
+        direct = mode == "rb" or (mode in ("wb", "xb") and autocommit and not self._intrans)
+        plugin = _plugin_here(self, uri) if direct else None
+        if plugin is None:
+            return BridgeFile(self, path, mode, block_size=block_size, autocommit=autocommit)
+        if mode == "rb":
             return DirectFile(self, plugin, path, uri, block_size)
-        return BridgeFile(self, path, mode, block_size=block_size, autocommit=autocommit)
+        if mode == "xb" and plugin.exists(uri):
+            raise FileExistsError(f"{self.unstrip_protocol(path)} exists")
+        try:
+            return DirectWriter(self, plugin, path, uri, block_size)
+        except NotFoundError:  # a folder above it is missing: the Env's create_parents decides
+            return BridgeFile(self, path, mode, block_size=block_size, autocommit=autocommit)
 
     async def open_async(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
         """An asyncfs stream (``await f.read()``, ``await f.write(...)``,
@@ -840,7 +625,7 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
             raise ValueError("open_async takes binary modes without compression")
         return await self.env.open(self._uri(path), mode, compression=None, **kwargs)
 
-    async def _commit(self, staged: list[_StagedFile]) -> None:
+    async def _commit(self, staged: list[StagedFile]) -> None:
         """Land staged files on their targets: in one asyncfs transaction on
         the deepest folder holding them all, so readers see all or none;
         where that folder cannot be a transaction root (a bucket, ``/``),

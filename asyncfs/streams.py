@@ -24,13 +24,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Itera
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from . import _uri
 from . import compression as _compression
 from ._backends import native_iteration
-from ._fallbacks import naming_target
+from ._landing import Landing
 from ._marshal import refuse_text
-from .errors import FailedPreconditionError, InvalidArgumentError
-from .files import RandomAccessFile, WritableFile
+from .errors import InvalidArgumentError
+from .files import RandomAccessFile
 from .filesystem import ModularFileSystem
 
 if TYPE_CHECKING:
@@ -579,34 +578,27 @@ class _Writer(_Stream):
 
 class AsyncBinaryWriter(_Writer):
     """A buffered writer: data reaches the plugin in appends of at least
-    block_size bytes. With a staging name, the file lands on the target by
-    rename when closed, and is deleted if the writer is aborted."""
+    block_size bytes, toward a :class:`~asyncfs._landing.Landing` (staged
+    and renamed over the target on close where the store stages, deleted
+    if the writer is aborted, never landed once a write has failed)."""
 
     def __init__(
-        self,
-        afs: AsyncModularFileSystem,
-        file: WritableFile,
-        uri: str,
-        *,
-        staged: str | None = None,
-        block_size: int = BLOCK_SIZE,
-        codec: str | None = None,
+        self, afs: AsyncModularFileSystem, landing: Landing, *, block_size: int = BLOCK_SIZE, codec: str | None = None
     ) -> None:
-        self.uri = uri
+        self.uri = landing.uri
         self.closed = False
         self._afs = afs
-        self._file = file
-        self._staged = staged
+        self._landing = landing
         self._block = block_size
-        self._compressor = _compression.compressor(codec, uri) if codec else None
+        self._compressor = _compression.compressor(codec, self.uri) if codec else None
         self._buffer = bytearray()
         self._written = 0
 
     def land_as(self, uri: str, staged: str) -> None:
         """Write to staged and rename it over uri on close (used to append
         to a copy of a file inside a transaction)."""
-        self.uri = uri
-        self._staged = staged
+        self.uri = self._landing.uri = uri
+        self._landing.staged = staged
 
     async def write(self, data: Buffer) -> int:
         self._check_open()
@@ -615,7 +607,7 @@ class AsyncBinaryWriter(_Writer):
         self._written += len(view)
         chunk: Buffer = self._compressor.compress(view) if self._compressor is not None else view
         if not self._buffer and len(memoryview(chunk)) >= self._block:
-            await self._afs.run(self._file.append, chunk, mutating=True)  # large: no copy
+            await self._afs.run(self._landing.append, chunk, mutating=True)  # large: no copy
         else:
             self._buffer += chunk
             if len(self._buffer) >= self._block:
@@ -641,7 +633,7 @@ class AsyncBinaryWriter(_Writer):
     async def _push(self) -> None:
         if self._buffer:
             buffer, self._buffer = self._buffer, bytearray()
-            await self._afs.run(self._file.append, buffer, mutating=True)
+            await self._afs.run(self._landing.append, buffer, mutating=True)
 
     def tell(self) -> int:
         """Bytes written so far (before compression)."""
@@ -651,12 +643,12 @@ class AsyncBinaryWriter(_Writer):
         """Hand buffered data to the plugin (a compressor keeps what it has)."""
         self._check_open()
         await self._push()
-        await self._afs.run(self._file.flush, mutating=True)
+        await self._afs.run(self._landing.file.flush, mutating=True)
 
     async def sync(self) -> None:
         """flush, then make the data durable."""
         await self.flush()
-        await self._afs.run(self._file.sync, mutating=True)
+        await self._afs.run(self._landing.file.sync, mutating=True)
 
     async def close(self) -> None:
         """Write what is buffered, close, and (atomic writers) replace the
@@ -667,28 +659,18 @@ class AsyncBinaryWriter(_Writer):
             self._buffer += self._compressor.flush()
         try:
             await self._push()
-            await self._afs.run(self._file.close, mutating=True)
-            if self._staged is not None:
-                await self._afs.run(self._afs.wrapped.rename_file, self._staged, self.uri, mutating=True)
         except BaseException:
             await self.abort()
             raise
         self.closed = True
+        await self._afs.run(self._landing.land, mutating=True)
 
     async def abort(self) -> None:
         """Drop the file: an atomic writer's target is left as it was."""
         if self.closed:
             return
         self.closed = True
-        await self._afs.run(_discard, self._afs.wrapped, self._file, self._staged, mutating=True)
-
-
-def _discard(fs: ModularFileSystem, file: WritableFile, staged: str | None) -> None:
-    try:
-        file.discard()
-    finally:
-        if staged is not None and fs.exists(staged):
-            fs.delete_file(staged)
+        await self._afs.run(self._landing.discard, mutating=True)
 
 
 class AsyncTextReader(_BufferedReader[str]):
@@ -832,17 +814,6 @@ def _close_opened(opened: tuple[RandomAccessFile, int, bytes | None]) -> None:
     opened[0].close()
 
 
-def _open_for_writing(
-    fs: ModularFileSystem, uri: str, staged: str | None, attributes: Mapping[str, str] | None
-) -> WritableFile:
-    if staged is None:
-        return fs.new_writable_file(uri, attributes=attributes)
-    if fs.isdir(uri):
-        raise FailedPreconditionError("path is a directory", op="open", path=uri)
-    with naming_target("open", staged, uri):
-        return fs.new_writable_file(staged, attributes=attributes)
-
-
 async def open_stream(
     afs: AsyncModularFileSystem,
     uri: str,
@@ -881,13 +852,11 @@ async def open_stream(
         )
         return AsyncTextReader(reader, encoding, errors) if text else reader
     if kind == "w":
-        staged = _uri.staging_name(uri) if atomic and fs.stages_atomic_writes() else None
-        writable = await afs.run(_open_for_writing, fs, uri, staged, attributes, mutating=True)
+        landing = await afs.run(Landing.open, fs, uri, atomic, attributes, mutating=True)
     else:
-        staged = None
-        writable = await afs.run(fs.new_appendable_file, uri, mutating=True)
-    writer = AsyncBinaryWriter(afs, writable, uri, staged=staged, block_size=block_size, codec=codec)
+        landing = Landing(fs, uri, await afs.run(fs.new_appendable_file, uri, mutating=True), staged=None)
+    writer = AsyncBinaryWriter(afs, landing, block_size=block_size, codec=codec)
     if not text:
         return writer
-    continuing = kind == "a" and await afs.run(writable.tell, mutating=False) > 0
+    continuing = kind == "a" and await afs.run(landing.file.tell, mutating=False) > 0
     return AsyncTextWriter(writer, encoding, errors, continuing=continuing)

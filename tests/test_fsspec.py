@@ -6,6 +6,9 @@ statistics in one call, transactions, pickling, typed errors."""
 from __future__ import annotations
 
 import asyncio
+import datetime
+import errno
+import gc
 import json
 import os
 import pickle
@@ -25,7 +28,7 @@ fsspec = pytest.importorskip("fsspec", reason="fsspec is not installed (pip inst
 from ceph_gateway import Gateway  # noqa: E402
 
 import asyncfs  # noqa: E402
-from asyncfs.fsspec import AsyncfsFileSystem, BridgeFile, DirectFile, filesystem_class, register  # noqa: E402
+from asyncfs.fsspec import AsyncfsFileSystem, BridgeFile, DirectFile, DirectWriter, filesystem_class, register  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -129,6 +132,29 @@ def test_ls_find_glob_and_info(where: tuple[AsyncfsFileSystem, str, dict[str, An
         fs.info(f"{base}/nope")
     with pytest.raises(FileNotFoundError):
         fs.cat(f"{base}/nope")
+    with pytest.raises(IsADirectoryError):
+        fs.cat_file(f"{base}/sub")
+    with pytest.raises(NotADirectoryError):
+        fs.ls(f"{base}/a.csv/x")
+
+
+def test_modified_is_the_files_time_in_utc(where: tuple[AsyncfsFileSystem, str, dict[str, Any]]) -> None:
+    fs, base, _ = where
+    before = datetime.datetime.now(datetime.timezone.utc)
+    fs.pipe(f"{base}/sub/f", b"x")
+    when = fs.modified(f"{base}/sub/f")
+    assert when.tzinfo is not None
+    assert abs((when - before).total_seconds()) < 60  # a store's clock may differ from ours a little
+    assert when.timestamp() == pytest.approx(fs.info(f"{base}/sub/f")["mtime"])
+    if base.startswith("asyncfs+s3"):  # a prefix of keys keeps no time
+        with pytest.raises(IsADirectoryError):
+            fs.modified(f"{base}/sub")
+    else:
+        assert fs.modified(f"{base}/sub").timestamp() == pytest.approx(fs.info(f"{base}/sub")["mtime"])
+    if base.startswith("asyncfs+file"):
+        assert when.timestamp() == pytest.approx(os.stat(fs._strip_protocol(f"{base}/sub/f")).st_mtime)
+    with pytest.raises(FileNotFoundError):
+        fs.modified(f"{base}/nope")
 
 
 def test_cat_ranges_and_batched_cat(where: tuple[AsyncfsFileSystem, str, dict[str, Any]]) -> None:
@@ -266,6 +292,74 @@ def test_sync_queries_on_a_local_store_ask_the_plugin_on_the_calling_thread(tmp_
         fs.rm(base, recursive=True)
 
 
+class _FullDisk:
+    """A plugin file whose appends fail as on a full disk."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+
+    def append(self, data: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+@pytest.mark.parametrize("scheme", ["file", "mem"])
+def test_sync_writes_on_a_local_store_run_on_the_calling_thread_and_stay_atomic(tmp_path: Path, scheme: str) -> None:
+    """pipe_file, makedirs, mkdir and open(..., "wb"), called where no event
+    loop runs (pandas' to_csv, pyarrow's create_dir), make no trip through fsspec's loop or asyncfs's
+    pool, and stay atomic: a block that raises, a failed write and a writer
+    dropped without close all leave the target as it was, with no staged
+    sibling left; a missing folder is made, as the Env makes it."""
+    fs = filesystem_class(scheme)()
+    base = str(tmp_path) if scheme == "file" else f"t{uuid.uuid4().hex}"
+    target = f"{base}/t.bin"
+    fs.pipe_file(target, b"old")
+    before = fs.env.pool.stats().operations
+    fs.makedirs(f"{base}/d/e", exist_ok=True)
+    fs.mkdir(f"{base}/d/e/f/g")  # parents made (fsspec's default; pyarrow's create_dir)
+    fs.mkdir(f"{base}/d/e/f/h", create_parents=False)
+    with pytest.raises(FileNotFoundError):
+        fs.mkdir(f"{base}/d/none/i", create_parents=False)
+    assert fs.isdir(f"{base}/d/e/f/g") and fs.isdir(f"{base}/d/e/f/h")
+    fs.pipe_file(f"{base}/d/e/p.bin", b"piped")
+    with fs.open(target, "wb") as f:
+        assert isinstance(f, DirectWriter)
+        f.write(b"new " * 40_000)  # more than one buffer
+        assert f.tell() == 160_000
+    with pytest.raises(FileExistsError):
+        fs.makedirs(f"{base}/d", exist_ok=False)
+    with pytest.raises(FileExistsError):
+        fs.open(target, "xb")
+    with pytest.raises(FileExistsError):
+        fs.pipe_file(target, b"x", mode="create")
+    assert fs.env.pool.stats().operations == before  # nothing went through the pool
+    assert fs.cat_file(target) == b"new " * 40_000 and fs.cat_file(f"{base}/d/e/p.bin") == b"piped"
+
+    with pytest.raises(RuntimeError), fs.open(target, "wb") as f:
+        f.write(b"half" * 100_000)
+        raise RuntimeError("the block fails")
+    dropped = fs.open(target, "wb")
+    dropped.write(b"dropped" * 100_000)
+    del dropped
+    gc.collect()
+    failing = fs.open(target, "wb")
+    failing.write(b"x" * 10)
+    failing._sink._landing.file = _FullDisk(failing._sink._landing.file)
+    with pytest.raises(OSError, match="No space"):
+        failing.close()
+    assert fs.cat_file(target) == b"new " * 40_000
+    assert sorted(fs.ls(base, detail=False)) == [f"{base}/d", target]
+
+    fs.pipe_file(f"{base}/x/y/z.bin", b"z")
+    with fs.open(f"{base}/q/r.bin", "wb") as f:
+        f.write(b"r")
+    assert fs.cat_file(f"{base}/x/y/z.bin") == b"z" and fs.cat_file(f"{base}/q/r.bin") == b"r"
+    if scheme == "mem":
+        fs.rm(base, recursive=True)
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.binary(max_size=300), start=st.none() | st.integers(-400, 400), end=st.none() | st.integers(-400, 400))
 def test_cat_file_ranges_slice_as_python_does(tmp_path: Path, data: bytes, start: int | None, end: int | None) -> None:
@@ -296,6 +390,41 @@ def test_direct_reads_from_a_running_loop_take_a_stream(tmp_path: Path, loop: st
     assert got == (BridgeFile, b"from the loop")
     with pytest.raises(FileNotFoundError):
         fs.open(f"{tmp_path}/missing", "rb")
+
+
+# fsspec's MMapCache (cache_type="mmap", blockcache::) leaves the file under
+# its mmap to the garbage collector (fsspec/filesystem_spec#849)
+@pytest.mark.filterwarnings(r"ignore:Exception ignored in. <_io.FileIO:pytest.PytestUnraisableExceptionWarning")
+def test_fsspecs_caches_over_the_bridge(where: tuple[AsyncfsFileSystem, str, dict[str, Any]], tmp_path: Path) -> None:
+    """fsspec's caching layers work on asyncfs URLs: ``simplecache::`` and
+    ``filecache::`` (whole files), ``blockcache::`` (blocks kept in a
+    local sparse file, which opens the target with ``cache_type="none"``
+    and puts its own cache in), and each ``cache_type`` of ``fs.open``."""
+    fs, base, options = where
+    protocol = base.split("://")[0]
+    data = bytes(range(256)) * 3000  # 750 KiB: several blocks of the caches below
+    fs.pipe(f"{base}/blob", data)
+    for cache_type in ("none", "bytes", "readahead", "first", "all", "mmap", "blockcache", "background"):
+        with fs.open(f"{base}/blob", "rb", cache_type=cache_type, block_size=64 << 10) as f:
+            f.seek(100_000)
+            middle = f.read(200_000)
+            f.seek(-10, os.SEEK_END)
+            assert (middle, f.read(), f.size) == (data[100_000:300_000], data[-10:], len(data)), cache_type
+
+    for layer in ("simplecache", "filecache", "blockcache"):
+        storage = {layer: {"cache_storage": str(tmp_path / layer)}, protocol: options}
+        url = f"{layer}::{base}/blob"
+        with fsspec.open(url, "rb", **storage) as f:
+            f.seek(5000)
+            assert f.read(70_000) == data[5000:75_000], layer
+        assert any((tmp_path / layer).iterdir()), f"{layer} kept nothing"
+        # what the cache holds answers the next open: the object changed
+        # meanwhile, and the bytes read before come back as they were cached
+        fs.pipe(f"{base}/blob", bytes(len(data)))
+        with fsspec.open(url, "rb", **storage) as f:
+            f.seek(5000)
+            assert f.read(70_000) == data[5000:75_000], layer
+        fs.pipe(f"{base}/blob", data)
 
 
 def test_a_failed_write_leaves_the_target_as_it_was(where: tuple[AsyncfsFileSystem, str, dict[str, Any]]) -> None:
@@ -405,6 +534,27 @@ def test_pyarrow_dataset_with_partitioning(where: tuple[AsyncfsFileSystem, str, 
     back = ds.dataset(f"{root}/ds", format="parquet", partitioning=["year"], filesystem=arrow_fs).to_table()
     assert sorted(back.column("value").to_pylist()) == list(range(100))
     assert back.filter(pa.compute.equal(back.column("year"), 2025)).num_rows == 25
+
+
+def test_zarr_arrays_and_groups(where: tuple[AsyncfsFileSystem, str, dict[str, Any]]) -> None:
+    """zarr 3 (xarray's storage for chunked arrays) writes and reads through
+    the bridge: its FsspecStore drives the AsyncFileSystem's coroutines."""
+    zarr = pytest.importorskip("zarr", reason="zarr is not installed")
+    np = pytest.importorskip("numpy")
+    fs, base, options = where
+    data = np.arange(10_000, dtype="i4").reshape(100, 100)
+    url = f"{base}/a.zarr"
+    array = zarr.open_array(url, mode="w", shape=data.shape, chunks=(32, 32), dtype="i4", storage_options=options)
+    array[:] = data
+    back = zarr.open_array(url, mode="r", storage_options=options)
+    assert back.shape == data.shape and (back[10:50, 60:99] == data[10:50, 60:99]).all()
+    assert len(fs.ls(f"{base}/a.zarr/c")) == 4  # chunk rows of the default layout
+    group = zarr.open_group(f"{base}/g.zarr", mode="w", storage_options=options)
+    group.create_array("x", shape=(4,), dtype="f8")[:] = [1.0, 2.0, 3.0, 4.0]
+    group.attrs["units"] = "m"
+    again = zarr.open_group(f"{base}/g.zarr", mode="r", storage_options=options)
+    assert [name for name, _ in again.members()] == ["x"]
+    assert list(again["x"][:]) == [1.0, 2.0, 3.0, 4.0] and again.attrs["units"] == "m"
 
 
 def test_universal_pathlib(where: tuple[AsyncfsFileSystem, str, dict[str, Any]]) -> None:
