@@ -105,7 +105,11 @@ class RandomAccessFile(_Handle):
         """Read up to len(buffer) bytes at offset straight into buffer (no
         copy) and return how many were read; fewer means end of file. With
         strict, a short read raises :class:`OutOfRangeError` instead."""
-        return self._read_to(offset, ffi.from_buffer(buffer, require_writable=True), strict)
+        # released on the way out, raised or not: an error's traceback would
+        # otherwise keep the caller's buffer exported (a bytearray that
+        # cannot be resized, a memoryview that cannot be released)
+        with ffi.from_buffer(buffer, require_writable=True) as target:
+            return self._read_to(offset, target, strict)
 
     def read(self, offset: int, n: int, *, strict: bool = False) -> bytes:
         """Up to n bytes at offset; fewer at end of file (or, with strict,
@@ -148,9 +152,9 @@ class WritableFile(_Handle):
         refuse_text(data, "append", self.uri)
         if self._ops.append == ffi.NULL:
             _ffi.raise_status(Code.UNIMPLEMENTED, "the plugin does not offer append", "append", self.uri)
-        source = ffi.from_buffer(data)
         status = _ffi.thread_status()
-        self._ops.append(self._handle, source, len(source), status)
+        with ffi.from_buffer(data) as source:  # released even if the append fails (see read_into)
+            self._ops.append(self._handle, source, len(source), status)
         _ffi.check(status, "append", self.uri)
 
     def tell(self) -> int:

@@ -862,9 +862,13 @@ class ModularFileSystem:
         for uri, data in zip(uris, datas, strict=True):
             refuse_text(data, "write_file", uri)
         keep = [ffi.from_buffer(data) for data in datas]
-        lengths = ffi.new("size_t[]", [len(view) for view in keep])
-        pointers = ffi.new("char*[]", [ffi.cast("char*", view) for view in keep])
-        return [error for _, _, error in self._call_per_path("write_files", "write_file", uris, pointers, lengths)]
+        try:
+            lengths = ffi.new("size_t[]", [len(view) for view in keep])
+            pointers = ffi.new("char*[]", [ffi.cast("char*", view) for view in keep])
+            return [error for _, _, error in self._call_per_path("write_files", "write_file", uris, pointers, lengths)]
+        finally:  # the callers' buffers are theirs again, raised or not (see RandomAccessFile.read_into)
+            for view in keep:
+                ffi.release(view)
 
     # ---- configuration ----------------------------------------------------------
 

@@ -6,6 +6,8 @@ rule (TensorFlow's: the parent must exist) stays one option away."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import uuid
 import warnings
 from pathlib import Path
@@ -191,3 +193,111 @@ async def test_copy_tells_its_progress_in_bytes(base: str) -> None:
         await env.copy(f"{base}/tree", "mem:///progress-copy", recursive=True, progress=told.append)
         assert sum(told) == 1234 and len(told) == 2  # one call per folder level
         assert await env.read_file("mem:///progress-copy/sub/b") == b"b" * 234
+
+
+# ---- a device that refuses the bytes -------------------------------------------------------------
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full (every write: ENOSPC)")
+def test_a_failed_call_gives_the_callers_buffer_back() -> None:
+    """The plugin's error reaches the caller, and the buffer the caller
+    passed is free again while that error is held: an exported buffer would
+    make resizing it raise BufferError, and a ``with memoryview(...)`` around
+    the call (how io's buffered writers hand data to a raw file) would
+    replace the plugin's error with that BufferError."""
+    fs = asyncfs.get_filesystem("file://")
+    data = bytearray(b"x" * 100)
+    file = fs.new_writable_file("file:///dev/full")
+    with pytest.raises(asyncfs.ResourceExhaustedError, match="No space left") as failed, memoryview(data) as view:
+        file.append(view)
+    data.extend(b"y")  # the error (and its traceback) is still held here
+    assert failed.value.path == "file:///dev/full"
+    file.discard()
+
+    (error,) = fs.write_files(["file:///dev/full"], [data])
+    assert isinstance(error, asyncfs.ResourceExhaustedError)
+    data.extend(b"y")
+
+    reader = fs.new_random_access_file("file:///proc/self/mem")  # pread at 0: EIO
+    target = bytearray(10)
+    with pytest.raises(asyncfs.StatusError) as failed_read:
+        reader.read_into(0, target)
+    target.extend(b"y")
+    reader.close()
+    assert failed_read.value.path == "file:///proc/self/mem"
+
+
+FILE_SIZE_LIMIT_JOB = """
+import asyncio, resource, signal, sys
+import fsspec
+import asyncfs
+
+target = sys.argv[1]
+big = b"x" * 1_000_000
+
+async def env_write_old():
+    async with asyncfs.Env() as env:
+        await env.write_file("file://" + target, b"old")
+
+# the plugins load (and may copy themselves into the cache directory) before the limit
+asyncio.run(env_write_old())
+fsspec.filesystem("asyncfs+file").pipe_file(target, b"old")
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, resource.RLIM_INFINITY))
+
+async def env_open():
+    async with asyncfs.Env() as env:
+        async with env.open("file://" + target, "wb") as f:
+            await f.write(big)
+
+async def env_write_caught_then_close():
+    async with asyncfs.Env() as env:
+        f = await env.open("file://" + target, "wb")
+        try:
+            for _ in range(8):  # past the writer's buffer
+                await f.write(big)
+        except asyncfs.OutOfRangeError:
+            pass
+        await f.close()
+
+def fs_open():
+    with fsspec.filesystem("asyncfs+file").open(target, "wb") as f:
+        f.write(big)
+
+def fsspec_open():
+    with fsspec.open("asyncfs+file://" + target, "wb") as f:
+        f.write(big)
+
+for write in [lambda: asyncio.run(env_open()), lambda: asyncio.run(env_write_caught_then_close()), fs_open, fsspec_open]:
+    try:
+        write()
+    except Exception as exc:
+        print(type(exc).__name__, getattr(exc, "path", None), flush=True)
+        print(exc, file=sys.stderr)
+    else:
+        print("no error", flush=True)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_FSIZE and SIGXFSZ as Linux has them")
+def test_a_write_the_system_refuses_raises_its_error_and_leaves_the_target(tmp_path: Path) -> None:
+    """Past a file-size limit (EFBIG, as a full disk gives ENOSPC), the Env's
+    writer and the fsspec bridge's writer raise the plugin's error naming
+    the user's file, and the file keeps what it held: no part of the new
+    bytes and no staging file beside it, even when the caller goes on to
+    close the file (which then says it was not written)."""
+    target = tmp_path / "table.parquet"
+    script = tmp_path / "job.py"
+    script.write_text(FILE_SIZE_LIMIT_JOB)
+    done = subprocess.run(
+        [sys.executable, str(script), str(target)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == [
+        f"OutOfRangeError file://{target}",
+        f"FailedPreconditionError file://{target}",  # a close after a failed write: not written
+        f"OutOfRangeError {target}",
+        f"FailedPreconditionError {target}",  # fsspec's OpenFile closes the file whatever its block raised
+    ]
+    assert target.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.py", "table.parquet"]
