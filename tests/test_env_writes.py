@@ -268,7 +268,8 @@ def fsspec_open():
     with fsspec.open("asyncfs+file://" + target, "wb") as f:
         f.write(big)
 
-for write in [lambda: asyncio.run(env_open()), lambda: asyncio.run(env_write_caught_then_close()), fs_open, fsspec_open]:
+writes = [lambda: asyncio.run(env_open()), lambda: asyncio.run(env_write_caught_then_close()), fs_open, fsspec_open]
+for write in writes:
     try:
         write()
     except Exception as exc:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
+import signal
 import subprocess
 import sys
 
@@ -50,7 +52,7 @@ class Holder:
         self, root: str, native: bool, name: str, *, environ: dict[str, str] | None = None, together: bool = False
     ) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, __file__, root, "native" if native else "generic", name]
+            [sys.executable, "-X", "faulthandler", __file__, root, "native" if native else "generic", name]
             + (["together"] if together else []),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -61,8 +63,16 @@ class Holder:
         if together:
             assert self._line() == "ready"
 
-    def _line(self) -> str:
+    def _line(self, timeout: float = 60) -> str:
+        """The holder's next line; a holder silent for timeout seconds is a
+        failure (with its threads' stacks, dumped to the test's stderr by
+        faulthandler), not a test that never ends."""
         assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        if not ready:
+            self.process.send_signal(signal.SIGABRT)
+            self.process.wait(timeout=10)
+            raise AssertionError(f"the transaction holder said nothing for {timeout} s (its stacks are on stderr)")
         return self.process.stdout.readline().strip()
 
     def _say(self, line: str) -> None:
