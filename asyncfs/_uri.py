@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Sequence
 from typing import NamedTuple, TypeAlias
 
 from .errors import InvalidArgumentError
@@ -29,6 +30,7 @@ __all__ = [
     "URI",
     "StrPath",
     "check_uri",
+    "check_uris",
     "clean_path",
     "hashed_name",
     "is_scheme",
@@ -79,6 +81,33 @@ def check_uri(uri: str, argument: str = "path") -> str:
                 path=uri,
             )
     return uri
+
+
+def check_uris(uris: Sequence[str], argument: str = "path") -> None:
+    """:func:`check_uri` of each of uris, at a fraction of its cost where
+    many share a beginning (the files of a dataset): a URI that begins like
+    one that passed, with a beginning that settles every other rule (its
+    scheme, and for ``file://`` an empty authority), is only searched for a
+    NUL byte."""
+    settled: str | None = None
+    for uri in uris:
+        if settled is not None and type(uri) is str and uri.startswith(settled) and "\0" not in uri:
+            continue
+        check_uri(uri, argument)
+        settled = _settling_prefix(uri)
+
+
+def _settling_prefix(uri: str) -> str | None:
+    """A beginning of uri that passes every rule of :func:`check_uri` but
+    the NUL byte's for any string that starts with it."""
+    if uri.startswith("/"):  # a bare absolute path: no scheme can start with "/"
+        return "/"
+    match = _SCHEME.match(uri)
+    if match is None:
+        return None
+    if match.group(1) == "file":  # the authority must be checked unless it is empty
+        return "file:///" if uri.startswith("file:///") else None
+    return match.group(0)
 
 
 class URI(NamedTuple):

@@ -433,8 +433,7 @@ class ModularFileSystem:
         return [code == Code.OK for code in codes]
 
     def _paths_exist_codes(self, uris: Sequence[str]) -> tuple[list[int], CData]:
-        for uri in uris:
-            _uri.check_uri(uri)  # a NUL would also split the packed buffer below
+        _uri.check_uris(uris)  # a NUL would also split the packed buffer below
         rt = _ffi.runtime()
         n = len(uris)
         statuses = rt.ASYNCFS_NewStatusArray(n)
@@ -702,8 +701,7 @@ class ModularFileSystem:
             return [], 0.0
         if "read_files" in self._ops:
             return self._read_files_natively(uris, buffer)
-        for uri in uris:
-            _uri.check_uri(uri)  # a NUL would also split the packed buffer below
+        _uri.check_uris(uris)  # a NUL would also split the packed buffer below
         file_ops = self._tables.random_access_file_ops
         if file_ops is None:
             self._op("new_random_access_file", uris[0])  # raises: nothing can be opened
@@ -725,11 +723,10 @@ class ModularFileSystem:
             view = memoryview(buffer)
             results: list[bytes | StatusError | None] = []
             at = 0
-            for i in range(min(done, n)):
-                if statuses[i].code != Code.OK:
+            for i, size in enumerate(ffi.unpack(sizes, min(done, n))):
+                if size == 0 and statuses[i].code != Code.OK:  # a failed file's size is 0
                     results.append(_ffi.error_from(statuses[i], "read_file", uris[i]))
                     continue
-                size = int(sizes[i])
                 results.append(bytes(view[at : at + size]))
                 at += size
             if done < n:

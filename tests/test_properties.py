@@ -157,6 +157,37 @@ def test_random_uris_get_a_typed_answer(scheme: str, rel: str) -> None:
     attempt(call)
 
 
+def _first_refusal(check: Callable[[], None]) -> str | None:
+    try:
+        check()
+    except (asyncfs.InvalidArgumentError, TypeError) as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def _each_checked(uris: list[str]) -> None:
+    for uri in uris:
+        _uri.check_uri(uri)
+
+
+@SETTINGS
+@given(
+    uris=st.lists(
+        st.builds(
+            str.__add__,
+            st.sampled_from(["file:///", "file://", "file://localhost/", "file://h/", "FILE:///", "s3://b/", "/", ""]),
+            st.text(alphabet="ab/:.\0 ", max_size=8),
+        ),
+        max_size=6,
+    )
+)
+def test_checking_many_uris_at_once_refuses_what_checking_each_refuses(uris: list[str]) -> None:
+    """The bulk check's shortcut (a URI that begins like one that passed is
+    only searched for a NUL) refuses exactly the URIs, and the first one,
+    that checking each in turn refuses, with the same error."""
+    assert _first_refusal(lambda: _uri.check_uris(uris)) == _first_refusal(lambda: _each_checked(uris))
+
+
 @pytest.fixture
 def loop_and_env() -> Iterator[tuple[asyncio.AbstractEventLoop, asyncfs.Env]]:
     loop = asyncio.new_event_loop()

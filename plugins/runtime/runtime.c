@@ -388,7 +388,7 @@ RUNTIME_EXPORT int ASYNCFS_ReadFiles(const TF_FilesystemOps* ops,
     int64_t size = 0;
     int64_t count = ASYNCFS_OpenForRead(ops, file_ops, fs, plugin_free, uri,
                                         &file, out + at, room, &size, status);
-    sizes[i] = 0;
+    sizes[i] = 0; /* stays 0 if the file fails */
     if (status->code != TF_OK) continue;
     if (count >= 0 && count < (int64_t)room) { /* whole, and closed */
       sizes[i] = count;
