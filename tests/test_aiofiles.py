@@ -7,6 +7,7 @@ against the standard library over random files and random calls
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import importlib
 import io
@@ -497,3 +498,125 @@ async def test_files_open_and_read_beside_an_open_that_hangs(tmp_path: Path) -> 
         assert this_loop.in_flight == 0
     finally:
         os.close(writer)
+
+
+# ---- stats of many paths in one call ------------------------------------------------
+
+_STAT_ATTRIBUTES = [name for name in dir(os.stat_result) if name.startswith("st_")]
+
+
+def _described(outcome: Any) -> Any:
+    """An answer as these tests compare it: every field of a stat, and the
+    type, words, errno and filename of an exception."""
+    if isinstance(outcome, BaseException):
+        return (
+            "raised",
+            type(outcome),
+            str(outcome),
+            getattr(outcome, "errno", None),
+            getattr(outcome, "filename", None),
+        )
+    if isinstance(outcome, os.stat_result):
+        return ("stat", tuple(outcome), {name: getattr(outcome, name) for name in _STAT_ATTRIBUTES})
+    return ("returned", outcome)
+
+
+def _standard(fn: Any, paths: list[Any]) -> list[Any]:
+    """What the standard library's fn answers for each path."""
+    answers = []
+    for path in paths:
+        try:
+            answers.append(_described(fn(path)))
+        except (OSError, ValueError) as exc:
+            answers.append(_described(exc))
+    return answers
+
+
+def _combined(combiner: Any, paths: list[Any]) -> list[Any]:
+    """What a combiner answers for the paths, in one call."""
+    outcomes = combiner([(os.fspath(path),) for path in paths])
+    return [_described(result if error is None else error) for result, error in outcomes]
+
+
+def _odd_paths(root: Path) -> list[Any]:
+    """Paths of every kind a stat meets, and paths it refuses."""
+    (root / "file").write_bytes(b"12345")
+    (root / "dir").mkdir()
+    os.symlink("file", root / "link")
+    os.symlink("loop", root / "loop")
+    os.symlink("nowhere", root / "dangling")
+    os.mkfifo(root / "fifo")
+    (root / "old").write_bytes(b"")
+    os.utime(root / "old", ns=(-86_400_000_000_123, -1))  # before 1970, nanoseconds negative
+    (root / "fine").write_bytes(b"")
+    os.utime(root / "fine", ns=(1_700_000_000_999_999_999, 1_000_000_000_000_000_001))
+    (root / "ünïcödé ✓").write_bytes(b"u")
+    return [
+        *(root / name for name in ("file", "dir", "link", "fifo", "old", "fine", "ünïcödé ✓")),
+        str(root / "file"), os.fsencode(root / "file"), "/dev/null", ".",
+        root / "missing", root / "file" / "below", root / "loop", root / "dangling",
+        str(root / ("x" * 300)), str(root / "nul\0byte"), b"bytes\0nul", str(root / "bad \udcff surrogate"),
+    ]  # fmt: skip
+
+
+def test_stats_of_many_paths_in_one_call_are_the_standard_librarys(tmp_path: Path) -> None:
+    """The combiner itself (one C call for all paths): each answer is what
+    the os function gives for that path, result or exception."""
+    from asyncfs.aiofiles import _stats  # noqa: PLC0415 (the module under test, not public)
+
+    paths = _odd_paths(tmp_path)
+    for combiner, fn in (
+        (_stats.stat, os.stat),
+        (_stats.exists, os.path.exists),
+        (_stats.isfile, os.path.isfile),
+        (_stats.isdir, os.path.isdir),
+        (_stats.getsize, os.path.getsize),
+        (_stats.getmtime, os.path.getmtime),
+        (_stats.getatime, os.path.getatime),
+        (_stats.getctime, os.path.getctime),
+    ):
+        assert _combined(combiner, paths) == _standard(fn, paths), fn.__name__
+
+
+@pytest.mark.asyncio
+async def test_stat_and_exists_in_a_task_each_are_the_standard_librarys(tmp_path: Path) -> None:
+    """Through the public functions, many at once (they combine), next to
+    calls that take the function's own way (a descriptor, dir_fd,
+    follow_symlinks, the executor)."""
+    paths = _odd_paths(tmp_path) * 3
+    for name, fn in (("stat", ours.os.stat), ("exists", ours.ospath.exists), ("getsize", ours.ospath.getsize)):
+        outcomes = await asyncio.gather(*(fn(path) for path in paths), return_exceptions=True)
+        expected = getattr(os, name, None) or getattr(os.path, name)
+        assert [_described(outcome) for outcome in outcomes] == _standard(expected, paths), name
+    before = default_env().pool.stats().operations
+    with open(tmp_path / "file", "rb") as f, ThreadPoolExecutor(1) as executor:
+        assert (await ours.os.stat(f.fileno())).st_size == 5
+        assert (await ours.os.stat("link", dir_fd=os.open(tmp_path, os.O_RDONLY))).st_size == 5
+        assert (await ours.os.stat(tmp_path / "link", follow_symlinks=False)).st_size == len("file")
+        assert (await ours.os.stat(tmp_path / "file", executor=executor)).st_size == 5
+        assert await ours.ospath.exists(f.fileno())
+    assert default_env().pool.stats().operations == before + 4  # the executor's call is not the pool's
+
+
+@settings(max_examples=int(os.environ.get("ASYNCFS_HYPOTHESIS_EXAMPLES", "150")), deadline=None)
+@given(
+    names=st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=8),
+    made=st.lists(st.booleans(), min_size=8, max_size=8),
+    times=st.lists(st.integers(-(2**62), 2**62), min_size=2, max_size=2),
+)
+def test_a_stat_of_any_name_is_the_standard_librarys(
+    tmp_path_factory: pytest.TempPathFactory, names: list[str], made: list[bool], times: list[int]
+) -> None:
+    """Any name (NUL, surrogates, slashes, dots, long), made or not, with
+    any timestamps the filesystem keeps: the combined stat of all of them
+    answers each as os.stat does."""
+    from asyncfs.aiofiles import _stats  # noqa: PLC0415 (the module under test, not public)
+
+    root = tmp_path_factory.mktemp("stats")
+    paths = [str(root / name) for name in names]
+    for path, make in zip(paths, made, strict=False):
+        with contextlib.suppress(OSError, ValueError):
+            if make:
+                Path(path).write_bytes(b"x" * len(path))
+                os.utime(path, ns=(times[0], times[1]))
+    assert _combined(_stats.stat, paths) == _standard(os.stat, paths)

@@ -14,6 +14,7 @@ from ..env import default_env
 from ..errors import NotFoundError
 from ..filesystem import FileStatistics
 from ._paths import local, plugin_uri
+from ._stats import StatMany
 from .base import on_worker
 
 __all__ = ["either"]
@@ -21,15 +22,25 @@ __all__ = ["either"]
 _Async = Callable[..., Coroutine[Any, Any, Any]]
 
 
-def either(local_fn: Callable[..., Any], on_plugin: _Async, *, shielded: bool) -> _Async:
+def either(
+    local_fn: Callable[..., Any], on_plugin: _Async | None, *, shielded: bool, batched: StatMany[Any] | None = None
+) -> _Async:
     """local_fn on a worker for a local path (as :func:`.base.wrap` runs
-    it, shielded or not); on_plugin(uri, ...) for a URI."""
+    it, shielded or not), or through batched, which answers it as local_fn
+    would, with the other calls of the loop's iteration (:mod:`._stats`);
+    on_plugin(uri, ...) for a URI (with no on_plugin, a URI is a path)."""
 
     @wraps(local_fn)
     async def call(path: Any, *args: Any, loop: object = None, executor: Any = None, **kwargs: Any) -> Any:
-        uri = plugin_uri(path)
-        if uri is None:
-            return await on_worker(executor, local_fn, (local(path), *args), kwargs, shielded=shielded)
+        uri = None if on_plugin is None else plugin_uri(path)
+        if on_plugin is None or uri is None:
+            if on_plugin is not None:
+                path = local(path)
+            if batched is not None and executor is None:
+                combined = batched.call(path, args, kwargs)
+                if combined is not None:
+                    return await combined
+            return await on_worker(executor, local_fn, (path, *args), kwargs, shielded=shielded)
         return await on_plugin(uri, *args, **kwargs)
 
     return call

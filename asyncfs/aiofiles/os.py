@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from . import _plugins as plugins
+from . import _stats as stats
 from . import ospath as path
 from ._run import run
 from .base import query, wrap
@@ -41,7 +42,7 @@ access = query(os.access)
 getcwd = query(os.getcwd)
 listdir = plugins.either(os.listdir, plugins.uri_listdir, shielded=False)
 readlink = query(os.readlink)
-stat = plugins.either(os.stat, plugins.uri_stat, shielded=False)
+stat = plugins.either(os.stat, plugins.uri_stat, shielded=False, batched=stats.stat)
 makedirs = plugins.either(os.makedirs, plugins.uri_makedirs, shielded=True)
 mkdir = plugins.either(os.mkdir, plugins.uri_mkdir, shielded=True)
 remove = plugins.either(os.remove, plugins.uri_remove, shielded=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from os import path
 
 from . import _plugins as plugins
+from . import _stats as stats
 from .base import query
 
 __all__ = [
@@ -26,13 +27,13 @@ __all__ = [
 ]
 
 abspath = query(path.abspath)
-exists = plugins.either(path.exists, plugins.uri_exists, shielded=False)
-getatime = query(path.getatime)
-getctime = query(path.getctime)
-getmtime = plugins.either(path.getmtime, plugins.uri_getmtime, shielded=False)
-getsize = plugins.either(path.getsize, plugins.uri_getsize, shielded=False)
-isdir = plugins.either(path.isdir, plugins.uri_isdir, shielded=False)
-isfile = plugins.either(path.isfile, plugins.uri_isfile, shielded=False)
+exists = plugins.either(path.exists, plugins.uri_exists, shielded=False, batched=stats.exists)
+getatime = plugins.either(path.getatime, None, shielded=False, batched=stats.getatime)
+getctime = plugins.either(path.getctime, None, shielded=False, batched=stats.getctime)
+getmtime = plugins.either(path.getmtime, plugins.uri_getmtime, shielded=False, batched=stats.getmtime)
+getsize = plugins.either(path.getsize, plugins.uri_getsize, shielded=False, batched=stats.getsize)
+isdir = plugins.either(path.isdir, plugins.uri_isdir, shielded=False, batched=stats.isdir)
+isfile = plugins.either(path.isfile, plugins.uri_isfile, shielded=False, batched=stats.isfile)
 islink = query(path.islink)
 ismount = query(path.ismount)
 samefile = query(path.samefile)

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -495,6 +496,46 @@ RUNTIME_EXPORT int64_t ASYNCFS_SafeStrnlen(const char* s, size_t max) {
     done += chunk;
   }
   return (int64_t)max;
+}
+
+/* ---- local paths, for the aiofiles drop-in ---------------------------- */
+
+#ifdef __APPLE__
+#define STAT_TIME(st, which) ((st).st_##which##timespec)
+#else
+#define STAT_TIME(st, which) ((st).st_##which##tim)
+#endif
+
+RUNTIME_EXPORT int ASYNCFS_StatPaths(const char* paths, int n, int64_t* fields, int* errors) {
+  const char* path = paths;
+  int i, failed = 0;
+  for (i = 0; i < n; ++i, path += strlen(path) + 1) {
+    struct stat st;
+    int64_t* out = fields + (size_t)i * ASYNCFS_STAT_FIELDS;
+    if (stat(path, &st) != 0) {
+      errors[i] = errno;
+      ++failed;
+      continue;
+    }
+    errors[i] = 0;
+    out[0] = (int64_t)st.st_mode;
+    out[1] = (int64_t)(uint64_t)st.st_ino;
+    out[2] = (int64_t)(uint64_t)st.st_dev;
+    out[3] = (int64_t)st.st_nlink;
+    out[4] = (int64_t)st.st_uid;
+    out[5] = (int64_t)st.st_gid;
+    out[6] = (int64_t)st.st_size;
+    out[7] = (int64_t)STAT_TIME(st, a).tv_sec;
+    out[8] = (int64_t)STAT_TIME(st, a).tv_nsec;
+    out[9] = (int64_t)STAT_TIME(st, m).tv_sec;
+    out[10] = (int64_t)STAT_TIME(st, m).tv_nsec;
+    out[11] = (int64_t)STAT_TIME(st, c).tv_sec;
+    out[12] = (int64_t)STAT_TIME(st, c).tv_nsec;
+    out[13] = (int64_t)st.st_blksize;
+    out[14] = (int64_t)st.st_blocks;
+    out[15] = (int64_t)(uint64_t)st.st_rdev;
+  }
+  return failed;
 }
 
 /* ---- TFRecord framing (asyncfs/runtime_core.h) --------------------------- */

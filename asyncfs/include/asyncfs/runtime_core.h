@@ -130,6 +130,22 @@ int ASYNCFS_Readable(const void* p, size_t n);
  * cannot be read. */
 int64_t ASYNCFS_SafeStrnlen(const char* s, size_t max);
 
+/* ---- local paths, for the aiofiles drop-in -------------------------------- */
+
+/* What ASYNCFS_StatPaths gives per path, in order: mode, inode, device,
+ * links, uid, gid, size, then seconds and nanoseconds of the last access,
+ * modification and status change, then block size, blocks and the device a
+ * special file stands for. Inode and the two devices are unsigned in the
+ * kernel: read them modulo 2**64. */
+#define ASYNCFS_STAT_FIELDS 16
+
+/* stat(2) of each of the n NUL-terminated paths packed one after another in
+ * paths (symbolic links followed; a relative path from the working
+ * directory), as os.stat makes it: path i's fields at
+ * fields[ASYNCFS_STAT_FIELDS * i], errors[i] its errno, or 0. Returns how
+ * many failed. */
+int ASYNCFS_StatPaths(const char* paths, int n, int64_t* fields, int* errors);
+
 /* ---- TFRecord framing ---------------------------------------------------- */
 
 /* The offset of the first i in [0, n - 12] at which buf[i..i+12) is a valid

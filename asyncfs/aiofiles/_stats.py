@@ -1,0 +1,164 @@
+"""``os.stat`` of many local paths in one C call, for the drop-in's queries.
+
+A program that awaits ``aiofiles.os.stat`` or ``aiofiles.ospath.exists`` in
+a task per path hands the pool many stats in one event-loop iteration. Run
+one by one on a worker, each ``os.stat`` gives up the GIL for its system call
+and then waits for the loop's thread to give it back, so the calls and the
+loop take turns. Here the pool's combiner (:class:`asyncfs._pool.Combiner`)
+makes them one call into the runtime (``ASYNCFS_StatPaths``), which stats
+every path with the GIL released; the loop runs meanwhile.
+
+Each answer is the standard library's: the ``os.stat_result`` ``os.stat``
+builds from the same ``struct stat``, or the ``OSError`` it raises (the
+subclass its errno selects, with strerror and the path as given). Only the
+plain call takes this way: a ``str``, ``bytes`` or ``os.PathLike`` path
+(symbolic links followed, no ``dir_fd``); anything else goes to the function
+itself, which answers it as it always does.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as _stat
+from collections.abc import Callable, Coroutine
+from typing import Any, Generic, TypeVar
+
+from .._ffi import ffi, runtime
+from ..env import default_env
+
+__all__ = ["StatMany", "exists", "getatime", "getctime", "getmtime", "getsize", "isdir", "isfile", "stat"]
+
+T = TypeVar("T")
+
+_FIELDS = 16  # ASYNCFS_STAT_FIELDS
+_UNSIGNED = 1 << 64
+_BILLION = 1_000_000_000
+# os.stat_result as os.stat fills it on this platform: the 10 fields of the
+# tuple, float and nanosecond times, st_blksize, st_blocks, st_rdev
+_LAYOUT = os.stat_result.n_fields == 19 and hasattr(os.stat_result, "st_rdev")
+
+
+def stat_result(f: list[int]) -> os.stat_result:
+    """The os.stat_result of the fields ASYNCFS_StatPaths wrote for a path."""
+    mode, ino, dev, nlink, uid, gid, size, asec, ansec, msec, mnsec, csec, cnsec, blksize, blocks, rdev = f
+    return os.stat_result((
+        mode, _unsigned(ino), _unsigned(dev), nlink, uid, gid, size,
+        asec, msec, csec,
+        asec + ansec * 1e-9, msec + mnsec * 1e-9, csec + cnsec * 1e-9,
+        asec * _BILLION + ansec, msec * _BILLION + mnsec, csec * _BILLION + cnsec,
+        blksize, blocks, _unsigned(rdev),
+    ))  # fmt: skip
+
+
+def _refusal(path: str | bytes) -> Exception:
+    """What os.stat raises for a path it refuses before any system call
+    (a NUL in it), in its words."""
+    try:
+        os.stat(path)
+    except (OSError, ValueError) as exc:
+        return exc
+    raise AssertionError(f"os.stat took {path!r}")  # pragma: no cover (a NUL is always refused)
+
+
+def _unsigned(value: int) -> int:
+    return value if value >= 0 else value + _UNSIGNED
+
+
+class StatMany(Generic[T]):
+    """A :class:`asyncfs._pool.Combiner` of ``os.stat(path)`` calls, each
+    answered by ``answer(fields)`` (the path's ASYNCFS_STAT_FIELDS values);
+    with ``failed``, a path that cannot be stat'ed is answered ``failed``
+    instead of raising (``os.path.exists``)."""
+
+    limit = 256
+
+    def __init__(self, answer: Callable[[list[int]], T], *, failed: T | None = None) -> None:
+        self.answer = answer
+        self.failed = failed
+
+    def __call__(self, calls: list[tuple[Any, ...]]) -> list[tuple[Any, BaseException | None]]:
+        outcomes: list[tuple[Any, BaseException | None]] = [(None, None)] * len(calls)
+        wanted: list[int] = []
+        encoded: list[bytes] = []
+        for i, (path,) in enumerate(calls):
+            name = os.fsencode(path)
+            if b"\0" in name:
+                outcomes[i] = self._refused(_refusal(path))
+            else:
+                wanted.append(i)
+                encoded.append(name)
+        if not encoded:
+            return outcomes
+        n = len(encoded)
+        fields = ffi.new("int64_t[]", n * _FIELDS)
+        errors = ffi.new("int[]", n)
+        runtime().ASYNCFS_StatPaths(b"\0".join(encoded) + b"\0", n, fields, errors)
+        values = ffi.unpack(fields, n * _FIELDS)
+        for k, (i, errno) in enumerate(zip(wanted, ffi.unpack(errors, n), strict=True)):
+            if errno:
+                outcomes[i] = self._refused(OSError(errno, os.strerror(errno), calls[i][0]))
+            else:
+                outcomes[i] = (self.answer(values[k * _FIELDS : (k + 1) * _FIELDS]), None)
+        return outcomes
+
+    def _refused(self, error: Exception) -> tuple[Any, BaseException | None]:
+        return (self.failed, None) if self.failed is not None else (None, error)
+
+    def one(self, path: str | bytes) -> T:
+        """The answer for one path (a call the pool did not combine)."""
+        ((result, error),) = self([(path,)])
+        if error is not None:
+            raise error
+        value: T = result
+        return value
+
+    def call(self, path: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Coroutine[Any, Any, T] | None:
+        """The pool's combined call for fn(path), to await; None when the
+        call is not a plain one of a path (see the module's text)."""
+        if args or kwargs or not _LAYOUT:
+            return None
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
+        if not isinstance(path, (str, bytes)):
+            return None
+        return default_env().pool.run(self.one, path, mutating=False, combine=self)
+
+
+# what each function answers, from a path's fields (see ASYNCFS_STAT_FIELDS)
+def _true(fields: list[int]) -> bool:
+    return True
+
+
+def _is_file(fields: list[int]) -> bool:
+    return _stat.S_ISREG(fields[0])
+
+
+def _is_dir(fields: list[int]) -> bool:
+    return _stat.S_ISDIR(fields[0])
+
+
+def _size(fields: list[int]) -> int:
+    return fields[6]
+
+
+def _atime(fields: list[int]) -> float:
+    return fields[7] + fields[8] * 1e-9  # as os.stat's st_atime
+
+
+def _mtime(fields: list[int]) -> float:
+    return fields[9] + fields[10] * 1e-9
+
+
+def _ctime(fields: list[int]) -> float:
+    return fields[11] + fields[12] * 1e-9
+
+
+# os.stat, and the os.path functions that are os.stat and one field of it
+stat = StatMany(stat_result)
+exists = StatMany(_true, failed=False)
+isfile = StatMany(_is_file, failed=False)
+isdir = StatMany(_is_dir, failed=False)
+getsize = StatMany(_size)
+getmtime = StatMany(_mtime)
+getatime = StatMany(_atime)
+getctime = StatMany(_ctime)
