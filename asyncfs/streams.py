@@ -47,12 +47,19 @@ __all__ = [
     "AsyncTextReader",
     "AsyncTextWriter",
     "BLOCK_SIZE",
+    "SPLIT",
     "Opener",
     "Stream",
     "StreamOpener",
 ]
 
 BLOCK_SIZE = 1 << 20
+# Buffered lines are split this much at a time (bytes or characters): a
+# whole block split at once has all its lines alive together, out of the
+# CPU's caches. On 100k lines of 39 characters, splitlines took 66 ns a line
+# in pieces of up to 256 KiB, 88 ns in 1 MiB pieces and 125 ns in 4 MiB
+# ones, where a loop over open() takes 62 ns.
+SPLIT = 128 * 1024
 # A network store's file is read this far with its open: a smaller one is
 # then whole in the reader, and its size needs no request of its own; a
 # bigger one's first bytes are the reader's first buffer.
@@ -124,6 +131,12 @@ class _BufferedReader(_Stream, Generic[T]):
     @abstractmethod
     def _splittable(self, chunk: T) -> bool:
         """Whether chunk.splitlines() breaks only at newlines."""
+
+    def _split_end(self, buf: T, pos: int) -> int:
+        """Where the next lines to split at once end in buf: at its last
+        newline within SPLIT of pos; -1 when there is none (no whole line
+        is buffered, or the next one is longer: readline takes it)."""
+        return buf.rfind(self._newline, pos, pos + SPLIT)
 
     def _split(self, chunk: T) -> list[T]:
         """The lines of chunk, which ends with a newline, each keeping it:
@@ -208,10 +221,9 @@ class _BufferedReader(_Stream, Generic[T]):
 
     async def _lines(self) -> AsyncIterator[T]:
         """Whole buffered lines at a time, split in C (asyncio only)."""
-        newline = self._newline
         while True:
             buf, pos = self._buf, self._pos
-            end = buf.rfind(newline, pos)
+            end = self._split_end(buf, pos)
             if end < 0:
                 line = await self.readline()
                 if not line:
@@ -225,10 +237,11 @@ class _BufferedReader(_Stream, Generic[T]):
 
     def iter_lines(self, batch: int = 65536) -> LineBatches[T]:
         """``async for lines in f.iter_lines()``: lists of up to batch lines
-        (each with its newline), split in C a buffer at a time (so a list
-        holds a buffer's whole lines unless batch is smaller): one await per
-        list, for code that wants throughput. The position stays exact at
-        each list, so a break then a read() loses nothing."""
+        (each with its newline), split in C :data:`SPLIT` bytes or characters
+        at a time (so a list holds that much of whole lines unless batch is
+        smaller): one await per list, for code that wants throughput. The
+        position stays exact at each list, so a break then a read() loses
+        nothing."""
         if batch < 1:
             raise ValueError(f"batch must be at least 1, not {batch}")
         return LineBatches(self, batch)
@@ -268,7 +281,7 @@ class LineBatches(Generic[T]):
             return part
         while True:
             buf, pos = reader._buf, reader._pos
-            end = buf.rfind(reader._newline, pos)
+            end = reader._split_end(buf, pos)
             if end < 0 and pos == len(buf):  # nothing buffered: the next block
                 if not await reader._fill():
                     raise StopAsyncIteration
@@ -279,7 +292,7 @@ class LineBatches(Generic[T]):
                     raise StopAsyncIteration
                 return [line]
             lines = reader._split(buf[pos : end + 1])
-            if len(lines) <= batch:  # the usual case: the buffer's lines, one list
+            if len(lines) <= batch:  # the usual case: SPLIT's worth of lines, one list
                 reader._pos = end + 1
                 return lines
             part, self._pending = lines[:batch], lines[batch:]

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import asyncfs
-from asyncfs import tfrecord
+from asyncfs import streams, tfrecord
 
 pytestmark = pytest.mark.anyio
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -477,6 +477,33 @@ async def test_iter_lines_gives_lists_and_keeps_the_position(env: asyncfs.Env, b
         async with env.open(uri, "r") as f:
             async for _ in f.iter_lines(batch=0):
                 pass
+
+
+@pytest.mark.parametrize("mode", ["r", "rb"])
+async def test_lines_of_a_big_buffer_split_a_piece_at_a_time(env: asyncfs.Env, base: str, mode: str) -> None:
+    """A 1 MiB buffer is split streams.SPLIT at a time: lines that straddle
+    a piece's edge, a line longer than a piece, and a break between pieces
+    lose and repeat nothing."""
+    short = "".join(f"row {i}, {'y' * (i % 13)}\n" for i in range(20_000))
+    text = short + "L" * (3 * streams.SPLIT) + "\n" + short + "last"
+    await env.write_file(f"{base}/big-lines", text.encode())
+    lines: list[Any] = io.StringIO(text, newline="").readlines()
+    expected = [line.encode() for line in lines] if mode == "rb" else lines
+    async with env.open(f"{base}/big-lines", mode, block_size=1 << 20) as f:
+        assert [line async for line in f] == expected
+    async with env.open(f"{base}/big-lines", mode, block_size=1 << 20) as f:
+        batches = [batch async for batch in f.iter_lines()]
+    assert [line for batch in batches for line in batch] == expected
+    assert max(sum(map(len, batch)) for batch in batches) <= 3 * streams.SPLIT + 1
+    async with env.open(f"{base}/big-lines", mode, block_size=1 << 20) as f:
+        taken: list[Any] = []
+        async for batch in f.iter_lines():
+            taken += batch
+            if len(taken) > 5000:
+                break
+        rest = await f.read()
+    assert taken == expected[: len(taken)]
+    assert rest == expected[0][:0].join(expected[len(taken) :])
 
 
 def test_a_file_that_grew_after_its_open_is_read_to_its_new_end(tmp_path: Path) -> None:
