@@ -254,6 +254,15 @@ class _PluginRaw(io.RawIOBase):
         self._pos += count
         return count
 
+    def readall(self) -> bytes:
+        """The rest of the file (what ``read()`` of the buffer above asks
+        for): one plugin call for a file that fits the first read, where
+        ``RawIOBase.readall`` makes two."""
+        self._check_open()
+        data = self._file.read_all(self._pos)
+        self._pos += len(data)
+        return data
+
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         self._check_open()
         if whence not in (io.SEEK_SET, io.SEEK_CUR, io.SEEK_END):

@@ -77,6 +77,10 @@ class _Handle:
         return f"<{type(self).__name__} {self.uri!r} {state}>"
 
 
+# read_all's largest single read
+_MOST_AT_ONCE = 64 << 20
+
+
 class RandomAccessFile(_Handle):
     """A file opened for reads at any offset (``pread`` semantics)."""
 
@@ -110,6 +114,20 @@ class RandomAccessFile(_Handle):
         # cannot be resized, a memoryview that cannot be released)
         with ffi.from_buffer(buffer, require_writable=True) as target:
             return self._read_to(offset, target, strict)
+
+    def read_all(self, offset: int = 0, *, first: int = 8192) -> bytes:
+        """Everything from offset to the end of the file: reads of doubling
+        size, from first bytes, until one comes back short (the plugin's end
+        of file), so a file that fits the first read costs one call."""
+        parts = []
+        size = first
+        while True:
+            data = self.read(offset, size)
+            parts.append(data)
+            if len(data) < size:
+                return parts[0] if len(parts) == 1 else b"".join(parts)
+            offset += size
+            size = min(2 * size, _MOST_AT_ONCE)
 
     def read(self, offset: int, n: int, *, strict: bool = False) -> bytes:
         """Up to n bytes at offset; fewer at end of file (or, with strict,

@@ -522,6 +522,27 @@ def test_a_file_that_grew_after_its_open_is_read_to_its_new_end(tmp_path: Path) 
         assert file.read(20, 5) == b""
 
 
+@pytest.mark.parametrize("scheme", ["file", "mem"])
+@pytest.mark.parametrize("size", [0, 1, 8191, 8192, 8193, 3 * 8192, 100_000])
+def test_read_all_reads_to_the_end_in_growing_reads(tmp_path: Path, scheme: str, size: int) -> None:
+    """RandomAccessFile.read_all from any offset, for sizes around its first
+    read and its doublings; a file that grew after its open is read to its
+    new end."""
+    data = bytes(i % 251 for i in range(size))
+    uri = str(tmp_path / "whole") if scheme == "file" else f"mem://read-all-{size}/whole"
+    fs = asyncfs.get_filesystem(uri)
+    fs.makedirs(uri.rsplit("/", 1)[0], exist_ok=True)
+    fs.write_file(uri, data)
+    with fs.new_random_access_file(uri) as file:
+        for offset in sorted({0, 1, size // 2, size, size + 5}):
+            assert file.read_all(offset) == data[offset:]
+        assert file.read_all(0, first=1) == data
+        if scheme == "file":
+            with open(uri, "ab") as more:
+                more.write(b"appended")
+            assert file.read_all(max(0, size - 3)) == (data + b"appended")[max(0, size - 3) :]
+
+
 async def test_read_to_the_end_sees_bytes_appended_after_the_open(env: asyncfs.Env, tmp_path: Path) -> None:
     """read() asks for the size seen at the open and probes one byte past
     it in the same call: a file that grew meanwhile is read to its new end,
