@@ -32,16 +32,16 @@ def either(
 
     @wraps(local_fn)
     async def call(path: Any, *args: Any, loop: object = None, executor: Any = None, **kwargs: Any) -> Any:
-        uri = None if on_plugin is None else plugin_uri(path)
-        if on_plugin is None or uri is None:
-            if on_plugin is not None:
-                path = local(path)
-            if batched is not None and executor is None:
-                combined = batched.call(path, args, kwargs)
-                if combined is not None:
-                    return await combined
-            return await on_worker(executor, local_fn, (path, *args), kwargs, shielded=shielded)
-        return await on_plugin(uri, *args, **kwargs)
+        if on_plugin is not None:
+            uri = plugin_uri(path)
+            if uri is not None:
+                return await on_plugin(uri, *args, **kwargs)
+            path = local(path)
+        if batched is not None and executor is None:
+            combined = batched.call(path, args, kwargs)
+            if combined is not None:
+                return await combined
+        return await on_worker(executor, local_fn, (path, *args), kwargs, shielded=shielded)
 
     return call
 
