@@ -40,7 +40,8 @@ class Backend(Protocol):
     def call_soon_threadsafe(self, callback: Callable[[], object]) -> None:
         """Run callback on the loop thread (from any thread)."""
 
-    def new_waiter(self) -> Waiter: ...
+    def new_waiter(self, *, shielded: bool = False) -> Waiter:
+        """A waiter, to be awaited shielded (see :meth:`wait`) or not."""
 
     def resolve(self, waiter: Waiter, value: object, error: BaseException | None) -> bool:
         """Deliver a result (on the loop thread). False when nobody will
@@ -52,6 +53,18 @@ class Backend(Protocol):
 
 def _gone() -> NoReturn:
     raise RuntimeError("the event loop is gone")
+
+
+class _Uncancellable(asyncio.Future[Any]):
+    """The future of a shielded wait: a task cancelled while awaiting it
+    cannot cancel it, so asyncio raises the cancellation into the task
+    when the result is in, as after ``asyncio.shield``, without a second
+    future and its callbacks per wait."""
+
+    __slots__ = ()
+
+    def cancel(self, msg: Any = None) -> bool:
+        return False
 
 
 class AsyncioBackend:
@@ -68,8 +81,9 @@ class AsyncioBackend:
     def call_soon_threadsafe(self, callback: Callable[[], object]) -> None:
         (self._loop() or _gone()).call_soon_threadsafe(callback)
 
-    def new_waiter(self) -> Waiter:
-        return Waiter((self._loop() or _gone()).create_future())
+    def new_waiter(self, *, shielded: bool = False) -> Waiter:
+        loop = self._loop() or _gone()
+        return Waiter(_Uncancellable(loop=loop) if shielded else loop.create_future())
 
     def resolve(self, waiter: Waiter, value: object, error: BaseException | None) -> bool:
         future: asyncio.Future[Any] = waiter._native
@@ -93,7 +107,7 @@ class AsyncioBackend:
         cancelled: asyncio.CancelledError | None = None
         while not future.done():
             try:
-                await asyncio.shield(future)
+                await (future if type(future) is _Uncancellable else asyncio.shield(future))
             except asyncio.CancelledError as exc:
                 cancelled = exc  # keep waiting: the operation must not be left half-done
             except BaseException:
@@ -118,7 +132,7 @@ class TrioBackend:
 
     call_soon_threadsafe = call_soon
 
-    def new_waiter(self) -> Waiter:
+    def new_waiter(self, *, shielded: bool = False) -> Waiter:
         # [task, outcome]: the task parks itself; a result may come first
         return Waiter([None, None])
 

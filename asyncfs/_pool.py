@@ -41,7 +41,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from ._backends import Backend, Waiter, backend_for, current_loop
 from .errors import AbandonedOperationWarning, UnavailableError
 
-__all__ = ["Pending", "PoolStats", "Sink", "WorkerPool", "call_quietly", "default_workers"]
+__all__ = ["ALONE", "Combiner", "Pending", "PoolStats", "Sink", "WorkerPool", "call_quietly", "default_workers"]
 
 T = TypeVar("T")
 
@@ -119,12 +119,19 @@ class Sink:
         self._done.clear()
 
 
+# What a combiner answers for a call it leaves to run by itself, after the
+# others (one that may wait long, and must not hold the others up).
+ALONE: Any = object()
+
+
 class Combiner(Protocol):
     """Runs many calls of one function as one (a plugin's bulk op): given
-    each call's arguments, returns each call's (result, error), in order.
-    Calls submitted in the same loop iteration with the same combiner go
-    together, at most ``limit`` per call. A caller of a read that was
-    cancelled meanwhile is left out; mutating callers wait for their group."""
+    each call's arguments, returns each call's (result, error), in order,
+    or (:data:`ALONE`, None) for a call to run by itself, as a call of its
+    own in the same batch. Calls submitted in the same loop iteration with
+    the same combiner go together, at most ``limit`` per call. A caller
+    that was cancelled meanwhile is left out if its call may be abandoned
+    (and what it opened is discarded); mutating callers wait for their group."""
 
     limit: int
 
@@ -161,7 +168,7 @@ class _Work:
         self.sink: Sink | None = None
         self.tag: Any = None
         self.orphaned = False  # given up at shutdown: its caller was told
-        self.combine: Combiner | None = None  # may run combined with others (side-effect-free)
+        self.combine: Combiner | None = None  # may run combined with others
         self.members: list[_Work] | None = None  # the calls this one runs combined
 
     @classmethod
@@ -183,12 +190,12 @@ class _Work:
         uri = next((arg for arg in self.args if isinstance(arg, str)), None)
         return f"{name}({uri!r})" if uri is not None else f"{name}()"
 
-    def run(self) -> None:
+    def run(self) -> list[_Work]:
+        """Run it; returns the calls left to run by themselves (see ALONE)."""
         if self.members is not None:
-            self._run_combined(self.members)
-            return
+            return self._run_combined(self.members)
         if (self.waiter.abandoned or (self.sink is not None and self.sink.closed)) and self.discard is None:
-            return  # nobody wants the result and running it has no effect to keep
+            return []  # nobody wants the result and running it has no effect to keep
         try:
             self.result = self.fn(*self.args)
         except BaseException as exc:  # delivered to the awaiting task
@@ -198,18 +205,28 @@ class _Work:
         self.args = ()
         if self.waiter.abandoned:
             self.release()
+        return []
 
-    def _run_combined(self, members: list[_Work]) -> None:
+    def _run_combined(self, members: list[_Work]) -> list[_Work]:
+        """Run the members that are still wanted; returns those the combiner
+        left to run alone (no longer members: they are delivered by themselves)."""
         wanted = [work for work in members if not work.waiter.abandoned]
+        alone: list[_Work] = []
         if wanted:
             try:
                 outcomes = self.fn([work.args for work in wanted])
             except BaseException as exc:  # every member's
                 outcomes = [(None, exc)] * len(wanted)
             for work, (result, error) in zip(wanted, outcomes, strict=True):
-                work.result, work.error = result, error
-        for work in members:
+                if result is ALONE:
+                    alone.append(work)
+                else:
+                    work.result, work.error = result, error
+        if alone:
+            self.members = [work for work in members if work not in alone]
+        for work in self.members or ():
             work.args = ()
+        return alone
 
     def release(self) -> None:
         """Nobody will receive the result: release what it holds (close a
@@ -265,6 +282,11 @@ class _Batch:
                 return None
             self.next += 1
             return self.items[self.next - 1]
+
+    def add(self, items: list[_Work]) -> None:
+        """More operations, to run after the others."""
+        with self.lock:
+            self.items += items
 
     def rest(self) -> list[_Work]:
         """Take every operation not taken yet (no thread will run them)."""
@@ -359,6 +381,7 @@ class _Batcher:
         self.backend = backend
         self.pending: list[_Work] = []
         self.unawaited: list[tuple[Callable[..., object], tuple[Any, ...]]] = []
+        self.together: dict[Callable[[list[Any]], object], list[Any]] = {}  # see run_soon_together
         self.scheduled = False
         self.in_flight = 0
         self.counters = _Counters()
@@ -410,8 +433,21 @@ class _Batcher:
             self.scheduled = True
             self.backend.call_soon(self.flush)
 
+    def run_soon_together(self, fn: Callable[[list[Any]], object], item: Any) -> None:
+        """Add item to what fn is called with, once, among this iteration's
+        calls that nobody waits for."""
+        items = self.together.get(fn)
+        if items is None:
+            self.together[fn] = items = []
+            self.unawaited.append((fn, (items,)))
+            if not self.scheduled:
+                self.scheduled = True
+                self.backend.call_soon(self.flush)
+        items.append(item)
+
     def flush(self) -> None:
         batch, self.pending, self.scheduled = self.pending, [], False
+        self.together = {}
         if any(work.combine is not None for work in batch):
             batch = _combine(batch)
         if self.unawaited:
@@ -726,7 +762,7 @@ class WorkerPool:
             start = clock()
             with state.lock:
                 state.work, state.batch, state.busy_since = work, batch, start
-            work.run()
+            alone = work.run()
             end = clock()
             with state.lock:
                 state.work, state.busy_since = None, 0.0
@@ -738,6 +774,8 @@ class WorkerPool:
                 if state.stuck:  # it came back: the monitor started a spare for it
                     state.stuck = False
                     batch.join()  # the monitor had counted it out of the batch's threads
+            if alone:
+                batch.add(alone)
             if end - start > SLOW_OPERATION:
                 self._on_slow(batch, began, cpu_began, end, clock)
             if end - delivered >= DELIVERY_INTERVAL:
@@ -864,10 +902,9 @@ class WorkerPool:
         self._check_open()
         batcher = self.batcher()
         backend = batcher.backend
-        waiter = backend.new_waiter()
+        waiter = backend.new_waiter(shielded=mutating)
         work = _Work(fn, args, waiter, discard)
-        if discard is None:
-            work.combine = combine
+        work.combine = combine
         if batcher.take_slot():
             batcher.submit(work)
         elif mutating:  # waits for room first: cancelled meanwhile, it never starts
@@ -896,6 +933,12 @@ class WorkerPool:
         it raises is dropped."""
         self._check_open()
         self.batcher().run_soon(fn, args)
+
+    def run_soon_together(self, fn: Callable[[list[Any]], object], item: Any) -> None:
+        """:meth:`run_soon` of fn(items), once for every item given for fn in
+        this loop iteration (descriptors to close in one C call)."""
+        self._check_open()
+        self.batcher().run_soon_together(fn, item)
 
     def sink(self) -> Sink:
         """A sink for this event loop (see :meth:`submit_to`)."""
@@ -926,7 +969,7 @@ class WorkerPool:
         results: list[T | Exception] = []
         for start in range(0, len(calls), self.max_in_flight):
             window = calls[start : start + self.max_in_flight]
-            group = _Group(backend.new_waiter(), len(window))
+            group = _Group(backend.new_waiter(shielded=mutating), len(window))
             works: list[_Work] = []
             try:
                 for args in window:

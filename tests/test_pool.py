@@ -571,19 +571,23 @@ async def test_calls_naming_a_combiner_run_together_up_to_its_limit() -> None:
             assert got[text] == ("alone:" + text if text == left else text.upper())
 
 
-@pytest.mark.parametrize("mutating", [False, True], ids=["reads", "writes"])
-async def test_a_member_cancelled_while_its_group_runs(mutating: bool) -> None:
+@pytest.mark.parametrize("kind", ["reads", "writes", "opens"])
+async def test_a_member_cancelled_while_its_group_runs(kind: str) -> None:
     """A reader cancelled while its group runs is answered at once; a
-    writer (shielded) waits for the group, then sees the cancellation.
-    Either way the others get their results."""
+    writer (shielded) waits for the group, then sees the cancellation; what
+    the group opened for an opener that left is discarded. Either way the
+    others get their results."""
+    mutating = kind == "writes"
     pool = _pool.WorkerPool(2)
     combine = Upper(delay=0.3)
     got: dict[str, str] = {}
     outcome: list[str] = []
+    discarded: list[str] = []
+    discard = discarded.append if kind == "opens" else None
 
     async def call(text: str, scope: anyio.CancelScope) -> None:
         with scope:
-            got[text] = await pool.run(alone, text, mutating=mutating, combine=combine)
+            got[text] = await pool.run(alone, text, mutating=mutating, combine=combine, discard=discard)
         outcome.append(f"{text}:{'cancelled' if scope.cancelled_caught else 'done'}")
 
     scopes = {text: anyio.CancelScope() for text in "xyz"}
@@ -596,11 +600,87 @@ async def test_a_member_cancelled_while_its_group_runs(mutating: bool) -> None:
                 scopes["y"].cancel()
                 await anyio.sleep(0.01)
                 assert outcome == ([] if mutating else ["y:cancelled"])
+            while discard is not None and not discarded:
+                await anyio.sleep(0.01)
     finally:
         pool.shutdown()
     assert sorted(outcome) == ["x:done", "y:cancelled", "z:done"]
     assert got == {"x": "X", "z": "Z"}
     assert [sorted(group) for group in combine.groups] == [["x", "y", "z"]]
+    assert discarded == (["Y"] if kind == "opens" else [])
+
+
+class LeavesWaits:
+    """A combiner that answers each call at once, except those starting
+    with "wait", which it leaves to run by themselves (_pool.ALONE)."""
+
+    limit = 16
+
+    def __init__(self) -> None:
+        self.groups: list[list[str]] = []
+
+    def __call__(self, calls: list[tuple[Any, ...]]) -> list[tuple[Any, BaseException | None]]:
+        self.groups.append([text for (text,) in calls])
+        return [(_pool.ALONE, None) if text.startswith("wait") else (text.upper(), None) for (text,) in calls]
+
+
+async def test_a_call_its_combiner_leaves_alone_holds_up_none_of_the_others() -> None:
+    """A call the combiner leaves to run by itself (one that may wait long,
+    a FIFO's open) runs as a call of its own: the others of its group are
+    answered while it waits, and it is answered when it is done."""
+    pool = _pool.WorkerPool(2)
+    combine = LeavesWaits()
+    gate = threading.Event()
+    answered: list[str] = []
+
+    def waits(text: str) -> str:
+        if text.startswith("wait"):
+            gate.wait(10)
+            return "alone:" + text
+        return "lone:" + text  # not reached: the combiner answers these
+
+    async def call(text: str) -> None:
+        answered.append(await pool.run(waits, text, mutating=False, combine=combine))
+
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                for text in ("a", "wait1", "b", "c"):
+                    tg.start_soon(call, text)
+                while len(answered) < 3:
+                    await anyio.sleep(0.01)
+                assert sorted(answered) == ["A", "B", "C"]
+                gate.set()
+    finally:
+        gate.set()
+        pool.shutdown()
+    assert answered[-1] == "alone:wait1"
+    assert [sorted(group) for group in combine.groups] == [["a", "b", "c", "wait1"]]
+
+
+async def test_calls_run_soon_together_go_as_one_call() -> None:
+    """run_soon_together: the items of one loop iteration reach fn in one
+    list (in order); those of the next iteration in another."""
+    pool = _pool.WorkerPool(2)
+    calls: list[list[int]] = []
+    done = threading.Event()
+
+    def record(items: list[int]) -> None:
+        calls.append(list(items))
+        if len(calls) == 2:
+            done.set()
+
+    try:
+        for i in range(5):
+            pool.run_soon_together(record, i)
+        await anyio.sleep(0.01)
+        pool.run_soon_together(record, 5)
+        with anyio.fail_after(5):
+            while not done.is_set():
+                await anyio.sleep(0.01)
+    finally:
+        pool.shutdown()
+    assert calls == [[0, 1, 2, 3, 4], [5]]
 
 
 @pytest.mark.parametrize("mutating", [False, True], ids=["reads", "writes"])
