@@ -620,3 +620,138 @@ def test_a_stat_of_any_name_is_the_standard_librarys(
                 Path(path).write_bytes(b"x" * len(path))
                 os.utime(path, ns=(times[0], times[1]))
     assert _combined(_stats.stat, paths) == _standard(os.stat, paths)
+
+
+# ---- opens and reads to the end of many files in one call -----------------------------
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, cls: Any, name: str) -> list[int]:
+    """Count the calls of cls.name (a method making one C call for many files)."""
+    calls: list[int] = []
+    method = getattr(cls, name)
+
+    def counted(self: Any, *args: Any) -> Any:
+        calls.append(1)
+        return method(self, *args)
+
+    monkeypatch.setattr(cls, name, counted)
+    return calls
+
+
+async def _open_and_read(path: Any, mode: str, **options: Any) -> Any:
+    async with ours.open(path, mode, **options) as f:
+        return (f.name, f.mode, await f.read())
+
+
+def _open_and_read_standard(path: Any, mode: str, **options: Any) -> Any:
+    with open(path, mode, **options) as f:
+        return (f.name, f.mode, f.read())
+
+
+@pytest.mark.asyncio
+@needs_proc
+async def test_opens_of_many_paths_in_one_call_are_the_standard_librarys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opens to read made in one loop iteration go to C together; each
+    caller gets what open() gives for its path, the file or the exception
+    (what is not a regular file, and a path open() refuses, take the
+    ordinary way, answered the same)."""
+    from asyncfs.aiofiles._bulk import OpenToRead  # noqa: PLC0415 (the module under test, not public)
+
+    c_calls = _counting(monkeypatch, OpenToRead, "_open")
+    paths = [path for path in _odd_paths(tmp_path) if "fifo" not in str(path)]  # a FIFO's open waits for a writer
+    (tmp_path / "text").write_bytes("ünï\r\ncödé\rlines\n".encode())
+    paths += [tmp_path / "text", os.fsencode(tmp_path / "text")]
+    before = _descriptors()
+    for mode, options in (("rb", {}), ("r", {}), ("r", {"encoding": "latin-1", "newline": ""}), ("rt", {})):
+        c_calls.clear()
+        outcomes = await asyncio.gather(*(_open_and_read(p, mode, **options) for p in paths), return_exceptions=True)
+        expected = []
+        for path in paths:
+            try:
+                expected.append(_described(_open_and_read_standard(path, mode, **options)))
+            except (OSError, ValueError, UnicodeDecodeError) as exc:
+                expected.append(_described(exc))
+        assert [_described(outcome) for outcome in outcomes] == expected, (mode, options)
+        assert c_calls == [1], "the opens were not made in one C call"
+    await _settle(before)
+
+
+@pytest.mark.asyncio
+async def test_a_file_that_cannot_be_decoded_or_an_unknown_encoding_raises_as_open_does(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"\xff\xfe bytes")
+    names = [path] * 3
+    with pytest.raises(LookupError) as theirs:
+        open(path, encoding="no-such-codec")  # noqa: SIM115 (it raises)
+    outcomes = await asyncio.gather(*(ours.open(p, encoding="no-such-codec") for p in names), return_exceptions=True)
+    assert {(type(o), str(o)) for o in outcomes} == {(type(theirs.value), str(theirs.value))}
+    outcomes = await asyncio.gather(*(_open_and_read(p, "r", encoding="utf-8") for p in names), return_exceptions=True)
+    assert all(isinstance(outcome, UnicodeDecodeError) for outcome in outcomes)
+
+
+@pytest.mark.asyncio
+async def test_reads_to_the_end_in_one_call_are_the_standard_librarys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """read() of many files in one loop iteration: one C call reads them all,
+    from wherever each file is, to its end as it is then (grown or cut since
+    the open, bigger than one C call takes, read in part before, read twice
+    at once); each caller gets what the standard library's read() gives."""
+    from asyncfs.aiofiles._bulk import ReadToEnd  # noqa: PLC0415 (the module under test, not public)
+
+    c_calls = _counting(monkeypatch, ReadToEnd, "_read")
+    sizes = [0, 1, 4095, 4096, 4097, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 3 << 20]
+    paths = []
+    for i, size in enumerate(sizes):
+        path = tmp_path / f"f{i}"
+        line = bytes(32 + (i * 7 + k) % 95 for k in range(99)) + b"\n"  # text, for "r" as for "rb"
+        path.write_bytes((line * (size // 100 + 1))[:size])
+        paths.append(path)
+    text = tmp_path / "text"
+    text.write_text("ünïcödé line\n" * 1000 + "last", encoding="utf-8")
+    for mode in ("rb", "r"):
+        files = [await ours.open(p, mode) for p in [*paths, text]]
+        standard = [open(p, mode) for p in [*paths, text]]  # noqa: SIM115 (closed below)
+        try:
+            for k, (f, g) in enumerate(zip(files, standard, strict=True)):
+                if k % 3 == 1:  # read in part first
+                    assert await f.read(10) == g.read(10)
+                elif k % 3 == 2:
+                    assert await f.readline() == g.readline()
+            with open(paths[1], "ab") as grow:
+                grow.write(b"grown after the open")
+            os.truncate(paths[3], 100)  # cut after the open (and before any read: see docs/aiofiles.md, read-ahead)
+            c_calls.clear()
+            got = await asyncio.gather(*(f.read() for f in files), files[0].read())  # the first file twice
+            assert got == [g.read() for g in standard] + [standard[0].read()]
+            assert c_calls == [1]
+            assert [await f.tell() for f in files] == [g.tell() for g in standard]
+            assert await asyncio.gather(*(f.read() for f in files)) == [g.read() for g in standard]
+        finally:
+            for f, g in zip(files, standard, strict=True):
+                await f.close()
+                g.close()
+        with pytest.raises(ValueError, match="closed file"):
+            await asyncio.gather(files[0].read(), files[1].read())
+
+
+@pytest.mark.asyncio
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs a FIFO")
+async def test_an_open_that_waits_holds_up_none_of_the_opens_beside_it(tmp_path: Path) -> None:
+    """A FIFO opened in the same loop iteration as many files (one C call
+    for them) waits for a writer by itself: the files are opened and read."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for i in range(20):
+        (tmp_path / f"f{i}").write_text(f"file {i}\n")
+    hung = asyncio.ensure_future(_open_and_read(fifo, "r"))
+    texts = await asyncio.wait_for(
+        asyncio.gather(*(_open_and_read(tmp_path / f"f{i}", "r") for i in range(20))), timeout=30
+    )
+    assert [text for _name, _mode, text in texts] == [f"file {i}\n" for i in range(20)]
+    assert not hung.done()
+    with open(fifo, "w") as writer:  # the open returns once this end is open; the read ends when it closes
+        writer.write("through the pipe\n")
+    assert (await asyncio.wait_for(hung, timeout=30))[2] == "through the pipe\n"

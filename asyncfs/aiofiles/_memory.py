@@ -20,10 +20,12 @@ each is just a bigger buffer.
 from __future__ import annotations
 
 import io
+import os
+import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["CHUNK", "ReadAhead", "WriteBehind"]
+__all__ = ["CHUNK", "Descriptor", "ReadAhead", "WriteBehind"]
 
 CHUNK = 64 * 1024  # bytes read ahead, or written behind, per worker call
 # bytes a decoder may hold back (a character cut in two, a "\r" waiting to
@@ -31,13 +33,32 @@ CHUNK = 64 * 1024  # bytes read ahead, or written behind, per worker call
 _SLACK = 8
 
 
+class Descriptor(NamedTuple):
+    """A regular file the runtime opened to read (:mod:`._bulk`): its
+    descriptor, and its name as ``open()`` gives it. The ReadAhead it is
+    given to owns the descriptor, and makes a ``FileIO`` of it only when
+    something needs one (a small file read to its end never does)."""
+
+    fd: int
+    name: str | bytes
+
+
+# held while a ReadAhead makes its FileIO or lets go of its descriptor
+_MAKING = threading.Lock()
+
+
 class _Layer(io.RawIOBase):
     """What both layers pass straight to the file."""
 
-    def __init__(self, file: io.FileIO) -> None:
+    def __init__(self, file: io.FileIO | None) -> None:
         super().__init__()
-        self.file = file
+        self._file = file
         self.on_loop = False  # set while a call runs on the event loop's thread
+
+    @property
+    def file(self) -> io.FileIO:
+        assert self._file is not None
+        return self._file
 
     @property
     def name(self) -> Any:
@@ -80,12 +101,28 @@ class ReadAhead(_Layer):
     """
 
     def __init__(
-        self, file: io.FileIO, close_later: Callable[[io.FileIO], object], *, position: int | None = None
+        self,
+        file: io.FileIO | Descriptor,
+        close_later: Callable[[io.FileIO | int], object],
+        *,
+        position: int | None = None,
+        size: int = 0,
     ) -> None:
-        super().__init__(file)
+        if isinstance(file, Descriptor):
+            super().__init__(None)
+            self._fd, self._name = file
+        else:
+            super().__init__(file)
+            self._fd, self._name = file.fileno(), file.name
+        self._let_go = False  # the descriptor is closed, or being closed: no FileIO is made of it
         self._ahead = b""
         self._start = 0  # what of _ahead was handed up already
         self._close_later = close_later
+        self.size = size  # the file's size when it was opened: a guide to how much a read to the end takes
+        # What a worker just read to the end of the file (ReadToEnd), for
+        # the readall it makes next: the bytes, and whether the last read
+        # found the end. Set only for that call.
+        self.fetched: tuple[bytes, bool] | None = None
         # the file's own offset, counted here once known (0 for a file just
         # opened by name): the buffer's tell() then costs no system call
         self._position = position
@@ -100,6 +137,40 @@ class ReadAhead(_Layer):
         # up (the layers ask for more only when they hold no complete line),
         # less those readline took since. Any other call makes it unknown (0).
         self.lines_above = 0
+
+    @property
+    def file(self) -> io.FileIO:
+        """The FileIO of the descriptor (made now if it was opened in C)."""
+        file = self._file
+        if file is None:
+            with _MAKING:
+                if self._let_go:
+                    raise ValueError("I/O operation on closed file")  # FileIO's words
+                if self._file is None:
+                    self._file = io.FileIO(self._fd, "r", True)
+                    self._file.name = self._name
+                file = self._file
+        return file
+
+    @property
+    def name(self) -> Any:
+        return self._name if self._file is None else self._file.name
+
+    @property
+    def mode(self) -> str:
+        return "rb"  # FileIO's, for "r"
+
+    @property
+    def closefd(self) -> bool:
+        return True if self._file is None else self._file.closefd
+
+    def fileno(self) -> int:
+        self._check_open()
+        return self._fd
+
+    def isatty(self) -> bool:
+        self._check_open()
+        return False  # a regular file
 
     def readable(self) -> bool:
         return True
@@ -169,12 +240,17 @@ class ReadAhead(_Layer):
     def readall(self) -> bytes:
         parts = [self._ahead[self._start :]] if self.held else []
         self._ahead, self._start, self.lines_above = b"", 0, 0
-        self._blocking("a read to the end")
-        size = CHUNK  # growing: a small file costs two reads (FileIO.readall adds fstat and lseek)
-        while data := self.file.read(size):
-            parts.append(data)
-            self._moved(len(data))
-            size = min(size * 2, 64 << 20)
+        fetched, self.fetched = self.fetched, None
+        if fetched is not None:
+            parts.append(fetched[0])
+            self._moved(len(fetched[0]))
+        if fetched is None or not fetched[1]:  # the end is not known: ask the file
+            self._blocking("a read to the end")
+            size = CHUNK  # growing: a small file costs two reads (FileIO.readall adds fstat and lseek)
+            while data := self.file.read(size):
+                parts.append(data)
+                self._moved(len(data))
+                size = min(size * 2, 64 << 20)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _moved(self, count: int | None) -> int | None:
@@ -203,11 +279,15 @@ class ReadAhead(_Layer):
         if self.closed:
             return
         self._ahead, self._start = b"", 0
+        with _MAKING:
+            file, self._let_go = self._file, True
         try:
             if self.on_loop:  # a read-only descriptor: its close is not waited for
-                self._close_later(self.file)
+                self._close_later(self._fd if file is None else file)
+            elif file is None:
+                os.close(self._fd)
             else:
-                self.file.close()
+                file.close()
         finally:
             super().close()
 

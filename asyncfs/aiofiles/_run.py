@@ -16,10 +16,10 @@ from concurrent.futures import Executor
 from functools import partial
 from typing import Any, TypeVar
 
-from .._pool import call_quietly
+from .._pool import Combiner, call_quietly
 from ..env import default_env
 
-__all__ = ["run", "run_soon"]
+__all__ = ["run", "run_soon", "run_soon_together"]
 
 T = TypeVar("T")
 
@@ -30,12 +30,14 @@ def run(
     *args: Any,
     shielded: bool,
     discard: Callable[[T], object] | None = None,
+    combine: Combiner | None = None,
 ) -> Coroutine[Any, Any, T]:
     """fn(*args) on a worker, to await; shielded from cancellation, or
-    abandonable. (A function returning the pool's coroutine, not one of its
-    own: a call costs one coroutine less.)"""
+    abandonable; on the pool, with the other calls of combine in this loop
+    iteration, which answers them as fn would. (A function returning the
+    pool's coroutine, not one of its own: a call costs one coroutine less.)"""
     if executor is None:
-        return default_env().pool.run(fn, *args, mutating=shielded, discard=discard)
+        return default_env().pool.run(fn, *args, mutating=shielded, discard=discard, combine=combine)
     return _in_executor(executor, fn, args, shielded, discard)
 
 
@@ -70,6 +72,15 @@ def run_soon(executor: Executor | None, fn: Callable[..., object], *args: Any) -
         default_env().pool.run_soon(fn, *args)
     else:
         executor.submit(call_quietly, fn, *args)
+
+
+def run_soon_together(executor: Executor | None, fn: Callable[[list[Any]], object], item: Any) -> None:
+    """fn(items) on a worker, not waited for, once for the items given in
+    this loop iteration (on an executor: for each item alone)."""
+    if executor is None:
+        default_env().pool.run_soon_together(fn, item)
+    else:
+        executor.submit(call_quietly, fn, [item])
 
 
 def _discard_done(executor: Executor, discard: Callable[[Any], object], future: asyncio.Future[Any]) -> None:

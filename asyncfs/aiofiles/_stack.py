@@ -17,12 +17,12 @@ import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .. import _uri
-from ._memory import ReadAhead, WriteBehind
+from ._memory import Descriptor, ReadAhead, WriteBehind
 
-__all__ = ["Landing", "Opened", "close_opened", "open_stack"]
+__all__ = ["Info", "Landing", "Opened", "close_opened", "layer_up", "layered", "open_stack"]
 
 # the modes with a memory layer: mode -> (FileIO's mode, binary)
 _LAYERED: dict[str, tuple[str, bool]] = {}
@@ -36,6 +36,17 @@ _LINE_ENDS: dict[str | None, bytes] = {None: b"\n", "": b"\n", "\n": b"\n", "\r"
 # ASCII-compatible encodings, with the most bytes a character read takes
 # ("\r\n" read as "\n" is two bytes)
 _WIDTHS = {"utf-8": 4, "utf-8-sig": 4, "ascii": 2, "iso8859-1": 2, "cp1252": 2, "iso8859-15": 2}
+
+
+class Info(Protocol):
+    """What :func:`layer_up` needs of a file's fstat (an os.stat_result has it)."""
+
+    @property
+    def st_mode(self) -> int: ...
+    @property
+    def st_size(self) -> int: ...
+    @property
+    def st_blksize(self) -> int: ...
 
 
 @dataclass
@@ -65,7 +76,7 @@ class Landing:
             os.unlink(self.staged)
 
 
-def _layered(
+def layered(
     mode: object, buffering: object, encoding: object, errors: object, newline: object
 ) -> tuple[str, bool] | None:
     """FileIO's mode and whether binary, when open() would take these
@@ -94,15 +105,15 @@ def open_stack(
     newline: Any,
     closefd: Any,
     opener: Any,
-    close_later: Callable[[io.FileIO], object],
+    close_later: Callable[[io.FileIO | int], object],
     atomic: bool = False,
 ) -> Opened:
     """open(file, ...) on a worker. With atomic, the file opened is a new
     temporary sibling of file, to land on it by rename. (Nothing is read
     here: a read sees the file as it is when the read is made.)"""
-    layered = _layered(mode, buffering, encoding, errors, newline)
+    spelled = layered(mode, buffering, encoding, errors, newline)
     if atomic:
-        if layered is None or layered[0] != "w" or not isinstance(file, (str, os.PathLike)):
+        if spelled is None or spelled[0] != "w" or not isinstance(file, (str, os.PathLike)):
             raise ValueError(f"atomic=True takes a path and a 'w' mode ('w', 'wb', 'wt'), not {file!r}, {mode!r}")
         target = os.fspath(file)
         if not isinstance(target, str):
@@ -113,36 +124,65 @@ def open_stack(
         if opened.memory is not None:
             opened.memory.file.name = target  # the file's name is the one it will have
         return opened
-    if layered is None:
+    if spelled is None:
         plain = open(file, mode, buffering, encoding, errors, newline, closefd, opener)  # noqa: SIM115 (returned)
         return Opened(plain, None, _is_regular(plain))
-    kind, binary = layered
+    kind = spelled[0]
     if isinstance(file, os.PathLike):
         file = os.fspath(file)  # as open() does: the file's name is the str (or bytes)
     raw = io.FileIO(file, kind, closefd, opener=opener)
-    result: Any = raw
     try:
         info = os.fstat(raw.fileno())
-        regular = stat.S_ISREG(info.st_mode)
-        line_buffering = buffering == 1 or (buffering < 0 and not regular and raw.isatty())
-        size = buffering if buffering > 1 else info.st_blksize if info.st_blksize > 1 else io.DEFAULT_BUFFER_SIZE
-        memory: ReadAhead | WriteBehind | None = None
-        if regular and kind == "r":  # a file opened by name starts at 0; one given as a descriptor anywhere
-            memory = ReadAhead(raw, close_later, position=0 if opener is None and not isinstance(file, int) else None)
+    except BaseException:
+        raw.close()
+        raise
+    # a file opened by name starts at 0; one given as a descriptor anywhere
+    position = 0 if opener is None and not isinstance(file, int) else None
+    return layer_up(raw, info, position, mode, buffering, encoding, errors, newline, close_later)
+
+
+def layer_up(
+    raw: io.FileIO | Descriptor,
+    info: Info,
+    position: int | None,
+    mode: str,
+    buffering: int,
+    encoding: Any,
+    errors: Any,
+    newline: Any,
+    close_later: Callable[[io.FileIO | int], object],
+) -> Opened:
+    """The layers open() puts on raw (a FileIO of a mode :func:`layered`
+    takes, or a regular file's descriptor opened to read, of which fstat
+    said info, at position if known), with the memory layer. If they cannot
+    be built, raw is closed and the error raised is open()'s."""
+    kind, binary = _LAYERED[mode]
+    regular = stat.S_ISREG(info.st_mode)
+    memory: ReadAhead | WriteBehind | None = None
+    outer: Any = raw  # what closes the file, as far as the layers are built
+    try:
+        if regular and kind == "r":
+            memory = outer = ReadAhead(raw, close_later, position=position, size=info.st_size)
         elif regular:
-            memory = WriteBehind(raw)
-        layer = memory or raw
-        result = io.BufferedReader(layer, size) if kind == "r" else io.BufferedWriter(layer, size)
+            assert isinstance(raw, io.FileIO)
+            memory = outer = WriteBehind(raw)
+        line_buffering = buffering == 1 or (buffering < 0 and not regular and outer.isatty())
+        blksize = info.st_blksize
+        size = buffering if buffering > 1 else blksize if blksize > 1 else io.DEFAULT_BUFFER_SIZE
+        outer = io.BufferedReader(outer, size) if kind == "r" else io.BufferedWriter(outer, size)
         if not binary:
-            result = io.TextIOWrapper(result, encoding, errors, newline, line_buffering)
-            result.mode = mode
+            outer = io.TextIOWrapper(outer, encoding, errors, newline, line_buffering)
+            outer.mode = mode
             if isinstance(memory, ReadAhead):
-                memory.width = _WIDTHS.get(codecs.lookup(result.encoding).name)
+                memory.width = _WIDTHS.get(codecs.lookup(outer.encoding).name)
                 memory.line_end = _LINE_ENDS[newline] if memory.width is not None else None
                 memory.universal = newline in (None, "")
-        return Opened(result, memory, regular)
+        return Opened(outer, memory, regular)
     except BaseException:
-        result.close()
+        if isinstance(outer, Descriptor):
+            os.close(outer.fd)
+        else:
+            outer.close()
         raise
 
 

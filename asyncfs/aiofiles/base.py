@@ -131,11 +131,21 @@ class AsyncBase(LineIteration):
         return await run(self._executor, self._locked, fn, args, line, shielded=shielded)
 
     def _locked(self, fn: Callable[..., T], args: tuple[Any, ...], line: bool) -> T:
-        with self._lock:
-            try:
-                return self._counted(fn, args, line)
-            finally:
-                self._done += 1
+        self._lock.acquire()
+        return self._claimed(fn, args, line)
+
+    def _claim(self) -> bool:
+        """Take the file for a worker's call, if no other call has it (then
+        :meth:`_claimed` makes the call)."""
+        return self._lock.acquire(blocking=False)
+
+    def _claimed(self, fn: Callable[..., T], args: tuple[Any, ...], line: bool = False) -> T:
+        """fn(*args) by the worker's call that took the file; then the file is free."""
+        try:
+            return self._counted(fn, args, line)
+        finally:
+            self._done += 1
+            self._lock.release()
 
     def _counted(self, fn: Callable[..., T], args: tuple[Any, ...], line: bool) -> T:
         """fn(*args), then tell the read-ahead layer whether a line was taken."""

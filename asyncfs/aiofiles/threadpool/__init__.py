@@ -10,8 +10,9 @@ from functools import partial
 from typing import Any
 
 from ...env import default_env
+from .._bulk import OPEN_TO_READ, close_descriptors
 from .._paths import local, plugin_uri
-from .._run import run, run_soon
+from .._run import run, run_soon, run_soon_together
 from .._stack import close_opened, open_stack
 from ..base import AiofilesContextManager, AsyncBase
 from .binary import AsyncBufferedIOBase, AsyncBufferedReader, AsyncFileIO, AsyncIndirectBufferedIOBase
@@ -66,21 +67,16 @@ async def _open(
     uri = plugin_uri(file)
     if uri is not None:
         return await _open_uri(uri, mode, buffering, encoding, errors, newline, atomic)
+    close_later = _close_on_pool if executor is None else partial(_close_later, executor)
+    args = (local(file), mode, buffering, encoding, errors, newline, closefd, opener, close_later, atomic)
     opened = await run(
         executor,
         open_stack,
-        local(file),
-        mode,
-        buffering,
-        encoding,
-        errors,
-        newline,
-        closefd,
-        opener,
-        partial(_close_later, executor),
-        atomic,
+        *args,
         shielded=False,  # a cancelled open closes what it opened, on a worker
         discard=close_opened,
+        # a plain open to read: with the others of this loop iteration, in one C call
+        combine=OPEN_TO_READ if OPEN_TO_READ.takes(args) else None,
     )
     return wrap(
         opened.file,
@@ -104,8 +100,16 @@ async def _open_uri(
     return AsyncStreamFile(stream, uri, mode)
 
 
-def _close_later(executor: Executor | None, file: io.FileIO) -> None:
-    run_soon(executor, file.close)
+def _close_later(executor: Executor | None, file: io.FileIO | int) -> None:
+    """Close a file that was only read (a FileIO, or a descriptor opened in
+    C), on a worker, without waiting."""
+    if isinstance(file, int):
+        run_soon_together(executor, close_descriptors, file)
+    else:
+        run_soon(executor, file.close)
+
+
+_close_on_pool = partial(_close_later, None)
 
 
 def wrap(

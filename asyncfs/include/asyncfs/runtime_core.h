@@ -146,6 +146,29 @@ int64_t ASYNCFS_SafeStrnlen(const char* s, size_t max);
  * many failed. */
 int ASYNCFS_StatPaths(const char* paths, int n, int64_t* fields, int* errors);
 
+/* open(2) of each of the n regular files at the paths packed as for
+ * ASYNCFS_StatPaths, for reading, as the standard library's FileIO opens
+ * mode "r" (O_RDONLY and close-on-exec, interrupted calls retried), then
+ * fstat(2) of what opened: fds[i] the descriptor and its fields at
+ * fields[ASYNCFS_STAT_FIELDS * i]; or fds[i] = -1 and errors[i] the errno.
+ * A path that stat(2) finds and that is not a regular file (a directory, a
+ * FIFO, whose open may wait for a writer, a device) is not opened: fds[i]
+ * = -1, errors[i] = 0. Returns how many were not opened. */
+int ASYNCFS_OpenPaths(const char* paths, int n, int* fds, int64_t* fields, int* errors);
+
+/* read(2) of each of the n descriptors, from its offset, into
+ * buffer + starts[i], until a read returns 0 (ends[i] = 1: the end of the
+ * file when the call was made) or caps[i] bytes are in (ends[i] = 0); an
+ * interrupted read is retried. counts[i] the bytes read, errors[i] the
+ * errno of a read that failed (what came before it is in counts[i]), or 0.
+ * Returns how many failed. */
+int ASYNCFS_ReadFds(const int* fds, int n, char* buffer, const int64_t* starts, const int64_t* caps,
+                    int64_t* counts, int* ends, int* errors);
+
+/* close(2) of each of the n descriptors (not retried: on Linux a close
+ * that was interrupted has closed the descriptor). */
+void ASYNCFS_CloseFds(const int* fds, int n);
+
 /* ---- TFRecord framing ---------------------------------------------------- */
 
 /* The offset of the first i in [0, n - 12] at which buf[i..i+12) is a valid

@@ -1,0 +1,215 @@
+"""Opening local files to read, and reading them to the end, many per C call.
+
+``async with aiofiles.open(path) as f: data = await f.read()`` in a task
+per file hands the pool many opens in one event-loop iteration, then many
+reads. Run one by one on a worker, each ``open``, ``fstat`` and ``read``
+gives up the GIL for its system call and waits for the loop's thread to
+give it back, so the worker and the loop take turns at every call. Here the
+pool's combiner (:class:`asyncfs._pool.Combiner`) makes each group one call
+into the runtime, with the GIL released once: ``ASYNCFS_OpenPaths`` opens
+and fstat's every path, ``ASYNCFS_ReadFds`` reads every file to its end.
+
+What the caller gets is what it would get otherwise, to the byte and the
+exception: the opened file has the layers :func:`._stack.open_stack` builds
+(over the descriptor, named by the path as given: its ``FileIO`` is made
+when something needs it, see :class:`._memory.Descriptor`), a file that
+cannot be opened raises the ``OSError`` ``open()`` raises, with its errno
+and the path; each read is made when the call is, from the file's offset,
+and only a read that returned nothing ends it.
+Anything else takes the ordinary way (:func:`._stack.open_stack`, the file
+object's own ``read``): other modes and arguments, a path with a NUL, and
+whatever is not a regular file (a FIFO's open may wait for a writer, which
+must not hold up the others).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from .._ffi import ffi, runtime
+from .._pool import ALONE
+from ._memory import Descriptor, ReadAhead
+from ._stack import layer_up, layered
+
+if TYPE_CHECKING:
+    from .base import AsyncBase
+
+__all__ = ["OPEN_TO_READ", "READ_TO_END", "close_descriptors", "read_to_end"]
+
+_FIELDS = 16  # ASYNCFS_STAT_FIELDS
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)  # FileIO's for mode "r", as its audit event says
+# a read to the end takes at most this much per file in the C call; a
+# bigger file's rest is read by the file object, in growing reads
+_MOST = 1 << 20
+_Outcome = tuple[Any, BaseException | None]
+
+
+class _Fields:
+    """What :func:`._stack.layer_up` reads of an fstat, from the C call's fields."""
+
+    __slots__ = ("st_blksize", "st_mode", "st_size")
+
+    def __init__(self, fields: Any, i: int) -> None:
+        base = i * _FIELDS
+        self.st_mode: int = fields[base]
+        self.st_size: int = fields[base + 6]
+        self.st_blksize: int = fields[base + 13]
+
+
+class OpenToRead:
+    """A :class:`asyncfs._pool.Combiner` of :func:`._stack.open_stack`
+    calls that it :meth:`takes`: their opens in one C call. A path with a
+    NUL in it, and what is not a regular file, are opened by themselves,
+    after the others (see ALONE), and answered as open() answers them."""
+
+    limit = 256  # paths per C call, as for ASYNCFS_StatPaths
+
+    @staticmethod
+    def takes(args: tuple[Any, ...]) -> bool:
+        """Whether open_stack(*args) is a plain open of a local path to read
+        (no descriptor, closefd, opener or atomic write)."""
+        file, mode, buffering, encoding, errors, newline, closefd, opener, _close_later, atomic = args
+        spelled = layered(mode, buffering, encoding, errors, newline)
+        return (
+            spelled is not None
+            and spelled[0] == "r"
+            and closefd is True
+            and opener is None
+            and not atomic
+            and isinstance(file, (str, bytes, os.PathLike))
+        )
+
+    def __call__(self, calls: list[tuple[Any, ...]]) -> list[_Outcome]:
+        outcomes: list[_Outcome] = [(ALONE, None)] * len(calls)
+        native: list[tuple[int, str | bytes]] = []  # (call, its path as open() names the file)
+        for i, args in enumerate(calls):
+            path = os.fspath(args[0])
+            if "\0" in path if isinstance(path, str) else b"\0" in path:
+                continue  # open() refuses it, in its words
+            try:
+                sys.audit("open", path, "r", _OPEN_FLAGS)  # as FileIO announces it
+            except Exception as exc:  # a hook refused it
+                outcomes[i] = (None, exc)
+                continue
+            native.append((i, path))
+        if native:
+            self._open(calls, native, outcomes)
+        return outcomes
+
+    def _open(self, calls: list[tuple[Any, ...]], native: list[tuple[int, str | bytes]], out: list[_Outcome]) -> None:
+        n = len(native)
+        fds = ffi.new("int[]", n)
+        fields = ffi.new("int64_t[]", n * _FIELDS)
+        errnos = ffi.new("int[]", n)
+        packed = b"\0".join(os.fsencode(path) for _, path in native) + b"\0"
+        runtime().ASYNCFS_OpenPaths(packed, n, fds, fields, errnos)
+        try:
+            for k, (i, path) in enumerate(native):
+                _file, mode, buffering, encoding, errors, newline, _closefd, _opener, close_later, _atomic = calls[i]
+                fd, errno = fds[k], errnos[k]
+                if fd >= 0:
+                    fds[k] = -1  # the file object owns it now
+                    out[i] = _layered_on(
+                        fd, path, _Fields(fields, k), mode, buffering, encoding, errors, newline, close_later
+                    )
+                elif errno:
+                    out[i] = (None, OSError(errno, os.strerror(errno), path))
+                # else not a regular file, not opened: it is opened by itself
+        finally:  # whatever was opened and not handed over is closed
+            for fd in ffi.unpack(fds, n):
+                if fd >= 0:
+                    os.close(fd)
+
+
+def _layered_on(
+    fd: int, name: str | bytes, info: _Fields, mode: str, buffering: int, encoding: Any, errors: Any, newline: Any,
+    close_later: Any,
+) -> _Outcome:  # fmt: skip
+    try:
+        return (layer_up(Descriptor(fd, name), info, 0, mode, buffering, encoding, errors, newline, close_later), None)
+    except Exception as exc:  # as open() raises it (an unknown encoding): the descriptor is closed
+        return (None, exc)
+
+
+def close_descriptors(fds: list[int]) -> None:
+    """Close descriptors that were only read (errors are not reported, as a
+    read-only FileIO's close has none worth reporting), in one C call."""
+    runtime().ASYNCFS_CloseFds(fds, len(fds))
+
+
+def read_to_end(file: AsyncBase, size: Any) -> Any:
+    """file's read(size) on a worker, as :meth:`.base.AsyncBase._call` runs it."""
+    return file._locked(file._file.read, (size,), False)
+
+
+class ReadToEnd:
+    """A :class:`asyncfs._pool.Combiner` of :func:`read_to_end` calls: the
+    reads from the descriptors, to their ends, in one C call, then each
+    file object's read, which takes them (:attr:`ReadAhead.fetched`)."""
+
+    limit = 256
+
+    def __call__(self, calls: list[tuple[Any, ...]]) -> list[_Outcome]:
+        claimed: list[tuple[int, AsyncBase, ReadAhead]] = []
+        for i, (file, _size) in enumerate(calls):
+            memory = file._memory
+            # another call of the file holds it (or the file is here twice): it waits its turn
+            if isinstance(memory, ReadAhead) and not memory.closed and file._claim():
+                claimed.append((i, file, memory))
+        try:
+            fetched = self._read([memory for _, _, memory in claimed])
+        except Exception:  # each file object's read then reads by itself, and reports what it meets
+            fetched = [None] * len(claimed)
+        outcomes: list[_Outcome] = [(None, None)] * len(calls)
+        taken = set()
+        for (i, file, memory), got in zip(claimed, fetched, strict=True):
+            taken.add(i)
+            memory.fetched = got
+            outcomes[i] = _outcome(file._claimed, file._file.read, (calls[i][1],))
+            memory.fetched = None  # if the read did not take it (a closed file raised first)
+        for i, (file, size) in enumerate(calls):
+            if i not in taken:
+                outcomes[i] = _outcome(read_to_end, file, size)
+        return outcomes
+
+    def _read(self, files: list[ReadAhead]) -> list[tuple[bytes, bool] | None]:
+        """Each file's bytes from its offset to its end (or _MOST of them),
+        and whether the end was seen; None where the first read failed (the
+        file object's own read then fails, as it would)."""
+        n = len(files)
+        if not n:
+            return []
+        caps = [_MOST if memory.size >= _MOST else memory.size + 1 for memory in files]  # one more: the end seen
+        starts = [0] * n
+        for k in range(1, n):
+            starts[k] = starts[k - 1] + caps[k - 1]
+        buffer = _uncleared("char[]", starts[-1] + caps[-1])
+        counts = ffi.new("int64_t[]", n)
+        ends = ffi.new("int[]", n)
+        errnos = ffi.new("int[]", n)
+        runtime().ASYNCFS_ReadFds([memory.fileno() for memory in files], n, buffer, starts, caps, counts, ends, errnos)
+        view = ffi.buffer(buffer)
+        fetched: list[tuple[bytes, bool] | None] = []
+        for k in range(n):
+            count = counts[k]
+            if errnos[k] and not count:
+                fetched.append(None)
+            else:  # a read that failed after others read something: the file object's next read reports it
+                fetched.append((view[starts[k] : starts[k] + count], bool(ends[k])))
+        return fetched
+
+
+_uncleared = ffi.new_allocator(should_clear_after_alloc=False)
+
+
+def _outcome(fn: Any, *args: Any) -> _Outcome:
+    try:
+        return (fn(*args), None)
+    except Exception as exc:
+        return (None, exc)
+
+
+OPEN_TO_READ = OpenToRead()
+READ_TO_END = ReadToEnd()
