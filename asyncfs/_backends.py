@@ -21,13 +21,15 @@ __all__ = ["Backend", "Waiter", "backend_for", "current_loop", "native_iteration
 
 
 class Waiter:
-    """A one-shot result slot. ``abandoned`` is set when the awaiting task
-    gave up on it (it was cancelled during an abandonable wait)."""
+    """A one-shot result slot, awaited shielded or abandonable (as it was
+    made: see the module's text). ``abandoned`` is set when the awaiting
+    task gave up on it (it was cancelled during an abandonable wait)."""
 
-    __slots__ = ("_native", "abandoned", "delivered")
+    __slots__ = ("_native", "abandoned", "delivered", "shielded")
 
-    def __init__(self, native: Any) -> None:
+    def __init__(self, native: Any, *, shielded: bool = False) -> None:
         self._native = native
+        self.shielded = shielded
         self.abandoned = False
         self.delivered = False
 
@@ -41,14 +43,15 @@ class Backend(Protocol):
         """Run callback on the loop thread (from any thread)."""
 
     def new_waiter(self, *, shielded: bool = False) -> Waiter:
-        """A waiter, to be awaited shielded (see :meth:`wait`) or not."""
+        """A waiter, to be awaited shielded or abandonable (see :meth:`wait`)."""
 
     def resolve(self, waiter: Waiter, value: object, error: BaseException | None) -> bool:
         """Deliver a result (on the loop thread). False when nobody will
         receive it: the waiting task was cancelled out of an abandonable
         wait."""
 
-    async def wait(self, waiter: Waiter, *, shielded: bool) -> Any: ...
+    async def wait(self, waiter: Waiter) -> Any:
+        """The waiter's result, awaited as the waiter was made to be."""
 
 
 def _gone() -> NoReturn:
@@ -83,7 +86,7 @@ class AsyncioBackend:
 
     def new_waiter(self, *, shielded: bool = False) -> Waiter:
         loop = self._loop() or _gone()
-        return Waiter(_Uncancellable(loop=loop) if shielded else loop.create_future())
+        return Waiter(_Uncancellable(loop=loop) if shielded else loop.create_future(), shielded=shielded)
 
     def resolve(self, waiter: Waiter, value: object, error: BaseException | None) -> bool:
         future: asyncio.Future[Any] = waiter._native
@@ -96,9 +99,9 @@ class AsyncioBackend:
         waiter.delivered = True
         return True
 
-    async def wait(self, waiter: Waiter, *, shielded: bool) -> Any:
+    async def wait(self, waiter: Waiter) -> Any:
         future: asyncio.Future[Any] = waiter._native
-        if not shielded:
+        if not waiter.shielded:
             try:
                 return await future
             except asyncio.CancelledError:
@@ -107,7 +110,7 @@ class AsyncioBackend:
         cancelled: asyncio.CancelledError | None = None
         while not future.done():
             try:
-                await (future if type(future) is _Uncancellable else asyncio.shield(future))
+                await future  # an _Uncancellable: a cancellation of the task comes once it is done
             except asyncio.CancelledError as exc:
                 cancelled = exc  # keep waiting: the operation must not be left half-done
             except BaseException:
@@ -134,7 +137,7 @@ class TrioBackend:
 
     def new_waiter(self, *, shielded: bool = False) -> Waiter:
         # [task, outcome]: the task parks itself; a result may come first
-        return Waiter([None, None])
+        return Waiter([None, None], shielded=shielded)
 
     def resolve(self, waiter: Waiter, value: object, error: BaseException | None) -> bool:
         outcome = self._outcome
@@ -150,8 +153,9 @@ class TrioBackend:
             self._trio.lowlevel.reschedule(task, result)
         return True
 
-    async def wait(self, waiter: Waiter, *, shielded: bool) -> Any:
+    async def wait(self, waiter: Waiter) -> Any:
         lowlevel = self._trio.lowlevel
+        shielded = waiter.shielded
         slot = waiter._native
         if slot[1] is not None:
             await lowlevel.checkpoint()

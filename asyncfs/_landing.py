@@ -23,11 +23,11 @@ if TYPE_CHECKING:
 __all__ = ["Landing", "write_whole"]
 
 
-def _staging_for(fs: ModularFileSystem, uri: str, atomic: bool) -> str | None:
-    """The staging name an atomic write of uri goes to, or None where the
-    file is written in place (not atomic, or a store whose files appear
-    only whole: an object store)."""
-    return _uri.staging_name(uri) if atomic and fs.stages_atomic_writes() else None
+def _stages(fs: ModularFileSystem, atomic: bool) -> bool:
+    """Whether a write goes to a staging name and is renamed over its
+    target: an atomic one, where the store's files do not appear only whole
+    (an object store's do: there it is written in place)."""
+    return atomic and fs.stages_atomic_writes()
 
 
 def _open_for_writing(
@@ -62,7 +62,7 @@ class Landing:
         cls, fs: ModularFileSystem, uri: str, atomic: bool = True, attributes: Mapping[str, str] | None = None
     ) -> Landing:
         """A new file for uri: staged if atomic and the store stages."""
-        staged = _staging_for(fs, uri, atomic)
+        staged = _uri.staging_name(uri) if _stages(fs, atomic) else None
         return cls(fs, uri, _open_for_writing(fs, uri, staged, attributes), staged)
 
     def append(self, data: Buffer) -> None:
@@ -109,7 +109,7 @@ def write_whole(
 ) -> None:
     """uri created or replaced with data: by rename from a staging name
     when atomic and the store stages, else in place."""
-    if atomic and fs.stages_atomic_writes():
+    if _stages(fs, atomic):
         write_by_rename(fs, uri, data, attributes)
     else:
         fs.write_file(uri, data, attributes=attributes)

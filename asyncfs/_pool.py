@@ -110,7 +110,7 @@ class Sink:
         """(tag, result, error) of the next finished work."""
         while not self._done:
             self._waiter = self._backend.new_waiter()
-            await self._backend.wait(self._waiter, shielded=False)
+            await self._backend.wait(self._waiter)
         return self._done.popleft()
 
     def close(self) -> None:
@@ -439,10 +439,7 @@ class _Batcher:
         items = self.together.get(fn)
         if items is None:
             self.together[fn] = items = []
-            self.unawaited.append((fn, (items,)))
-            if not self.scheduled:
-                self.scheduled = True
-                self.backend.call_soon(self.flush)
+            self.run_soon(fn, (items,))
         items.append(item)
 
     def flush(self) -> None:
@@ -639,7 +636,7 @@ class Pending(Generic[T]):
 
     async def result(self) -> T:
         """Wait for the result (abandoned if the waiting task is cancelled)."""
-        value: T = await self._backend.wait(self._work.waiter, shielded=False)
+        value: T = await self._backend.wait(self._work.waiter)
         return value
 
 
@@ -877,7 +874,7 @@ class WorkerPool:
         room = batcher.backend.new_waiter()
         batcher.blocked.append(room)
         try:
-            await batcher.backend.wait(room, shielded=False)
+            await batcher.backend.wait(room)
         except BaseException:
             if room.delivered:  # a slot was reserved for us: give it back
                 batcher.release_slots(1)
@@ -912,7 +909,7 @@ class WorkerPool:
             batcher.submit(work)
         else:  # parked: it starts when there is room, unless its caller has left by then
             batcher.blocked.append(work)
-        result: T = await backend.wait(waiter, shielded=mutating)
+        result: T = await backend.wait(waiter)
         return result
 
     def submit(self, fn: Callable[..., T], *args: Any, discard: Any = None) -> Pending[T] | None:
@@ -978,7 +975,7 @@ class WorkerPool:
                     work = _Work(fn, args, group.waiter, None, group)
                     batcher.submit(work)
                     works.append(work)
-                await backend.wait(group.waiter, shielded=mutating)
+                await backend.wait(group.waiter)
             except BaseException:
                 group.waiter.abandoned = not mutating  # the rest need not run
                 raise
