@@ -32,30 +32,18 @@ from .._ffi import ffi, runtime
 from .._pool import ALONE
 from ._memory import Descriptor, ReadAhead
 from ._stack import layer_up, layered
+from ._stats import FIELDS, Fields
 
 if TYPE_CHECKING:
     from .base import AsyncBase
 
-__all__ = ["OPEN_TO_READ", "READ_TO_END", "close_descriptors", "read_to_end"]
+__all__ = ["OPEN_TO_READ", "READ_TO_END", "close_descriptors"]
 
-_FIELDS = 16  # ASYNCFS_STAT_FIELDS
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)  # FileIO's for mode "r", as its audit event says
 # a read to the end takes at most this much per file in the C call; a
 # bigger file's rest is read by the file object, in growing reads
 _MOST = 1 << 20
 _Outcome = tuple[Any, BaseException | None]
-
-
-class _Fields:
-    """What :func:`._stack.layer_up` reads of an fstat, from the C call's fields."""
-
-    __slots__ = ("st_blksize", "st_mode", "st_size")
-
-    def __init__(self, fields: Any, i: int) -> None:
-        base = i * _FIELDS
-        self.st_mode: int = fields[base]
-        self.st_size: int = fields[base + 6]
-        self.st_blksize: int = fields[base + 13]
 
 
 class OpenToRead:
@@ -101,7 +89,7 @@ class OpenToRead:
     def _open(self, calls: list[tuple[Any, ...]], native: list[tuple[int, str | bytes]], out: list[_Outcome]) -> None:
         n = len(native)
         fds = ffi.new("int[]", n)
-        fields = ffi.new("int64_t[]", n * _FIELDS)
+        fields = ffi.new("int64_t[]", n * FIELDS)
         errnos = ffi.new("int[]", n)
         packed = b"\0".join(os.fsencode(path) for _, path in native) + b"\0"
         runtime().ASYNCFS_OpenPaths(packed, n, fds, fields, errnos)
@@ -112,7 +100,7 @@ class OpenToRead:
                 if fd >= 0:
                     fds[k] = -1  # the file object owns it now
                     out[i] = _layered_on(
-                        fd, path, _Fields(fields, k), mode, buffering, encoding, errors, newline, close_later
+                        fd, path, Fields(fields, k), mode, buffering, encoding, errors, newline, close_later
                     )
                 elif errno:
                     out[i] = (None, OSError(errno, os.strerror(errno), path))
@@ -124,7 +112,7 @@ class OpenToRead:
 
 
 def _layered_on(
-    fd: int, name: str | bytes, info: _Fields, mode: str, buffering: int, encoding: Any, errors: Any, newline: Any,
+    fd: int, name: str | bytes, info: Fields, mode: str, buffering: int, encoding: Any, errors: Any, newline: Any,
     close_later: Any,
 ) -> _Outcome:  # fmt: skip
     try:
@@ -139,21 +127,17 @@ def close_descriptors(fds: list[int]) -> None:
     runtime().ASYNCFS_CloseFds(fds, len(fds))
 
 
-def read_to_end(file: AsyncBase, size: Any) -> Any:
-    """file's read(size) on a worker, as :meth:`.base.AsyncBase._call` runs it."""
-    return file._locked(file._file.read, (size,), False)
-
-
 class ReadToEnd:
-    """A :class:`asyncfs._pool.Combiner` of :func:`read_to_end` calls: the
-    reads from the descriptors, to their ends, in one C call, then each
-    file object's read, which takes them (:attr:`ReadAhead.fetched`)."""
+    """A :class:`asyncfs._pool.Combiner` of a file object's worker calls
+    (see :meth:`.base.AsyncBase._call`) of its read to the end: the reads
+    from the descriptors, to their ends, in one C call, then each file
+    object's read, which takes them (:attr:`ReadAhead.fetched`)."""
 
     limit = 256
 
     def __call__(self, calls: list[tuple[Any, ...]]) -> list[_Outcome]:
         claimed: list[tuple[int, AsyncBase, ReadAhead]] = []
-        for i, (file, _size) in enumerate(calls):
+        for i, (file, _fn, _args, _line) in enumerate(calls):
             memory = file._memory
             # another call of the file holds it (or the file is here twice): it waits its turn
             if isinstance(memory, ReadAhead) and not memory.closed and file._claim():
@@ -166,12 +150,13 @@ class ReadToEnd:
         taken = set()
         for (i, file, memory), got in zip(claimed, fetched, strict=True):
             taken.add(i)
+            _file, fn, args, line = calls[i]
             memory.fetched = got
-            outcomes[i] = _outcome(file._claimed, file._file.read, (calls[i][1],))
+            outcomes[i] = _outcome(file._claimed, fn, args, line)
             memory.fetched = None  # if the read did not take it (a closed file raised first)
-        for i, (file, size) in enumerate(calls):
+        for i, (file, fn, args, line) in enumerate(calls):
             if i not in taken:
-                outcomes[i] = _outcome(read_to_end, file, size)
+                outcomes[i] = _outcome(file._locked, fn, args, line)
         return outcomes
 
     def _read(self, files: list[ReadAhead]) -> list[tuple[bytes, bool] | None]:

@@ -26,11 +26,23 @@ from typing import Any, Generic, TypeVar
 from .._ffi import ffi, runtime
 from ..env import default_env
 
-__all__ = ["StatMany", "exists", "getatime", "getctime", "getmtime", "getsize", "isdir", "isfile", "stat"]
+__all__ = [
+    "FIELDS",
+    "Fields",
+    "StatMany",
+    "exists",
+    "getatime",
+    "getctime",
+    "getmtime",
+    "getsize",
+    "isdir",
+    "isfile",
+    "stat",
+]
 
 T = TypeVar("T")
 
-_FIELDS = 16  # ASYNCFS_STAT_FIELDS
+FIELDS = 16  # ASYNCFS_STAT_FIELDS
 _UNSIGNED = 1 << 64
 _BILLION = 1_000_000_000
 # os.stat_result as os.stat fills it on this platform: the 10 fields of the
@@ -48,6 +60,19 @@ def stat_result(f: list[int]) -> os.stat_result:
         asec * _BILLION + ansec, msec * _BILLION + mnsec, csec * _BILLION + cnsec,
         blksize, blocks, _unsigned(rdev),
     ))  # fmt: skip
+
+
+class Fields:
+    """The mode, size and block size among the fields a C call wrote for
+    its i-th path (all an open needs of its fstat: see ``_stack.layer_up``)."""
+
+    __slots__ = ("st_blksize", "st_mode", "st_size")
+
+    def __init__(self, fields: Any, i: int) -> None:
+        base = i * FIELDS
+        self.st_mode: int = fields[base]
+        self.st_size: int = fields[base + 6]
+        self.st_blksize: int = fields[base + 13]
 
 
 def _refusal(path: str | bytes) -> Exception:
@@ -93,15 +118,15 @@ class StatMany(Generic[T]):
         if not encoded:
             return outcomes
         n = len(encoded)
-        fields = ffi.new("int64_t[]", n * _FIELDS)
+        fields = ffi.new("int64_t[]", n * FIELDS)
         errors = ffi.new("int[]", n)
         runtime().ASYNCFS_StatPaths(b"\0".join(encoded) + b"\0", n, fields, errors)
-        values = ffi.unpack(fields, n * _FIELDS)
+        values = ffi.unpack(fields, n * FIELDS)
         for k, (i, errno) in enumerate(zip(wanted, ffi.unpack(errors, n), strict=True)):
             if errno:
                 outcomes[i] = self._refused(OSError(errno, os.strerror(errno), calls[i][0]))
             else:
-                outcomes[i] = (self.answer(values[k * _FIELDS : (k + 1) * _FIELDS]), None)
+                outcomes[i] = (self.answer(values[k * FIELDS : (k + 1) * FIELDS]), None)
         return outcomes
 
     def _refused(self, error: Exception) -> tuple[Any, BaseException | None]:

@@ -20,6 +20,7 @@ from functools import partial, wraps
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from .._pool import Combiner
 from ._memory import ReadAhead, WriteBehind
 from ._run import run
 from ._stack import Landing
@@ -123,12 +124,17 @@ class AsyncBase(LineIteration):
         finally:
             memory.on_loop = False
 
-    async def _call(self, fn: Callable[..., T], *args: Any, read: bool = False, line: bool = False) -> T:
-        """fn(*args) on a worker, after the calls of this file sent before
-        (a readline is a read, and says so: see ReadAhead.lines_above)."""
+    def _call(
+        self, fn: Callable[..., T], *args: Any, read: bool = False, line: bool = False, combine: Combiner | None = None
+    ) -> Coroutine[Any, Any, T]:
+        """fn(*args) on a worker, to await, after the calls of this file
+        sent before (a readline is a read, and says so: see
+        ReadAhead.lines_above); on the pool, with combine's other calls of
+        this loop iteration, each given as (file, fn, args, line). (The
+        pool's coroutine, as :func:`._run.run` returns it: one less a call.)"""
         self._sent += 1
         shielded = not ((read or line) and self._abandonable_reads)
-        return await run(self._executor, self._locked, fn, args, line, shielded=shielded)
+        return run(self._executor, AsyncBase._locked, self, fn, args, line, shielded=shielded, combine=combine)
 
     def _locked(self, fn: Callable[..., T], args: tuple[Any, ...], line: bool) -> T:
         self._lock.acquire()

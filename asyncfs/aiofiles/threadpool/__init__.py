@@ -67,7 +67,7 @@ async def _open(
     uri = plugin_uri(file)
     if uri is not None:
         return await _open_uri(uri, mode, buffering, encoding, errors, newline, atomic)
-    close_later = _close_on_pool if executor is None else partial(_close_later, executor)
+    close_later = partial(_close_later, executor)
     args = (local(file), mode, buffering, encoding, errors, newline, closefd, opener, close_later, atomic)
     opened = await run(
         executor,
@@ -107,9 +107,6 @@ def _close_later(executor: Executor | None, file: io.FileIO | int) -> None:
         run_soon_together(executor, close_descriptors, file)
     else:
         run_soon(executor, file.close)
-
-
-_close_on_pool = partial(_close_later, None)
 
 
 def wrap(

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from .._bulk import READ_TO_END, read_to_end
+from .._bulk import READ_TO_END
 from .._memory import CHUNK, ReadAhead, WriteBehind
-from .._run import run
 from ..base import AsyncBase
 
 __all__ = ["AsyncFile"]
@@ -50,11 +49,9 @@ class AsyncFile(AsyncBase):
         ahead = self._here(ReadAhead)
         if ahead is not None and ahead.answers(size):
             return self._on_loop(self._file.read, size)
-        if type(size) is int and size == -1 and isinstance(self._memory, ReadAhead):
-            # to the end of a regular file: with the others of this loop iteration, in one C call
-            self._sent += 1
-            return await run(self._executor, read_to_end, self, size, shielded=True, combine=READ_TO_END)
-        return await self._call(self._file.read, size, read=True)
+        # to the end of a regular file: with the others of this loop iteration, in one C call
+        to_end = type(size) is int and size == -1 and isinstance(self._memory, ReadAhead)
+        return await self._call(self._file.read, size, read=True, combine=READ_TO_END if to_end else None)
 
     async def readline(self, size: Any = -1, /) -> Any:
         ahead = self._here(ReadAhead)
