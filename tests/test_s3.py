@@ -173,6 +173,54 @@ def test_dropped_writer_aborts_its_multipart_upload(
     assert bucket_entries(s3_gateway, bucket) == []
 
 
+@pytest.mark.parametrize(
+    ("before", "size", "parts"),
+    [
+        (0, 5 * MiB, 0),  # exactly one part: one PUT
+        (0, 10 * MiB, 2),  # one part straight from the caller's bytes, the last at close
+        (0, 10 * MiB + 1, 3),
+        (1024, 17 * MiB, 4),  # a buffered start, then whole parts, then a buffered tail
+    ],
+)
+def test_a_long_append_goes_up_in_parts_from_the_callers_bytes(
+    s3_gateway: Gateway, bucket: str, before: int, size: int, parts: int
+) -> None:
+    """Whole parts of a long append are sent without a copy and waited for
+    before the append returns: the caller may reuse its buffer at once."""
+    fs = own_s3(s3_gateway, part_size=5 * MiB)
+    uri = f"s3://{bucket}/long.bin"
+    data = bytearray(pattern(0, before + size))
+    with fs.new_writable_file(uri) as out:
+        out.append(data[:before])
+        out.append(data[before:])
+        data[:] = bytes(len(data))  # the caller's buffer reused before close
+    assert fs.read_file(uri) == pattern(0, before + size)
+    etag = str(object_stat(s3_gateway, bucket, "long.bin")["etag"])
+    assert etag.endswith(f"-{parts}") if parts else "-" not in etag, etag
+
+
+@pytest.mark.parametrize("failing", ["create", "parts"])
+def test_a_failed_long_append_writes_nothing(
+    s3_gateway: Gateway, proxy: FaultProxy, bucket: str, s3_fs: asyncfs.ModularFileSystem, failing: str
+) -> None:
+    """After an append failed (the upload could not start, or its parts
+    could not be sent), close reports the failure and writes nothing: it
+    used to PUT the first part's bytes as the whole object when the
+    upload could not start."""
+    fs = own_s3(s3_gateway, endpoint=proxy.endpoint, part_size=5 * MiB, max_attempts=1)
+    uri = f"s3://{bucket}/failed.bin"
+    proxy.inject(["503"] if failing == "create" else ["pass", "503", "503"])
+    writer = fs.new_writable_file(uri)
+    with pytest.raises(asyncfs.UnavailableError, match="SlowDown"):
+        writer.append(pattern(0, 12 * MiB))
+    with pytest.raises(asyncfs.UnavailableError, match="SlowDown"):
+        writer.close()
+    writer.discard()
+    assert not s3_fs.exists(uri)
+    assert s3_fs.incomplete_writes(f"s3://{bucket}") == []
+    assert [line.split()[0] for line, _ in proxy.requests].count("PUT") == (0 if failing == "create" else 2)
+
+
 def boto3_client(gateway: Gateway) -> Any:
     boto3 = pytest.importorskip("boto3", reason="boto3 (a test extra) looks at the gateway from outside")
     environ = gateway.environ()

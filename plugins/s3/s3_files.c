@@ -367,16 +367,21 @@ const TF_ReadOnlyMemoryRegionOps s3_memory_region_ops = {region_cleanup, region_
 
 /* ---- writing ------------------------------------------------------------------- */
 
-#define MAX_PARTS_IN_FLIGHT 4
+/* Parts uploading at once: at most MAX_BUFFERS_IN_FLIGHT of them in the
+ * writer's own buffers (its memory bound), more when they are sent straight
+ * from the caller's bytes (ship_borrowed), which cost no memory. */
+#define MAX_PARTS_IN_FLIGHT 12
+#define MAX_BUFFERS_IN_FLIGHT 4
 
 typedef struct s3_writer s3_writer;
 
 typedef struct part_upload {
   s3_writer* w;
   int number; /* 1-based */
-  char* data;
+  const char* data;
   size_t len;
-  size_t cap; /* data's capacity */
+  char* buffer; /* the writer's buffer holding data; NULL: the caller's bytes */
+  size_t cap;   /* buffer's capacity */
   pthread_t thread;
 } part_upload;
 
@@ -395,8 +400,8 @@ struct s3_writer {
   part_upload* inflight[MAX_PARTS_IN_FLIGHT];
   int inflight_count;
   /* Part buffers come back here for reuse: a file's memory stays at most
-   * (MAX_PARTS_IN_FLIGHT + 1) parts, whichever threads append to it. */
-  char* spare[MAX_PARTS_IN_FLIGHT];
+   * (MAX_BUFFERS_IN_FLIGHT + 1) parts, whichever threads append to it. */
+  char* spare[MAX_BUFFERS_IN_FLIGHT];
   int spare_count;
   size_t spare_cap; /* every spare's capacity */
   int closed;
@@ -423,13 +428,19 @@ static void* part_thread(void* arg) {
   return NULL;
 }
 
+/* A part's buffer, done with: kept for reuse, or freed. */
+static void give_back(s3_writer* w, part_upload* u) {
+  if (u->buffer == NULL) return;
+  if (w->spare_count < MAX_BUFFERS_IN_FLIGHT && u->cap == w->spare_cap)
+    w->spare[w->spare_count++] = u->buffer;
+  else
+    free(u->buffer);
+}
+
 static void join_oldest(s3_writer* w) {
   part_upload* u = w->inflight[0];
   pthread_join(u->thread, NULL);
-  if (w->spare_count < MAX_PARTS_IN_FLIGHT && u->cap == w->spare_cap)
-    w->spare[w->spare_count++] = u->data;
-  else
-    free(u->data);
+  give_back(w, u);
   free(u);
   memmove(w->inflight, w->inflight + 1, (size_t)(--w->inflight_count) * sizeof *w->inflight);
 }
@@ -478,40 +489,78 @@ static char* part_buffer(s3_writer* w, int number, size_t* cap) {
   return w->spare_count > 0 ? w->spare[--w->spare_count] : malloc(want);
 }
 
-/* Sends the filled buffer as the next part, in the background. */
-static int ship_part(s3_writer* w, TF_Status* status) {
+/* Sends data as part w->parts + 1, in the background (in this thread when
+ * no thread can start). buffer is the writer's buffer holding data, which
+ * comes back as a spare; NULL means data is the caller's, which must stay
+ * valid until the part is joined. */
+static int start_part(s3_writer* w, const char* data, size_t len, char* buffer, size_t cap,
+                      TF_Status* status) {
   part_upload* u;
-  if (ensure_upload(w, status) != 0 || reserve_part(w, status) != 0) return -1;
-  while (w->inflight_count >= MAX_PARTS_IN_FLIGHT ||
-         (w->inflight_count > 0 && w->inflight_count >= w->cfg->concurrency))
-    join_oldest(w);
-  if (s3_first_error_take(&w->error, status) != 0) return -1;
+  int most = buffer != NULL ? MAX_BUFFERS_IN_FLIGHT : MAX_PARTS_IN_FLIGHT;
+  if (most > w->cfg->concurrency) most = (int)w->cfg->concurrency;
+  if (ensure_upload(w, status) != 0 || reserve_part(w, status) != 0) goto fail;
+  while (w->inflight_count > 0 && w->inflight_count >= most) join_oldest(w);
+  if (s3_first_error_take(&w->error, status) != 0) goto fail;
   u = malloc(sizeof *u);
   if (u == NULL) {
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-    return -1;
+    goto fail;
   }
-  u->w = w;
-  u->number = ++w->parts;
-  u->data = w->buf;
-  u->len = w->len;
-  u->cap = w->cap;
-  w->buf = part_buffer(w, w->parts + 1, &w->cap);
-  w->len = 0;
-  if (w->buf == NULL || pthread_create(&u->thread, NULL, part_thread, u) != 0) {
-    /* Upload in this thread instead. */
+  *u = (part_upload){.w = w, .number = ++w->parts, .data = data, .len = len,
+                     .buffer = buffer, .cap = cap};
+  if (pthread_create(&u->thread, NULL, part_thread, u) != 0) {
     part_thread(u);
-    if (w->buf == NULL) {
-      w->buf = u->data;
-      w->cap = u->cap;
-    } else {
-      free(u->data);
-    }
+    give_back(w, u);
     free(u);
     return s3_first_error_take(&w->error, status);
   }
   w->inflight[w->inflight_count++] = u;
   return 0;
+fail:
+  if (buffer != NULL) free(buffer);
+  return -1;
+}
+
+/* Sends the filled buffer as the next part, and starts the one after. */
+static int ship_part(s3_writer* w, TF_Status* status) {
+  char* full = w->buf;
+  size_t len = w->len, cap = w->cap;
+  w->buf = part_buffer(w, w->parts + 2, &w->cap);
+  w->len = 0;
+  if (w->buf == NULL) {
+    w->buf = full;
+    w->len = len;
+    w->cap = cap;
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  return start_part(w, full, len, full, cap, status);
+}
+
+/* Whole parts of a long append go up straight from the caller's bytes,
+ * without a copy, and are waited for before the append returns; the rest
+ * (at least one byte, so that the file's last part is sent at close) is
+ * buffered as usual. Returns the bytes sent, or -1. */
+static int64_t ship_borrowed(s3_writer* w, const char* data, size_t n, TF_Status* status) {
+  size_t sent = 0;
+  while (n - sent > w->cap) {
+    size_t part = w->cap;
+    if (start_part(w, data + sent, part, NULL, 0, status) != 0) break;
+    sent += part;
+    /* The part after may be bigger (s3_parts.h): fit the empty buffer. */
+    if ((size_t)s3_upload_part_size(w->cfg->part_size, w->parts + 1) != w->cap) {
+      free(w->buf);
+      w->buf = part_buffer(w, w->parts + 1, &w->cap);
+      if (w->buf == NULL) {
+        w->cap = 0;
+        TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+        break;
+      }
+    }
+  }
+  join_all(w); /* none may still read the caller's bytes */
+  if (TF_GetCode(status) != TF_OK) return -1;
+  return s3_first_error_take(&w->error, status) == 0 ? (int64_t)sent : -1;
 }
 
 static void writer_append(const TF_WritableFile* file, const char* data, size_t n,
@@ -525,7 +574,15 @@ static void writer_append(const TF_WritableFile* file, const char* data, size_t 
     size_t take;
     /* A full part waits for more data before it ships, so that a file of
      * exactly one part stays a single PUT. */
-    if (w->len == w->cap && ship_part(w, status) != 0) return;
+    if (w->len == w->cap && ship_part(w, status) != 0) break;
+    if (w->len == 0 && n > w->cap) {
+      int64_t sent = ship_borrowed(w, data, n, status);
+      if (sent < 0) break;
+      w->written += sent;
+      data += sent;
+      n -= (size_t)sent;
+      continue;
+    }
     take = w->cap - w->len < n ? w->cap - w->len : n;
     memcpy(w->buf + w->len, data, take);
     w->len += take;
@@ -533,7 +590,10 @@ static void writer_append(const TF_WritableFile* file, const char* data, size_t 
     data += take;
     n -= take;
   }
-  TF_SetStatus(status, TF_OK, "");
+  if (n == 0)
+    TF_SetStatus(status, TF_OK, "");
+  else /* the file failed: its close reports this, and writes nothing */
+    s3_first_error_record(&w->error, status);
 }
 
 static int64_t writer_tell(const TF_WritableFile* file, TF_Status* status) {
@@ -553,6 +613,7 @@ static void writer_close(const TF_WritableFile* file, TF_Status* status) {
   if (w->upload_id == NULL) {
     s3_request req;
     s3_response resp;
+    if (s3_first_error_take(&w->error, status) != 0) return;
     s3_request_init(&req, &resp, "PUT", w->path.bucket, w->path.key);
     req.content_type = s3_content_type(w->cfg, &w->attributes, w->path.key);
     req.attributes = &w->attributes;
