@@ -138,9 +138,14 @@ class _BufferedReader(_Stream, Generic[T]):
         is buffered, or the next one is longer: readline takes it)."""
         return buf.rfind(self._newline, pos, pos + SPLIT)
 
-    def _split(self, chunk: T) -> list[T]:
-        """The lines of chunk, which ends with a newline, each keeping it:
-        split in C when splitlines() breaks only at newlines."""
+    def _split(self, chunk: T, keepends: bool = True) -> list[T]:
+        """The lines of chunk, which ends with a newline, each keeping it
+        (or without it): split in C, by splitlines() when it breaks only at
+        newlines."""
+        if not keepends:
+            lines = chunk.split(self._newline)
+            lines.pop()  # the empty rest after the last newline
+            return lines
         return chunk.splitlines(keepends=True) if self._splittable(chunk) else _split_keep(chunk, self._newline)
 
     def _append(self, data: T) -> None:
@@ -235,16 +240,17 @@ class _BufferedReader(_Stream, Generic[T]):
                 self._pos = pos  # kept exact, so a break then a read() loses nothing
                 yield line
 
-    def iter_lines(self, batch: int = 65536) -> LineBatches[T]:
+    def iter_lines(self, batch: int = 65536, *, keepends: bool = True) -> LineBatches[T]:
         """``async for lines in f.iter_lines()``: lists of up to batch lines
-        (each with its newline), split in C :data:`SPLIT` bytes or characters
-        at a time (so a list holds that much of whole lines unless batch is
-        smaller): one await per list, for code that wants throughput. The
-        position stays exact at each list, so a break then a read() loses
-        nothing."""
+        (each with its newline, or without it when keepends is false, as
+        ``str.splitlines`` has it), split in C :data:`SPLIT` bytes or
+        characters at a time (so a list holds that much of whole lines
+        unless batch is smaller): one await per list, for code that wants
+        throughput. The position stays exact at each list, so a break then
+        a read() loses nothing."""
         if batch < 1:
             raise ValueError(f"batch must be at least 1, not {batch}")
-        return LineBatches(self, batch)
+        return LineBatches(self, batch, keepends)
 
     async def __anext__(self) -> T:
         # the common case, a whole line in the buffer, without a nested call
@@ -265,20 +271,27 @@ class LineBatches(Generic[T]):
     lines that needs no finalizing (leaving the loop early is fine on any
     event loop; the stream stays usable)."""
 
-    def __init__(self, reader: _BufferedReader[T], batch: int) -> None:
+    def __init__(self, reader: _BufferedReader[T], batch: int, keepends: bool = True) -> None:
         self._reader: _BufferedReader[T] = reader
         self._batch = batch
+        self._keepends = keepends
         self._pending: list[T] = []  # split, not yet handed over
 
     def __aiter__(self) -> LineBatches[T]:
         return self
 
+    def _hand_over(self, lines: list[T]) -> list[T]:
+        """Up to batch of lines, the rest kept pending; the stream's
+        position moves past those handed over."""
+        part, self._pending = lines[: self._batch], lines[self._batch :]
+        newlines = 0 if self._keepends else len(part) * len(self._reader._newline)
+        self._reader._pos += sum(map(len, part)) + newlines
+        return part
+
     async def __anext__(self) -> list[T]:
-        reader, batch = self._reader, self._batch
+        reader = self._reader
         if self._pending:
-            part, self._pending = self._pending[:batch], self._pending[batch:]
-            reader._pos += sum(map(len, part))
-            return part
+            return self._hand_over(self._pending)
         while True:
             buf, pos = reader._buf, reader._pos
             end = reader._split_end(buf, pos)
@@ -290,14 +303,14 @@ class LineBatches(Generic[T]):
                 line = await reader.readline()
                 if not line:
                     raise StopAsyncIteration
+                if not self._keepends and line.endswith(reader._newline):
+                    line = line[: -len(reader._newline)]
                 return [line]
-            lines = reader._split(buf[pos : end + 1])
-            if len(lines) <= batch:  # the usual case: SPLIT's worth of lines, one list
+            lines = reader._split(buf[pos : end + 1], self._keepends)
+            if len(lines) <= self._batch:  # the usual case: SPLIT's worth of lines, one list
                 reader._pos = end + 1
                 return lines
-            part, self._pending = lines[:batch], lines[batch:]
-            reader._pos += sum(map(len, part))
-            return part
+            return self._hand_over(lines)
 
 
 class AsyncBinaryReader(_BufferedReader[bytes]):

@@ -716,6 +716,57 @@ def test_a_text_stream_reads_a_growing_file_as_the_standard_library_does(
         assert mine == expected, step
 
 
+_LINES_TEXT = st.text(
+    st.sampled_from("ab\n\r\v\x0c\x1c\x85\u2028é") | st.characters(codec="utf-8"), max_size=80
+) | st.builds(lambda n, tail: "row,1\n" * n + tail, st.integers(0, 400), st.sampled_from(["", "end", "\r\n"]))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    text=_LINES_TEXT,
+    binary=st.booleans(),
+    keepends=st.booleans(),
+    batch=st.sampled_from([1, 3, 65536]),
+    block=st.sampled_from([1, 7, 1 << 20]),
+    lists=st.integers(0, 4),
+)
+def test_iter_lines_with_or_without_ends_splits_as_the_standard_library(
+    tmp_path: Path, *, text: str, binary: bool, keepends: bool, batch: int, block: int, lists: int
+) -> None:
+    """The lists hold open()'s lines (universal newlines in text mode, only
+    b"\\n" in binary mode, never splitlines' other breaks), with their
+    newline or, keepends false, without it; after a break, read() gives
+    the rest exactly."""
+    path = tmp_path / "lines.txt"
+    path.write_bytes(text.encode())
+    with open(path, "rb") if binary else open(path, encoding="utf-8") as theirs:
+        lines: list[Any] = theirs.readlines()
+    newline = b"\n" if binary else "\n"
+    expected = lines if keepends else [line.removesuffix(newline) for line in lines]
+
+    async def run() -> tuple[list[Any], list[Any], Any]:
+        async with asyncfs.Env(workers=2) as env:
+            async with env.open(str(path), "rb" if binary else "r", block_size=block) as f:
+                every: list[Any] = []
+                async for part in f.iter_lines(batch, keepends=keepends):
+                    every += part
+                    if len(every) > len(expected):  # lines repeated: stop here, not never
+                        break
+            async with env.open(str(path), "rb" if binary else "r", block_size=block) as f:
+                taken: list[Any] = []
+                async for part in f.iter_lines(batch, keepends=keepends):
+                    assert 1 <= len(part) <= batch
+                    taken += part
+                    if len(taken) >= lists:
+                        break
+                return every, taken, await f.read()
+
+    every, taken, rest = asyncio.run(run())
+    assert every == expected
+    assert taken == expected[: len(taken)]
+    assert rest == newline[:0].join(lines[len(taken) :])
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     records=st.lists(st.binary(max_size=300) | st.binary(min_size=500, max_size=2500), max_size=12),
