@@ -204,15 +204,17 @@ def test_a_failed_long_append_writes_nothing(
     s3_gateway: Gateway, proxy: FaultProxy, bucket: str, s3_fs: asyncfs.ModularFileSystem, failing: str
 ) -> None:
     """After an append failed (the upload could not start, or its parts
-    could not be sent), close reports the failure and writes nothing: it
-    used to PUT the first part's bytes as the whole object when the
-    upload could not start."""
+    could not be sent), later appends and close report the failure and
+    nothing is written: close used to PUT the first part's bytes as the
+    whole object when the upload could not start."""
     fs = own_s3(s3_gateway, endpoint=proxy.endpoint, part_size=5 * MiB, max_attempts=1)
     uri = f"s3://{bucket}/failed.bin"
     proxy.inject(["503"] if failing == "create" else ["pass", "503", "503"])
     writer = fs.new_writable_file(uri)
     with pytest.raises(asyncfs.UnavailableError, match="SlowDown"):
         writer.append(pattern(0, 12 * MiB))
+    with pytest.raises(asyncfs.UnavailableError, match="SlowDown"):
+        writer.append(b"more")  # a failed writer stays failed
     with pytest.raises(asyncfs.UnavailableError, match="SlowDown"):
         writer.close()
     writer.discard()

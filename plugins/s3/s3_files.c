@@ -570,6 +570,7 @@ static void writer_append(const TF_WritableFile* file, const char* data, size_t 
     TF_SetStatus(status, TF_FAILED_PRECONDITION, "append to a closed s3 file");
     return;
   }
+  if (s3_first_error_take(&w->error, status) != 0) return; /* failed before: stays failed */
   while (n > 0) {
     size_t take;
     /* A full part waits for more data before it ships, so that a file of
