@@ -276,6 +276,7 @@ class LineBatches(Generic[T]):
         self._batch = batch
         self._keepends = keepends
         self._pending: list[T] = []  # split, not yet handed over
+        self._left: tuple[T, int] | None = None  # the reader's buffer and position the pending lines follow
 
     def __aiter__(self) -> LineBatches[T]:
         return self
@@ -283,15 +284,20 @@ class LineBatches(Generic[T]):
     def _hand_over(self, lines: list[T]) -> list[T]:
         """Up to batch of lines, the rest kept pending; the stream's
         position moves past those handed over."""
+        reader = self._reader
         part, self._pending = lines[: self._batch], lines[self._batch :]
-        newlines = 0 if self._keepends else len(part) * len(self._reader._newline)
-        self._reader._pos += sum(map(len, part)) + newlines
+        newlines = 0 if self._keepends else len(part) * len(reader._newline)
+        reader._pos += sum(map(len, part)) + newlines
+        self._left = (reader._buf, reader._pos)
         return part
 
     async def __anext__(self) -> list[T]:
         reader = self._reader
         if self._pending:
-            return self._hand_over(self._pending)
+            left = self._left
+            if left is not None and left[0] is reader._buf and left[1] == reader._pos:
+                return self._hand_over(self._pending)
+            self._pending = []  # the stream was read or moved since: split again from where it is
         while True:
             buf, pos = reader._buf, reader._pos
             end = reader._split_end(buf, pos)

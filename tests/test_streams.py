@@ -473,6 +473,12 @@ async def test_iter_lines_gives_lists_and_keeps_the_position(env: asyncfs.Env, b
                 break
         assert sizes == [100, 100, 100]
         assert await f.readline() == b"line 300\n"  # exactly where the lists ended
+    async with env.open(uri, "r") as f:
+        lists = f.iter_lines(batch=2)
+        assert await lists.__anext__() == ["line 0\n", "line 1\n"]
+        assert await f.readline() == "line 2\n"  # read between two lists of one iterator
+        assert await lists.__anext__() == ["line 3\n", "line 4\n"]  # not line 2 again
+        assert await f.read(7) == "line 5\n"
     with pytest.raises(ValueError, match="batch"):
         async with env.open(uri, "r") as f:
             async for _ in f.iter_lines(batch=0):
