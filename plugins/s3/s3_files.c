@@ -489,6 +489,13 @@ static char* part_buffer(s3_writer* w, int number, size_t* cap) {
   return w->spare_count > 0 ? w->spare[--w->spare_count] : malloc(want);
 }
 
+/* Waits for the oldest parts until fewer than most (and than the
+ * concurrency option) are in flight. */
+static void wait_for_parts(s3_writer* w, int most) {
+  if (most > w->cfg->concurrency) most = (int)w->cfg->concurrency;
+  while (w->inflight_count > 0 && w->inflight_count >= most) join_oldest(w);
+}
+
 /* Sends data as part w->parts + 1, in the background (in this thread when
  * no thread can start). buffer is the writer's buffer holding data, which
  * comes back as a spare; NULL means data is the caller's, which must stay
@@ -496,10 +503,8 @@ static char* part_buffer(s3_writer* w, int number, size_t* cap) {
 static int start_part(s3_writer* w, const char* data, size_t len, char* buffer, size_t cap,
                       TF_Status* status) {
   part_upload* u;
-  int most = buffer != NULL ? MAX_BUFFERS_IN_FLIGHT : MAX_PARTS_IN_FLIGHT;
-  if (most > w->cfg->concurrency) most = (int)w->cfg->concurrency;
   if (ensure_upload(w, status) != 0 || reserve_part(w, status) != 0) goto fail;
-  while (w->inflight_count > 0 && w->inflight_count >= most) join_oldest(w);
+  wait_for_parts(w, buffer != NULL ? MAX_BUFFERS_IN_FLIGHT : MAX_PARTS_IN_FLIGHT);
   if (s3_first_error_take(&w->error, status) != 0) goto fail;
   u = malloc(sizeof *u);
   if (u == NULL) {
@@ -525,6 +530,7 @@ fail:
 static int ship_part(s3_writer* w, TF_Status* status) {
   char* full = w->buf;
   size_t len = w->len, cap = w->cap;
+  wait_for_parts(w, MAX_BUFFERS_IN_FLIGHT); /* first, so that a finished part's buffer is reused */
   w->buf = part_buffer(w, w->parts + 2, &w->cap);
   w->len = 0;
   if (w->buf == NULL) {
