@@ -556,6 +556,7 @@ def _odd_paths(root: Path) -> list[Any]:
         str(root / "file"), os.fsencode(root / "file"), "/dev/null", ".",
         root / "missing", root / "file" / "below", root / "loop", root / "dangling",
         str(root / ("x" * 300)), str(root / "nul\0byte"), b"bytes\0nul", str(root / "bad \udcff surrogate"),
+        str(root / "lone \ud800 surrogate"),  # not encodable: refused before any system call, as a NUL is
     ]  # fmt: skip
 
 

@@ -17,7 +17,7 @@ cannot be opened raises the ``OSError`` ``open()`` raises, with its errno
 and the path; each read is made when the call is, from the file's offset,
 and only a read that returned nothing ends it.
 Anything else takes the ordinary way (:func:`._stack.open_stack`, the file
-object's own ``read``): other modes and arguments, a path with a NUL, and
+object's own ``read``): other modes and arguments, a path C cannot take, and
 whatever is not a regular file (a FIFO's open may wait for a writer, which
 must not hold up the others).
 """
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from .._ffi import ffi, runtime
 from .._pool import ALONE
 from ._memory import Descriptor, ReadAhead
+from ._paths import c_path
 from ._stack import layer_up, layered
 from ._stats import FIELDS, Fields
 
@@ -49,8 +50,9 @@ _Outcome = tuple[Any, BaseException | None]
 class OpenToRead:
     """A :class:`asyncfs._pool.Combiner` of :func:`._stack.open_stack`
     calls that it :meth:`takes`: their opens in one C call. A path with a
-    NUL in it, and what is not a regular file, are opened by themselves,
-    after the others (see ALONE), and answered as open() answers them."""
+    NUL or an unencodable character in it, and what is not a regular file,
+    are opened by themselves, after the others (see ALONE), and answered as
+    open() answers them."""
 
     limit = 256  # paths per C call, as for ASYNCFS_StatPaths
 
@@ -71,30 +73,33 @@ class OpenToRead:
 
     def __call__(self, calls: list[tuple[Any, ...]]) -> list[_Outcome]:
         outcomes: list[_Outcome] = [(ALONE, None)] * len(calls)
-        native: list[tuple[int, str | bytes]] = []  # (call, its path as open() names the file)
+        native: list[tuple[int, str | bytes, bytes]] = []  # (call, its path as open() names the file, for C)
         for i, args in enumerate(calls):
             path = os.fspath(args[0])
-            if "\0" in path if isinstance(path, str) else b"\0" in path:
+            name = c_path(path)
+            if name is None:
                 continue  # open() refuses it, in its words
             try:
                 sys.audit("open", path, "r", _OPEN_FLAGS)  # as FileIO announces it
             except Exception as exc:  # a hook refused it
                 outcomes[i] = (None, exc)
                 continue
-            native.append((i, path))
+            native.append((i, path, name))
         if native:
             self._open(calls, native, outcomes)
         return outcomes
 
-    def _open(self, calls: list[tuple[Any, ...]], native: list[tuple[int, str | bytes]], out: list[_Outcome]) -> None:
+    def _open(
+        self, calls: list[tuple[Any, ...]], native: list[tuple[int, str | bytes, bytes]], out: list[_Outcome]
+    ) -> None:
         n = len(native)
         fds = ffi.new("int[]", n)
         fields = ffi.new("int64_t[]", n * FIELDS)
         errnos = ffi.new("int[]", n)
-        packed = b"\0".join(os.fsencode(path) for _, path in native) + b"\0"
+        packed = b"\0".join(name for _, _, name in native) + b"\0"
         runtime().ASYNCFS_OpenPaths(packed, n, fds, fields, errnos)
         try:
-            for k, (i, path) in enumerate(native):
+            for k, (i, path, _name) in enumerate(native):
                 _file, mode, buffering, encoding, errors, newline, _closefd, _opener, close_later, _atomic = calls[i]
                 fd, errno = fds[k], errnos[k]
                 if fd >= 0:

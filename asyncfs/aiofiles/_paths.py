@@ -11,7 +11,7 @@ from typing import Any
 from .. import _uri
 from ..env import default_env
 
-__all__ = ["local", "plugin_uri"]
+__all__ = ["c_path", "local", "plugin_uri"]
 
 
 def plugin_uri(name: object) -> str | None:
@@ -34,3 +34,15 @@ def local(name: Any) -> Any:
 def fspath_or_fd(name: Any) -> Any:
     """What os functions take: a path, as os.fspath gives it, or a descriptor."""
     return name if isinstance(name, int) else os.fspath(name)
+
+
+def c_path(path: str | bytes) -> bytes | None:
+    """path as the runtime's C calls take it (os.fsencode's bytes), or None
+    for one that the standard library refuses before any system call (a
+    NUL in it, a character the filesystem encoding cannot encode): the
+    caller leaves it to the function itself, which raises its own error."""
+    try:
+        name = os.fsencode(path)
+    except UnicodeEncodeError:
+        return None
+    return None if b"\0" in name else name

@@ -25,6 +25,7 @@ from typing import Any, Generic, TypeVar
 
 from .._ffi import ffi, runtime
 from ..env import default_env
+from ._paths import c_path
 
 __all__ = [
     "FIELDS",
@@ -77,12 +78,12 @@ class Fields:
 
 def _refusal(path: str | bytes) -> Exception:
     """What os.stat raises for a path it refuses before any system call
-    (a NUL in it), in its words."""
+    (see :func:`._paths.c_path`), in its words."""
     try:
         os.stat(path)
     except (OSError, ValueError) as exc:
         return exc
-    raise AssertionError(f"os.stat took {path!r}")  # pragma: no cover (a NUL is always refused)
+    raise AssertionError(f"os.stat took {path!r}")  # pragma: no cover (c_path refuses what os.stat does)
 
 
 def _unsigned(value: int) -> int:
@@ -109,8 +110,8 @@ class StatMany(Generic[T]):
         wanted: list[int] = []
         encoded: list[bytes] = []
         for i, (path,) in enumerate(calls):
-            name = os.fsencode(path)
-            if b"\0" in name:
+            name = c_path(path)
+            if name is None:
                 outcomes[i] = self._refused(_refusal(path))
             else:
                 wanted.append(i)
