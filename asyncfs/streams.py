@@ -309,9 +309,7 @@ class LineBatches(Generic[T]):
                 line = await reader.readline()
                 if not line:
                     raise StopAsyncIteration
-                if not self._keepends and line.endswith(reader._newline):
-                    line = line[: -len(reader._newline)]
-                return [line]
+                return [line if self._keepends else line.removesuffix(reader._newline)]
             lines = reader._split(buf[pos : end + 1], self._keepends)
             if len(lines) <= self._batch:  # the usual case: SPLIT's worth of lines, one list
                 reader._pos = end + 1
