@@ -70,13 +70,13 @@ def _in_turns(
     after: Callable[[str], None] | None = None,
     s3fs: Any = None,
 ) -> dict[str, float]:
-    """Each client's best time over rounds in which the clients take turns;
-    after(name) runs, untimed, after each client's turn."""
+    """Each client's best time over rounds in which the clients take turns
+    (s3fs's, the s3fs filesystem, timed as _s3fs_run times it); after(name)
+    runs, untimed, after each client's turn."""
     times: dict[str, list[float]] = {name: [] for name in clients}
     for _ in range(rounds):
         for name, make in clients.items():
-            setup = (lambda: s3fs.set_session(refresh=True)) if name == "s3fs" else None
-            times[name].append(best_async(make, 1, setup=setup))
+            times[name].append(_s3fs_run(s3fs, make, 1) if name == "s3fs" else best_async(make, 1))
             if after is not None:
                 after(name)
     return {name: min(seconds) for name, seconds in times.items()}
