@@ -320,15 +320,9 @@ def bench_lines(path: str, repeat: int) -> Row:
             async for _ in f:
                 pass
 
-    async def asyncfs_batched() -> None:
+    async def asyncfs_batched(keepends: bool = True) -> None:
         async with env.open(path, "r") as f:
-            async for lines in f.iter_lines():
-                for _ in lines:
-                    pass
-
-    async def asyncfs_batched_bare() -> None:
-        async with env.open(path, "r") as f:
-            async for lines in f.iter_lines(keepends=False):
+            async for lines in f.iter_lines(keepends=keepends):
                 for _ in lines:
                     pass
 
@@ -346,7 +340,7 @@ def bench_lines(path: str, repeat: int) -> Row:
     row.results["async generator over a list (no I/O)"] = count / best_async(async_generator_floor, repeat)
     row.results["asyncfs"] = count / best_async(asyncfs_lines, repeat)
     row.results["asyncfs iter_lines()"] = count / best_async(asyncfs_batched, repeat)
-    row.results["asyncfs iter_lines(keepends=False)"] = count / best_async(asyncfs_batched_bare, repeat)
+    row.results["asyncfs iter_lines(keepends=False)"] = count / best_async(lambda: asyncfs_batched(False), repeat)
     env.close()
     sync = row.results["sync for line in open()"]
     row.target = "per line ≥ 0.5×, batched ≥ 1.0× the sync loop"
