@@ -524,6 +524,7 @@ def main() -> int:
     args = parser.parse_args()
     repeat = 1 if args.quick else args.repeat
     data = Path(args.data) / ("quick" if args.quick else "full")
+    data.mkdir(parents=True, exist_ok=True)  # the single-file data sets (lines, records) are written straight into it
     big_size = (64 if args.quick else 1024) << 20
     dirs, files = (100, 20) if args.quick else (1000, 100)
     only = set(args.only.split(","))
