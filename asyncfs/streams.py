@@ -20,7 +20,7 @@ import io
 import re
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -115,6 +115,23 @@ class _BufferedReader(_Stream, Generic[T]):
     _buf_start: int  # stream offset of _buf[0]
 
     _empty: T
+    # the lines a per-line iteration split and has not handed over yet,
+    # whose bytes or characters _pos has already passed (see _lines)
+    _unyielded: Iterator[T] | None = None
+
+    def _take_back(self) -> None:
+        """Put the position back before the lines a per-line iteration
+        split but has not handed over (it then splits again from there)."""
+        lines = self._unyielded
+        if lines is not None:
+            self._unyielded = None
+            self._pos -= sum(map(len, lines))
+
+    def _ready(self) -> None:
+        """Check that the stream is open and make its buffer and position
+        exact (see _take_back): what every reading method does first."""
+        self._check_open()
+        self._take_back()
 
     @abstractmethod
     async def _more(self) -> T | None:
@@ -164,7 +181,7 @@ class _BufferedReader(_Stream, Generic[T]):
     async def read(self, n: int = -1) -> T:
         """Up to n bytes or characters (all the rest when n < 0); empty at
         the end. Chunks are collected and joined once: linear in the size."""
-        self._check_open()
+        self._ready()
         data = self._from_buffer(n)
         if data is not None:  # the common case: buffered
             return data
@@ -200,7 +217,7 @@ class _BufferedReader(_Stream, Generic[T]):
         """The next line with its newline (at most limit long when limit >=
         0); empty at the end. A line longer than the buffer is collected in
         parts and joined once."""
-        self._check_open()
+        self._ready()
         newline = self._newline
         parts: list[T] = []
         got = 0
@@ -225,8 +242,13 @@ class _BufferedReader(_Stream, Generic[T]):
         return self._lines() if native_iteration() else self
 
     async def _lines(self) -> AsyncIterator[T]:
-        """Whole buffered lines at a time, split in C (asyncio only)."""
+        """Whole buffered lines at a time, split in C (asyncio only). The
+        position moves past all of them at once, and the lines not handed
+        over yet stay in _unyielded: any other read takes them back first
+        (_ready), so a break then a read() loses nothing, and this loop,
+        finding them gone, splits again from where that read left off."""
         while True:
+            self._take_back()
             buf, pos = self._buf, self._pos
             end = self._split_end(buf, pos)
             if end < 0:
@@ -235,9 +257,9 @@ class _BufferedReader(_Stream, Generic[T]):
                     return
                 yield line
                 continue
-            for line in self._split(buf[pos : end + 1]):
-                pos += len(line)
-                self._pos = pos  # kept exact, so a break then a read() loses nothing
+            self._pos = end + 1
+            self._unyielded = lines = iter(self._split(buf[pos : end + 1]))
+            for line in lines:
                 yield line
 
     def iter_lines(self, batch: int = 65536, *, keepends: bool = True) -> LineBatches[T]:
@@ -253,6 +275,7 @@ class _BufferedReader(_Stream, Generic[T]):
         return LineBatches(self, batch, keepends)
 
     async def __anext__(self) -> T:
+        self._take_back()
         # the common case, a whole line in the buffer, without a nested call
         end = self._buf.find(self._newline, self._pos)
         if end >= 0 and not self.closed:
@@ -293,6 +316,7 @@ class LineBatches(Generic[T]):
 
     async def __anext__(self) -> list[T]:
         reader = self._reader
+        reader._take_back()
         if self._pending:
             left = self._left
             if left is not None and left[0] is reader._buf and left[1] == reader._pos:
@@ -424,7 +448,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         straight into the bytes returned: no copy, and nothing on the loop."""
         if n >= 0 or self._decompressor is not None or self._eof:
             return await super().read(n)
-        self._check_open()
+        self._ready()
         start = self.tell()
         await self._drop_ahead()
         wanted = max(self._size - start, 0)
@@ -442,7 +466,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         """Up to n bytes (any number, when n < 0) with at most one block
         read: what the buffer holds, or else what the next block brings, as
         the standard library's read1. Empty at the end."""
-        self._check_open()
+        self._ready()
         if self._pos == len(self._buf) and not await self._fill():
             return b""
         stop = len(self._buf) if n < 0 else min(len(self._buf), self._pos + n)
@@ -469,6 +493,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
     # ---- position ----------------------------------------------------------------------
 
     def tell(self) -> int:
+        self._take_back()
         return self._buf_start + self._pos
 
     def size(self) -> int:
@@ -499,7 +524,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         Compressed streams seek by decoding: forward from here, or from the
         start; from the end they cannot. The end of a local file is where it
         ends now (it may have grown since the open), as io's seek has it."""
-        self._check_open()
+        self._ready()
         if whence == io.SEEK_END and not self._end_is_final():
             self._size = await self._afs.run(self._afs.wrapped.get_file_size, self.uri, mutating=False)
         offset = self._seek_target(offset, whence)
@@ -530,7 +555,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         None when it would wait for a plugin call (then await read). For a
         caller on another thread than the loop's, whose hop to the loop
         costs more than a small read."""
-        self._check_open()
+        self._ready()
         data = self._from_buffer(n)
         if data is not None:
             return data
@@ -538,7 +563,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
 
     def readline_nowait(self, limit: int = -1) -> bytes | None:
         """:meth:`readline` from the buffer alone, or None (see :meth:`read_nowait`)."""
-        self._check_open()
+        self._ready()
         end = self._buf.find(b"\n", self._pos)
         stop: int | None = end + 1 if end >= 0 else len(self._buf) if self._rest_is_buffered() else None
         if limit >= 0 and self._pos + limit <= (len(self._buf) if stop is None else stop):
@@ -552,7 +577,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
     async def fill(self) -> bool:
         """Read the next block into the buffer now (so that the reads after
         it may be answered with :meth:`read_nowait`); False at the end."""
-        self._check_open()
+        self._ready()
         return await self._fill()
 
     def close_nowait(self) -> bool:
@@ -565,7 +590,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
 
     def seek_nowait(self, offset: int, whence: int = io.SEEK_SET) -> int | None:
         """:meth:`seek` when it needs no plugin call, or None."""
-        self._check_open()
+        self._ready()
         if whence == io.SEEK_END and not self._end_is_final():
             return None  # where a local file ends now takes a call
         offset = self._seek_target(offset, whence)

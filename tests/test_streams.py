@@ -457,6 +457,46 @@ async def test_prefetch_through_a_plugin_with_only_the_core_ops(registry: asyncf
     assert isinstance(got[150][1], FileNotFoundError)
 
 
+@pytest.mark.parametrize("then", ["read", "read 5", "readline", "tell", "seek", "iter_lines", "new loop", "same loop"])
+@pytest.mark.parametrize("mode", ["r", "rb"])
+async def test_a_read_after_a_per_line_loop_left_early_starts_after_its_last_line(
+    env: asyncfs.Env, base: str, mode: str, then: str
+) -> None:
+    """``async for line in f`` left after three lines (on asyncio it has
+    split eight and moved past them): whatever comes next, another read,
+    tell, another loop or the same one taken up again, goes on right
+    after the third line."""
+    text = "".join(f"line {i}\n" for i in range(100))
+    await env.write_file(f"{base}/lines", text.encode())
+    lines: list[Any] = text.splitlines(keepends=True)
+    if mode == "rb":
+        lines = [line.encode() for line in lines]
+    rest = lines[0][:0].join(lines[3:])
+    async with env.open(f"{base}/lines", mode) as f:
+        loop = f.__aiter__()
+        with mock.patch.object(streams, "SPLIT", 64):  # eight lines at a time, and more buffered after them
+            assert [await loop.__anext__() for _ in range(3)] == lines[:3]
+        if then == "read":
+            assert await f.read() == rest
+        elif then == "read 5":
+            assert await f.read(5) == rest[:5]
+        elif then == "readline":
+            assert await f.readline() == lines[3]
+        elif then in ("tell", "seek") and mode == "rb":
+            where = f.tell() if then == "tell" else await f.seek(0, io.SEEK_CUR)
+            assert where == len(b"".join(lines[:3]))
+            assert await f.readline() == lines[3]
+        elif then == "iter_lines":
+            assert await f.iter_lines(2).__anext__() == lines[3:5]
+        elif then == "new loop":
+            assert await f.__aiter__().__anext__() == lines[3]
+        elif then == "same loop":
+            assert await f.readline() == lines[3]
+            assert await loop.__anext__() == lines[4]
+        if then != "read":
+            assert [line async for line in f][-1] == lines[-1]  # and the loop ends where the file does
+
+
 async def test_iter_lines_gives_lists_and_keeps_the_position(env: asyncfs.Env, base: str) -> None:
     uri = f"{base}/lines.txt"
     text = "".join(f"line {i}\n" for i in range(5000)) + "no newline at the end"
@@ -771,6 +811,84 @@ def test_iter_lines_with_or_without_ends_splits_as_the_standard_library(
     assert every == expected
     assert taken == expected[: len(taken)]
     assert rest == newline[:0].join(lines[len(taken) :])
+
+
+_LINE_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("lines"), st.integers(0, 5)),  # a new async for, left after n lines
+        st.tuples(st.just("more"), st.integers(0, 5)),  # the last one's iterator, taken up again
+        st.tuples(st.just("list"), st.integers(1, 4)),  # one list of iter_lines(batch)
+        st.tuples(st.just("read"), st.integers(-1, 30)),
+        st.tuples(st.just("readline"), st.integers(-1, 10)),
+        st.tuples(st.just("tell"), st.none()),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    text=_LINES_TEXT
+    | st.builds(lambda n, w: "".join(f"{i}{'x' * (i % w)}\n" for i in range(n)), st.integers(5, 60), st.integers(1, 9)),
+    binary=st.booleans(),
+    steps=_LINE_STEPS,
+    block=st.sampled_from([1, 7, 1 << 20]),
+    split=st.sampled_from([16, streams.SPLIT]),
+    backend=st.sampled_from(["asyncio", "trio"]),
+)
+def test_lines_one_by_one_between_other_reads_are_the_standard_librarys(
+    tmp_path: Path, *, text: str, binary: bool, steps: list[tuple[str, Any]], block: int, split: int, backend: str
+) -> None:
+    """``async for line in f`` left after some lines and taken up again
+    later, lists of iter_lines, reads, readlines and tell in any order
+    answer what open(path)'s iteration and reads answer: nothing lost or
+    repeated between them. (On asyncio the per-line loop splits up to SPLIT
+    of lines at once and moves past them all; every other read takes back
+    those it has not handed over.)"""
+    path = tmp_path / "lines.txt"
+    path.write_bytes(text.encode())
+
+    async def run() -> list[tuple[Any, Any, Any]]:
+        got: list[tuple[Any, Any, Any]] = []
+        current: Any = None
+        async with (
+            asyncfs.Env(workers=2) as env,
+            env.open(str(path), "rb" if binary else "r", block_size=block) as ours,
+        ):
+            with open(path, "rb") if binary else open(path, encoding="utf-8") as theirs:
+                for name, arg in steps:
+                    mine: Any
+                    expected: Any
+                    if name in ("lines", "more"):
+                        if name == "lines" or current is None:
+                            current = ours.__aiter__()
+                        mine = []
+                        while len(mine) < arg:
+                            try:
+                                mine.append(await current.__anext__())
+                            except StopAsyncIteration:
+                                break
+                        expected = [line for line in (theirs.readline() for _ in range(arg)) if line]
+                    elif name == "list":
+                        try:
+                            mine = await ours.iter_lines(arg).__anext__()
+                        except StopAsyncIteration:
+                            mine = []
+                        expected = [line for line in (theirs.readline() for _ in range(max(len(mine), 1))) if line]
+                    elif name == "tell":
+                        if not binary:
+                            continue  # a text stream's tell is an opaque cookie in the standard library
+                        mine, expected = ours.tell(), theirs.tell()
+                    else:
+                        mine, expected = await getattr(ours, name)(arg), getattr(theirs, name)(arg)
+                    got.append(((name, arg), mine, expected))
+                got.append((("rest", None), await ours.read(), theirs.read()))
+        return got
+
+    with mock.patch.object(streams, "SPLIT", split):
+        answers = anyio.run(run, backend=backend)
+    for step, mine, expected in answers:
+        assert mine == expected, step
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
