@@ -6,12 +6,13 @@ the standard library takes."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from .. import _uri
 from ..env import default_env
 
-__all__ = ["c_path", "local", "plugin_uri"]
+__all__ = ["c_path", "local", "packed_c_paths", "plugin_uri"]
 
 
 def plugin_uri(name: object) -> str | None:
@@ -46,3 +47,24 @@ def c_path(path: str | bytes) -> bytes | None:
     except UnicodeEncodeError:
         return None
     return None if b"\0" in name else name
+
+
+def packed_c_paths(paths: Sequence[str | bytes]) -> tuple[bytes, list[int]]:
+    """The paths the runtime's C calls can take (see :func:`c_path`) packed
+    as they take them, each NUL-terminated, and their indices in paths. A
+    group of plain strings, the usual one, is checked and encoded at once."""
+    if all(type(path) is str for path in paths):
+        joined = "\0".join(paths)  # type: ignore[arg-type]
+        if joined.count("\0") == len(paths) - 1:  # no NUL in any of them
+            try:
+                return os.fsencode(joined) + b"\0", list(range(len(paths)))
+            except UnicodeEncodeError:
+                pass  # one of them cannot be encoded: which, c_path says
+    taken: list[int] = []
+    names: list[bytes] = []
+    for i, path in enumerate(paths):
+        name = c_path(path)
+        if name is not None:
+            taken.append(i)
+            names.append(name)
+    return b"".join(name + b"\0" for name in names), taken

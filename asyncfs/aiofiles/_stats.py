@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import os
 import stat as _stat
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Generic, TypeVar
 
 from .._ffi import ffi, runtime
 from ..env import default_env
-from ._paths import c_path
+from ._paths import packed_c_paths
 
 __all__ = [
     "FIELDS",
@@ -51,15 +51,16 @@ _BILLION = 1_000_000_000
 _LAYOUT = os.stat_result.n_fields == 19 and hasattr(os.stat_result, "st_rdev")
 
 
-def stat_result(f: list[int]) -> os.stat_result:
+def stat_result(f: Sequence[int]) -> os.stat_result:
     """The os.stat_result of the fields ASYNCFS_StatPaths wrote for a path."""
     mode, ino, dev, nlink, uid, gid, size, asec, ansec, msec, mnsec, csec, cnsec, blksize, blocks, rdev = f
+    # ino, dev and rdev are unsigned: made so inline, as this runs for every path
     return os.stat_result((
-        mode, _unsigned(ino), _unsigned(dev), nlink, uid, gid, size,
+        mode, ino if ino >= 0 else ino + _UNSIGNED, dev if dev >= 0 else dev + _UNSIGNED, nlink, uid, gid, size,
         asec, msec, csec,
         asec + ansec * 1e-9, msec + mnsec * 1e-9, csec + cnsec * 1e-9,
         asec * _BILLION + ansec, msec * _BILLION + mnsec, csec * _BILLION + cnsec,
-        blksize, blocks, _unsigned(rdev),
+        blksize, blocks, rdev if rdev >= 0 else rdev + _UNSIGNED,
     ))  # fmt: skip
 
 
@@ -86,10 +87,6 @@ def _refusal(path: str | bytes) -> Exception:
     raise AssertionError(f"os.stat took {path!r}")  # pragma: no cover (c_path refuses what os.stat does)
 
 
-def _unsigned(value: int) -> int:
-    return value if value >= 0 else value + _UNSIGNED
-
-
 class StatMany(Generic[T]):
     """A :class:`asyncfs._pool.Combiner` of ``os.stat(path)`` calls, each
     answered by ``answer(fields)`` (the path's ASYNCFS_STAT_FIELDS values);
@@ -101,33 +98,30 @@ class StatMany(Generic[T]):
     # same within this machine's noise)
     limit = 256
 
-    def __init__(self, answer: Callable[[list[int]], T], *, failed: T | None = None) -> None:
+    def __init__(self, answer: Callable[[Sequence[int]], T], *, failed: T | None = None) -> None:
         self.answer = answer
         self.failed = failed
 
     def __call__(self, calls: list[tuple[Any, ...]]) -> list[tuple[Any, BaseException | None]]:
+        paths = [path for (path,) in calls]
+        packed, wanted = packed_c_paths(paths)
         outcomes: list[tuple[Any, BaseException | None]] = [(None, None)] * len(calls)
-        wanted: list[int] = []
-        encoded: list[bytes] = []
-        for i, (path,) in enumerate(calls):
-            name = c_path(path)
-            if name is None:
-                outcomes[i] = self._refused(_refusal(path))
-            else:
-                wanted.append(i)
-                encoded.append(name)
-        if not encoded:
+        if len(wanted) < len(paths):
+            for i in set(range(len(paths))).difference(wanted):
+                outcomes[i] = self._refused(_refusal(paths[i]))
+        if not wanted:
             return outcomes
-        n = len(encoded)
+        n = len(wanted)
         fields = ffi.new("int64_t[]", n * FIELDS)
         errors = ffi.new("int[]", n)
-        runtime().ASYNCFS_StatPaths(b"\0".join(encoded) + b"\0", n, fields, errors)
-        values = ffi.unpack(fields, n * FIELDS)
-        for k, (i, errno) in enumerate(zip(wanted, ffi.unpack(errors, n), strict=True)):
+        runtime().ASYNCFS_StatPaths(packed, n, fields, errors)
+        each = zip(*[iter(ffi.unpack(fields, n * FIELDS))] * FIELDS, strict=True)  # a path's fields at a time
+        answer = self.answer
+        for i, errno, path_fields in zip(wanted, ffi.unpack(errors, n), each, strict=True):
             if errno:
-                outcomes[i] = self._refused(OSError(errno, os.strerror(errno), calls[i][0]))
+                outcomes[i] = self._refused(OSError(errno, os.strerror(errno), paths[i]))
             else:
-                outcomes[i] = (self.answer(values[k * FIELDS : (k + 1) * FIELDS]), None)
+                outcomes[i] = (answer(path_fields), None)
         return outcomes
 
     def _refused(self, error: Exception) -> tuple[Any, BaseException | None]:
@@ -154,31 +148,31 @@ class StatMany(Generic[T]):
 
 
 # what each function answers, from a path's fields (see ASYNCFS_STAT_FIELDS)
-def _true(fields: list[int]) -> bool:
+def _true(fields: Sequence[int]) -> bool:
     return True
 
 
-def _is_file(fields: list[int]) -> bool:
+def _is_file(fields: Sequence[int]) -> bool:
     return _stat.S_ISREG(fields[0])
 
 
-def _is_dir(fields: list[int]) -> bool:
+def _is_dir(fields: Sequence[int]) -> bool:
     return _stat.S_ISDIR(fields[0])
 
 
-def _size(fields: list[int]) -> int:
+def _size(fields: Sequence[int]) -> int:
     return fields[6]
 
 
-def _atime(fields: list[int]) -> float:
+def _atime(fields: Sequence[int]) -> float:
     return fields[7] + fields[8] * 1e-9  # as os.stat's st_atime
 
 
-def _mtime(fields: list[int]) -> float:
+def _mtime(fields: Sequence[int]) -> float:
     return fields[9] + fields[10] * 1e-9
 
 
-def _ctime(fields: list[int]) -> float:
+def _ctime(fields: Sequence[int]) -> float:
     return fields[11] + fields[12] * 1e-9
 
 
