@@ -579,6 +579,25 @@ def test_stats_of_many_paths_in_one_call_are_the_standard_librarys(tmp_path: Pat
         assert _combined(combiner, paths) == _standard(fn, paths), fn.__name__
 
 
+@settings(max_examples=300)
+@given(
+    paths=st.lists(
+        st.text(st.sampled_from("a/é\0\udcff\ud800") | st.characters(), max_size=6) | st.binary(max_size=6),
+        max_size=8,
+    )
+)
+def test_paths_packed_at_once_are_each_path_as_c_path_takes_it(paths: list[str | bytes]) -> None:
+    """A group of paths packed for one C call (strings only: checked and
+    encoded at once) holds what c_path gives for each path it takes, in
+    order, and leaves out those it refuses (a NUL, a lone surrogate)."""
+    from asyncfs.aiofiles._paths import c_path, packed_c_paths  # noqa: PLC0415 (not public)
+
+    names = [c_path(path) for path in paths]
+    packed, taken = packed_c_paths(paths)
+    assert taken == [i for i, name in enumerate(names) if name is not None]
+    assert packed == b"".join(name + b"\0" for name in names if name is not None)
+
+
 @pytest.mark.asyncio
 async def test_stat_and_exists_in_a_task_each_are_the_standard_librarys(tmp_path: Path) -> None:
     """Through the public functions, many at once (they combine), next to
