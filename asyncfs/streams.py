@@ -21,6 +21,7 @@ import re
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Iterator, Mapping
+from itertools import islice
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -115,17 +116,33 @@ class _BufferedReader(_Stream, Generic[T]):
     _buf_start: int  # stream offset of _buf[0]
 
     _empty: T
-    # the lines a per-line iteration split and has not handed over yet,
-    # whose bytes or characters _pos has already passed (see _lines)
+    # the lines a line iteration split and has not handed over yet, whose
+    # bytes or characters _pos has already passed (see _split_ahead), and
+    # what each of them lacks of its length in the stream (its newline,
+    # when they are handed over without it)
     _unyielded: Iterator[T] | None = None
+    _cut: int = 0
+
+    def _split_ahead(self, lines: list[T], end: int, cut: int = 0) -> Iterator[T]:
+        """lines, split from the buffer up to end (the last newline's
+        index), to hand over one by one or a list at a time: the position
+        moves past all of them at once, and any other read takes back
+        those not handed over yet (_take_back), emptying the iterator. The
+        caller took back any earlier ones first: an iterator that is not
+        empty is still the stream's."""
+        self._pos = end + 1
+        self._unyielded = ahead = iter(lines)
+        self._cut = cut
+        return ahead
 
     def _take_back(self) -> None:
-        """Put the position back before the lines a per-line iteration
-        split but has not handed over (it then splits again from there)."""
-        lines = self._unyielded
-        if lines is not None:
+        """Put the position back before the lines a line iteration split
+        but has not handed over (it then splits again from there)."""
+        ahead = self._unyielded
+        if ahead is not None:
             self._unyielded = None
-            self._pos -= sum(map(len, lines))
+            rest = list(ahead)
+            self._pos -= sum(map(len, rest)) + len(rest) * self._cut
 
     def _ready(self) -> None:
         """Check that the stream is open and make its buffer and position
@@ -242,10 +259,9 @@ class _BufferedReader(_Stream, Generic[T]):
         return self._lines() if native_iteration() else self
 
     async def _lines(self) -> AsyncIterator[T]:
-        """Whole buffered lines at a time, split in C (asyncio only). The
-        position moves past all of them at once, and the lines not handed
-        over yet stay in _unyielded: any other read takes them back first
-        (_ready), so a break then a read() loses nothing, and this loop,
+        """Whole buffered lines at a time, split in C (asyncio only) and
+        ahead (_split_ahead): any other read takes back those not handed
+        over yet, so a break then a read() loses nothing, and this loop,
         finding them gone, splits again from where that read left off."""
         while True:
             self._take_back()
@@ -257,9 +273,7 @@ class _BufferedReader(_Stream, Generic[T]):
                     return
                 yield line
                 continue
-            self._pos = end + 1
-            self._unyielded = lines = iter(self._split(buf[pos : end + 1]))
-            for line in lines:
+            for line in self._split_ahead(self._split(buf[pos : end + 1]), end):
                 yield line
 
     def iter_lines(self, batch: int = 65536, *, keepends: bool = True) -> LineBatches[T]:
@@ -298,30 +312,18 @@ class LineBatches(Generic[T]):
         self._reader: _BufferedReader[T] = reader
         self._batch = batch
         self._keepends = keepends
-        self._pending: list[T] = []  # split, not yet handed over
-        self._left: tuple[T, int] | None = None  # the reader's buffer and position the pending lines follow
+        self._ahead: Iterator[T] | None = None  # lines it split ahead (see _BufferedReader._split_ahead)
 
     def __aiter__(self) -> LineBatches[T]:
         return self
 
-    def _hand_over(self, lines: list[T]) -> list[T]:
-        """Up to batch of lines, the rest kept pending; the stream's
-        position moves past those handed over."""
-        reader = self._reader
-        part, self._pending = lines[: self._batch], lines[self._batch :]
-        newlines = 0 if self._keepends else len(part) * len(reader._newline)
-        reader._pos += sum(map(len, part)) + newlines
-        self._left = (reader._buf, reader._pos)
-        return part
-
     async def __anext__(self) -> list[T]:
         reader = self._reader
+        if self._ahead is not None:  # lines it split ahead, unless a read took them back (and so emptied it)
+            part = list(islice(self._ahead, self._batch))
+            if part:
+                return part
         reader._take_back()
-        if self._pending:
-            left = self._left
-            if left is not None and left[0] is reader._buf and left[1] == reader._pos:
-                return self._hand_over(self._pending)
-            self._pending = []  # the stream was read or moved since: split again from where it is
         while True:
             buf, pos = reader._buf, reader._pos
             end = reader._split_end(buf, pos)
@@ -338,7 +340,9 @@ class LineBatches(Generic[T]):
             if len(lines) <= self._batch:  # the usual case: SPLIT's worth of lines, one list
                 reader._pos = end + 1
                 return lines
-            return self._hand_over(lines)
+            cut = 0 if self._keepends else len(reader._newline)
+            self._ahead = reader._split_ahead(lines, end, cut)
+            return list(islice(self._ahead, self._batch))
 
 
 class AsyncBinaryReader(_BufferedReader[bytes]):
