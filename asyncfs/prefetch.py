@@ -39,7 +39,7 @@ import time
 import weakref
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from .errors import InvalidArgumentError, StatusError
@@ -129,7 +129,7 @@ def _reads_in_bulk(fs: ModularFileSystem) -> bool:
 
 
 def _read_group(
-    fs: ModularFileSystem, uris: list[str], indices: list[int], budget: Budget, scratch_size: int
+    fs: ModularFileSystem, uris: list[str], indices: Sequence[int], budget: Budget, scratch_size: int
 ) -> tuple[list[object], float]:
     """Each file's bytes, StatusError or _DEFERRED, in order, and the
     seconds it took: as many files at a time as fit the scratch buffer, in
@@ -167,6 +167,21 @@ def _scheme_part(path: str) -> str:
     """What comes before ``://`` (the scheme, if the path is valid), or ""."""
     end = path.find("://")
     return path[:end] if end >= 0 else ""
+
+
+def _one_scheme(paths: list[str]) -> bool:
+    """Whether every path has the first one's _scheme_part: checked over
+    them joined, in C, in the usual cases (plain paths; URIs of one scheme),
+    path by path otherwise."""
+    joined = "\0".join(paths)
+    if paths and joined.count("\0") == len(paths) - 1:  # no NUL in a path: each "\0" starts one
+        scheme = _scheme_part(paths[0])
+        if scheme:  # each starts with the same "scheme://" (none has a "://" before it)
+            if ("\0" + joined).count(f"\0{scheme}://") == len(paths):
+                return True
+        elif "://" not in joined:
+            return True
+    return len({_scheme_part(path) for path in paths}) <= 1
 
 
 # A group's size on a local filesystem: about GROUP_SECONDS of reading
@@ -246,9 +261,12 @@ class Prefetch(_Items):
         self.budget = budget if budget is not None else Budget(max_bytes)
         self.budget.head = 0 if ordered else -1  # out of order, only an empty budget admits a refused file
         self._sink: Sink | None = None
-        self._startable = list(range(len(self._paths)))  # a heap: lower indices start first
+        self._one_scheme = _one_scheme(self._paths)  # then any run of them is one filesystem's
+        self._fresh = 0  # the files from this index on were never started
         self._refused: list[int] = []  # wait for room in the budget
-        self._ready: dict[int, object] = {}
+        self._retrying: list[int] = []  # a heap of refused files to start again, lower indices first
+        self._due: dict[int, object] = {}  # read, by index (in order)
+        self._done: deque[tuple[int, object]] = deque()  # read, as they came (out of order)
         self._next_due = 0  # the index delivered next, in order
         self._running = 0  # calls in flight
         self._slots = 0  # in_flight used: a file each on a network store, a call each on a local one
@@ -260,46 +278,44 @@ class Prefetch(_Items):
     def close(self) -> None:
         if self._sink is not None:
             self._sink.close()  # reads still running are dropped; they hold no handle
-        self._startable.clear()
+        self._fresh = len(self._paths)
         self._refused.clear()
+        self._retrying.clear()
 
     def _retry(self) -> None:
         for index in self._refused:
-            heapq.heappush(self._startable, index)
+            heapq.heappush(self._retrying, index)
         self._refused.clear()
-
-    def _take_ready(self) -> tuple[int, object] | None:
-        if not self._ready:
-            return None
-        due = self._next_due if self._ordered else next(iter(self._ready))
-        if due not in self._ready:
-            return None
-        if self._ordered:
-            self._next_due = due + 1
-        return due, self._ready.pop(due)
 
     async def __anext__(self) -> tuple[str, bytes | Exception]:
         if self._held:
             self.budget.release(self._held)
             self._held = 0
-            self._retry()  # room was freed
-        if self._ordered:
+            if self._refused:
+                self._retry()  # room was freed
+        ordered = self._ordered
+        if ordered:
             # only now may the next file pass the budget: the one handed over
             # is released, so at most one file is ever held beyond the limit
             self.budget.head = self._next_due
         while True:
-            taken = self._take_ready()
-            if taken is not None:
-                index, item = taken
+            if ordered:
+                index = self._next_due
+                item = self._due.pop(index, None)
+                if item is not None:
+                    self._next_due = index + 1
+            else:
+                index, item = self._done.popleft() if self._done else (-1, None)
+            if item is not None:
                 self._delivered += 1
                 path = self._paths[index]
-                if isinstance(item, BaseException):
-                    if self._errors == "raise" or not isinstance(item, Exception):
-                        self.close()
-                        raise item
+                if type(item) is bytes:
+                    self._held = len(item)
                     return path, item
-                assert isinstance(item, bytes)
-                self._held = len(item)
+                assert isinstance(item, BaseException)
+                if self._errors == "raise" or not isinstance(item, Exception):
+                    self.close()
+                    raise item
                 return path, item
             if self._delivered == len(self._paths):
                 self.close()
@@ -308,7 +324,7 @@ class Prefetch(_Items):
                 # nothing in flight will free room: retry what was refused, which
                 # admits the file due next (in order) or finds the budget empty
                 self._retry()
-            while self._slots < self._in_flight and self._startable:
+            while self._slots < self._in_flight and self._startable():
                 await self._start_group()
             if self._running == 0:
                 raise RuntimeError(f"prefetch stalled with {len(self._paths) - self._delivered} files left")
@@ -330,32 +346,49 @@ class Prefetch(_Items):
             for index, item in zip(indices, items, strict=True):
                 if item is _DEFERRED:
                     self._refused.append(index)
+                elif ordered:
+                    self._due[index] = item
                 else:
-                    self._ready[index] = item
+                    self._done.append((index, item))
+
+    def _startable(self) -> int:
+        """How many files are left to start."""
+        return len(self._retrying) + len(self._paths) - self._fresh
 
     async def _start_group(self) -> None:
         """Start the lowest startable file, with the next ones on the same
-        filesystem: on a local one, up to a share of what is left for each
-        worker; on a network store that reads many files at once, a
-        NETWORK_SHARES-th of in_flight."""
-        index = heapq.heappop(self._startable)
-        fs = self._resolver.filesystem(self._paths[index])
+        filesystem: on a local one, an equal share of what is left, about
+        GROUP_SECONDS of reading each; on a network store that reads many
+        files at once, a NETWORK_SHARES-th of in_flight."""
+        first = self._retrying[0] if self._retrying else self._fresh
+        fs = self._resolver.filesystem(self._paths[first])
         if self._sink is None:
             self._sink = fs.sink()
             self._measured = fs.wrapped
             self._per_file = _LATELY.get(fs.wrapped)
         if not fs.network:
             measured = GROUP_FIRST if self._per_file is None else int(GROUP_SECONDS / max(self._per_file, 1e-9))
-            size = max(1, min(GROUP_MAX, measured, len(self._startable) // (2 * min(fs.workers, fs.cores))))
+            most = max(1, min(GROUP_MAX, measured, -(-len(self._paths) // fs.cores)))
+            left = self._startable()
+            size = -(-left // -(-left // most))  # equal groups of at most that many: no small ones at the end
         elif _reads_in_bulk(fs.wrapped):
             size = min(-(-self._in_flight // NETWORK_SHARES), self._in_flight - self._slots)
         else:
             size = 1
-        group = [index]
+        group: Sequence[int]
         # the same scheme is the same filesystem (each path is checked in full where it is read)
-        scheme = _scheme_part(self._paths[index])
-        while len(group) < size and self._startable and _scheme_part(self._paths[self._startable[0]]) == scheme:
-            group.append(heapq.heappop(self._startable))
+        scheme = _scheme_part(self._paths[first])
+        if self._retrying:  # files the budget refused: now and then, one by one
+            group = [heapq.heappop(self._retrying)]
+            while len(group) < size and self._retrying and _scheme_part(self._paths[self._retrying[0]]) == scheme:
+                group.append(heapq.heappop(self._retrying))
+            paths = [self._paths[i] for i in group]
+        else:  # the next ones never started: a run of the list
+            end = min(first + size, len(self._paths))
+            if not self._one_scheme:
+                end = next((i for i in range(first + 1, end) if _scheme_part(self._paths[i]) != scheme), end)
+            group, paths = range(first, end), self._paths[first:end]
+            self._fresh = end
         slots = len(group) if fs.network else 1
         paths = [self._paths[i] for i in group]
         await fs.run_into(

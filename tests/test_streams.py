@@ -14,7 +14,7 @@ from unittest import mock
 
 import anyio
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import asyncfs
@@ -441,6 +441,42 @@ async def test_prefetch_groups_answer_for_every_file(env: asyncfs.Env, base: str
     assert files == [bytes([i % 256]) * (1000 + 37 * i) for i in range(300)]
     assert isinstance(got[7][1], FileNotFoundError) and isinstance(got[100][1], asyncfs.FailedPreconditionError)
     assert budget.used == 0 and budget.peak <= (1 << 20) + 12_063
+
+
+async def test_prefetch_of_paths_on_several_filesystems(env: asyncfs.Env, tmp_path: Path) -> None:
+    """Paths of several schemes, interleaved (runs of one, runs of many,
+    plain local paths among URIs): each is read by its own filesystem, in
+    order or as completed."""
+    uris = []
+    for i in range(90):
+        kind = (i // 7) % 3  # runs of 7 of each kind, then single ones
+        if i >= 63:
+            kind = i % 3
+        uri = [f"mem:///several/f{i}", f"file://{tmp_path}/f{i}", f"{tmp_path}/f{i}"][kind]
+        await env.write_file(uri, f"file {i}".encode())
+        uris.append(uri)
+    for ordered in (True, False):
+        got = [item async for item in env.prefetch(uris, in_flight=8, ordered=ordered)]
+        assert sorted(got) == sorted((uri, f"file {i}".encode()) for i, uri in enumerate(uris))
+        if ordered:
+            assert [path for path, _ in got] == uris
+
+
+_PATH_PART = st.text(st.sampled_from("ab/:\0"), max_size=3)
+_PATH = st.builds(lambda *parts: "".join(parts), _PATH_PART, st.sampled_from(["", "://"]), _PATH_PART)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.one_of(_PATH, st.builds(str.__add__, _PATH, _PATH)), max_size=5))
+@example(["a://x", "ba://y"])  # "a://" inside another path
+@example(["a://x", "b\0a://y"])  # a NUL before it
+@example(["/d/a", "://x"])  # no scheme either way
+def test_a_run_of_paths_is_one_scheme_when_each_path_says_so(paths: list[str]) -> None:
+    """prefetch's check over a list joined (in C) answers as a check path
+    by path would."""
+    from asyncfs.prefetch import _one_scheme, _scheme_part  # noqa: PLC0415 (what is tested is private)
+
+    assert _one_scheme(paths) == (len({_scheme_part(path) for path in paths}) <= 1)
 
 
 async def test_prefetch_through_a_plugin_with_only_the_core_ops(registry: asyncfs.Registry, tmp_path: Path) -> None:
