@@ -18,6 +18,7 @@ import codecs
 import contextlib
 import io
 import re
+import sys
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Iterator, Mapping
@@ -253,7 +254,12 @@ class _BufferedReader(_Stream, Generic[T]):
         return parts[0] if len(parts) == 1 else self._empty.join(parts)
 
     async def readlines(self) -> list[T]:
-        return [line async for line in self]
+        """The rest of the lines, each with its newline: split in C, a list
+        at a time (see :meth:`iter_lines`)."""
+        lines: list[T] = []
+        async for part in self.iter_lines(batch=sys.maxsize):
+            lines += part
+        return lines
 
     def __aiter__(self) -> AsyncIterator[T]:
         return self._lines() if native_iteration() else self
@@ -753,7 +759,9 @@ class AsyncTextReader(_BufferedReader[str]):
 
     async def _more(self) -> str | None:
         while True:  # at the end, the binary reader decides whether to ask again
-            raw = await self.binary.read1(self.binary._block)
+            # decoded SPLIT bytes at a time, not a block: the text is then
+            # split while it is in the CPU's cache, and its memory is reused
+            raw = await self.binary.read1(min(self.binary._block, SPLIT))
             text = self._decoder.decode(raw, final=not raw)
             if text or not raw:
                 return text or None
