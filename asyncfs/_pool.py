@@ -86,20 +86,28 @@ class _Group:
         self.remaining = size
 
 
+# what a Sink hands the work nobody will take: (tag, result, error)
+OnDrop = Callable[[Any, Any, BaseException | None], None]
+
+
 class Sink:
     """Collects finished work, in the order it finishes, for one consumer
-    that takes them one at a time (:meth:`WorkerPool.submit_to`)."""
+    that takes them one at a time (:meth:`WorkerPool.submit_to`). Work that
+    nobody will take (finished after close, or not taken before it) goes to
+    on_drop, if given, which releases what it holds."""
 
-    __slots__ = ("_backend", "_done", "_waiter", "closed")
+    __slots__ = ("_backend", "_done", "_on_drop", "_waiter", "closed")
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, on_drop: OnDrop | None = None) -> None:
         self._backend = backend
         self._done: deque[tuple[Any, Any, BaseException | None]] = deque()
         self._waiter: Waiter | None = None
+        self._on_drop = on_drop
         self.closed = False
 
     def deliver(self, tag: Any, result: Any, error: BaseException | None) -> None:
         if self.closed:
+            self.drop(tag, result, error)
             return
         self._done.append((tag, result, error))
         if self._waiter is not None:
@@ -116,7 +124,14 @@ class Sink:
     def close(self) -> None:
         """Drop finished work and whatever is still running."""
         self.closed = True
-        self._done.clear()
+        done, self._done = self._done, deque()
+        for finished in done:
+            self.drop(*finished)
+
+    def drop(self, tag: Any, result: Any, error: BaseException | None) -> None:
+        """Work nobody will take: to on_drop (from any thread)."""
+        if self._on_drop is not None:
+            self._on_drop(tag, result, error)
 
 
 # What a combiner answers for a call it leaves to run by itself, after the
@@ -230,8 +245,12 @@ class _Work:
 
     def release(self) -> None:
         """Nobody will receive the result: release what it holds (close a
-        handle opened for a caller that left)."""
-        if self.discard is not None and self.error is None:
+        handle opened for a caller that left, or hand it to its sink's
+        on_drop)."""
+        if self.sink is not None:
+            sink, self.sink = self.sink, None
+            sink.drop(self.tag, self.result, self.error)
+        elif self.discard is not None and self.error is None:
             discard, self.discard = self.discard, None
             with contextlib.suppress(Exception):
                 discard(self.result)
@@ -937,9 +956,9 @@ class WorkerPool:
         self._check_open()
         self.batcher().run_soon_together(fn, item)
 
-    def sink(self) -> Sink:
-        """A sink for this event loop (see :meth:`submit_to`)."""
-        return Sink(self.batcher().backend)
+    def sink(self, on_drop: OnDrop | None = None) -> Sink:
+        """A sink for this event loop (see :meth:`submit_to` and :class:`Sink`)."""
+        return Sink(self.batcher().backend, on_drop)
 
     async def submit_to(self, sink: Sink, tag: Any, fn: Callable[..., Any], *args: Any) -> None:
         """Start side-effect-free fn(*args) on a worker; its (tag, result,

@@ -25,7 +25,7 @@ from . import _fanout, _plans
 from ._combined import Combiners
 from ._landing import write_whole
 from ._marshal import Option, OptionValue, refuse_text
-from ._pool import Pending, Sink, WorkerPool
+from ._pool import OnDrop, Pending, Sink, WorkerPool
 from .errors import FailedPreconditionError, StatusError
 from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
 from .filesystem import FileStatistics, IncompleteWrite, ModularFileSystem
@@ -176,10 +176,13 @@ class AsyncModularFileSystem:
         the in-flight cap leaves no room."""
         return self._pool.submit(fn, *args)
 
-    def sink(self) -> Sink:
+    def sink(self, on_drop: OnDrop | None = None) -> Sink:
         """A fan-in for :meth:`run_into`, on the running event loop. Any
-        filesystem of the same Env may deliver into it."""
-        return self._pool.sink()
+        filesystem of the same Env may deliver into it. on_drop receives
+        ``(tag, result, error)`` of work that finishes after the sink is
+        closed, or is still in it then (from any thread): to release what
+        it holds."""
+        return self._pool.sink(on_drop)
 
     async def run_into(self, sink: Sink, tag: Any, fn: Callable[..., Any], *args: Any) -> None:
         """Start side-effect-free ``fn(*args)``; ``(tag, result, error)``

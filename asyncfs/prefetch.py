@@ -40,6 +40,7 @@ import weakref
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Iterable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from .errors import InvalidArgumentError, StatusError
@@ -163,6 +164,19 @@ def _read_group(
     return items, seconds
 
 
+def _size(items: list[object]) -> int:
+    """The bytes reserved for the files among items (bytes; not errors,
+    nor _DEFERRED)."""
+    return sum(len(item) for item in items if type(item) is bytes)
+
+
+def _give_back(budget: Budget, tag: object, result: tuple[list[object], float] | None, error: object) -> None:
+    """A group read after its prefetch was closed: its bytes go back to the
+    budget (a Sink's on_drop)."""
+    if result is not None and error is None:
+        budget.release(_size(result[0]))
+
+
 def _scheme_part(path: str) -> str:
     """What comes before ``://`` (the scheme, if the path is valid), or ""."""
     end = path.find("://")
@@ -210,6 +224,8 @@ class _Items(ABC):
     flight at once or when the iterator is collected. ``aclose()`` and
     ``async with`` are there for code that wants it explicit."""
 
+    _built = False  # set last in __init__: one that refused its arguments has nothing to close
+
     def __aiter__(self) -> Self:
         return self
 
@@ -230,7 +246,8 @@ class _Items(ABC):
         await self.aclose()
 
     def __del__(self) -> None:
-        self.close()
+        if self._built:
+            self.close()
 
 
 class Prefetch(_Items):
@@ -274,13 +291,20 @@ class Prefetch(_Items):
         self._held = 0  # bytes of the item last handed over, freed when the consumer is back
         self._per_file: float | None = None  # seconds a worker took per file, lately
         self._measured: ModularFileSystem | None = None  # whose time per file that is (the first file's)
+        self._built = True
 
     def close(self) -> None:
         if self._sink is not None:
-            self._sink.close()  # reads still running are dropped; they hold no handle
+            self._sink.close()  # reads still running are dropped (see _give_back); they hold no handle
         self._fresh = len(self._paths)
         self._refused.clear()
         self._retrying.clear()
+        # what was read and not handed over, and the file the consumer had, go back to the budget
+        unclaimed = [*self._due.values(), *(item for _, item in self._done)]
+        self._due.clear()
+        self._done.clear()
+        held, self._held = self._held, 0
+        self.budget.release(held + _size(unclaimed))
 
     def _retry(self) -> None:
         for index in self._refused:
@@ -363,7 +387,9 @@ class Prefetch(_Items):
         first = self._retrying[0] if self._retrying else self._fresh
         fs = self._resolver.filesystem(self._paths[first])
         if self._sink is None:
-            self._sink = fs.sink()
+            # (on_drop holds the budget, not self: the iterator must not be kept
+            # alive by its own reads, or leaving a loop would not close it)
+            self._sink = fs.sink(partial(_give_back, self.budget))
             self._measured = fs.wrapped
             self._per_file = _LATELY.get(fs.wrapped)
         if not fs.network:
@@ -449,6 +475,7 @@ class PrefetchRecords(_Items):
         self._skip_corrupt = skip_corrupt
         self._block = max(4096, min(1 << 20, max_bytes // (cycle_length * 3)))
         self._open: deque[tuple[str, TFRecordReader]] = deque()
+        self._built = True
 
     def close(self) -> None:
         # a stream's file is closed when it is collected, after any read ahead

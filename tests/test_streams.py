@@ -4,9 +4,11 @@ mem://, on asyncio and trio."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import gzip
 import io
 import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -374,21 +376,54 @@ async def test_prefetch_errors(env: asyncfs.Env, base: str) -> None:
     assert seen == uris[:4]
 
 
-async def test_cancelling_prefetch_leaks_nothing(env: asyncfs.Env, tmp_path: Path) -> None:
+@pytest.mark.parametrize("ordered", [True, False])
+async def test_cancelling_prefetch_leaks_nothing(env: asyncfs.Env, tmp_path: Path, ordered: bool) -> None:
+    """Cancelled, or left after a few files: no descriptor stays open, and
+    every byte reserved (files read and not handed over, the one the loop
+    had, groups that finish afterwards) goes back to the budget, which
+    prefetches may share."""
     uris = await make_files(env, f"file://{tmp_path}", 400)
     baseline = len(os.listdir("/proc/self/fd"))
+    budget = asyncfs.Budget(1 << 30)
     with anyio.move_on_after(0.02):
-        async for _ in env.prefetch(uris, in_flight=32):
+        async for _ in env.prefetch(uris, in_flight=32, ordered=ordered, budget=budget):
             await anyio.sleep(0.001)
     received = 0
-    async for _ in env.prefetch(uris, in_flight=32):
+    async for _ in env.prefetch(uris, in_flight=32, ordered=ordered, budget=budget):
         received += 1
         if received == 5:
             break
     with anyio.fail_after(10):
         while env.pool.stats().in_flight:
             await anyio.sleep(0.005)
+    await anyio.sleep(0.01)  # the last groups' results reach the loop
     assert len(os.listdir("/proc/self/fd")) == baseline
+    assert budget.used == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"in_flight": 0}, "in_flight"),
+        ({"max_bytes": 0}, "max_bytes"),
+        ({"errors": "ignore"}, "errors"),
+        ({"records": True, "cycle_length": 0}, "cycle_length"),
+    ],
+)
+def test_prefetch_refuses_bad_options_by_name_and_leaves_nothing_behind(options: dict[str, Any], named: str) -> None:
+    """A refused option is an InvalidArgumentError naming it, and the
+    half-made iterator has nothing to close when it is collected (no
+    "Exception ignored" from its finalizer)."""
+    unraisable: list[Any] = []
+    env = asyncfs.Env()
+    try:
+        with mock.patch.object(sys, "unraisablehook", unraisable.append):
+            with pytest.raises(asyncfs.InvalidArgumentError, match=named):
+                env.prefetch(["/no/such/file"], **options)
+            gc.collect()
+    finally:
+        env.close()
+    assert unraisable == []
 
 
 async def test_prefetch_records_interleaves(env: asyncfs.Env, base: str) -> None:
