@@ -478,6 +478,44 @@ async def test_prefetch_groups_answer_for_every_file(env: asyncfs.Env, base: str
     assert budget.used == 0 and budget.peak <= (1 << 20) + 12_063
 
 
+def _unreadable_file(folder: Path) -> str | None:
+    """A file this process may not open for reading: one made so (not as
+    root, which may read anything), or a write-only sysfs attribute."""
+    if os.geteuid() != 0:
+        path = folder / "unreadable"
+        path.write_bytes(b"secret")
+        path.chmod(0)
+        return str(path)
+    for candidate in ("/sys/bus/pci/rescan", "/sys/class/zram-control/hot_remove", "/sys/kernel/mm/ksm/run"):
+        try:
+            with open(candidate, "rb"):
+                pass
+        except PermissionError:
+            return candidate
+        except OSError:
+            continue
+    return None
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+async def test_prefetch_answers_permission_denied_for_that_file_alone(
+    env: asyncfs.Env, tmp_path: Path, ordered: bool
+) -> None:
+    """A file the process may not read, among others read in the same
+    call into C: that file gets a PermissionError naming it, the others
+    their bytes."""
+    denied = _unreadable_file(tmp_path)
+    if denied is None:
+        pytest.skip("no file here that this process may not read (root, and no write-only sysfs attribute)")
+    uris = await make_files(env, str(tmp_path), 40)
+    uris[20:20] = [denied]
+    got = dict([item async for item in env.prefetch(uris, ordered=ordered, errors="deliver")])
+    error = got.pop(denied)
+    assert isinstance(error, asyncfs.PermissionDeniedError) and isinstance(error, PermissionError), error
+    assert error.path == denied
+    assert [got[uri] for uri in uris if uri != denied] == [bytes([i % 256]) * (1000 + 37 * i) for i in range(40)]
+
+
 async def test_prefetch_of_paths_on_several_filesystems(env: asyncfs.Env, tmp_path: Path) -> None:
     """Paths of several schemes, interleaved (runs of one, runs of many,
     plain local paths among URIs): each is read by its own filesystem, in
