@@ -43,7 +43,7 @@ from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
-from .errors import InvalidArgumentError, StatusError
+from .errors import InvalidArgumentError, StatusError, UnknownSchemeError
 from .filesystem import ModularFileSystem
 from .streams import Opener
 from .tfrecord import TFRecordReader, _compression
@@ -145,13 +145,17 @@ def _read_group(
         start = len(items)
         batch: list[object] = [None]  # None: on its own
         if bulk:
-            read, took = fs.read_files(uris[start:], _buffer(scratch_size))
-            seconds += took
-            batch = list(read)
-            kept = [(i, len(item)) for i, item in enumerate(read) if isinstance(item, bytes)]
-            admitted = budget.reserve_group([indices[start + i] for i, _ in kept], [size for _, size in kept])
-            for i, _ in kept[admitted:]:
-                batch[i] = _DEFERRED  # read again when there is room
+            try:
+                read, took = fs.read_files(uris[start:], _buffer(scratch_size))
+            except InvalidArgumentError:  # a path no plugin may be handed: each its own answer, on its own
+                bulk = False
+            else:
+                seconds += took
+                batch = list(read)
+                kept = [(i, len(item)) for i, item in enumerate(read) if isinstance(item, bytes)]
+                admitted = budget.reserve_group([indices[start + i] for i, _ in kept], [size for _, size in kept])
+                for i, _ in kept[admitted:]:
+                    batch[i] = _DEFERRED  # read again when there is room
         for i, item in enumerate(batch):
             if item is None:
                 started = time.perf_counter()
@@ -350,6 +354,8 @@ class Prefetch(_Items):
                 self._retry()
             while self._slots < self._in_flight and self._startable():
                 await self._start_group()
+            if self._ready_now():  # a path refused before any read
+                continue
             if self._running == 0:
                 raise RuntimeError(f"prefetch stalled with {len(self._paths) - self._delivered} files left")
             assert self._sink is not None
@@ -367,17 +373,33 @@ class Prefetch(_Items):
                     _LATELY[self._measured] = self._per_file
             else:
                 items = [error] * len(indices)
-            for index, item in zip(indices, items, strict=True):
-                if item is _DEFERRED:
-                    self._refused.append(index)
-                elif ordered:
-                    self._due[index] = item
-                else:
-                    self._done.append((index, item))
+            self._arrive(indices, items)
+
+    def _arrive(self, indices: Sequence[int], items: Sequence[object]) -> None:
+        """Files read (bytes) or failed (an exception): ready to hand over;
+        those the budget refused (_DEFERRED) wait for room."""
+        for index, item in zip(indices, items, strict=True):
+            if item is _DEFERRED:
+                self._refused.append(index)
+            elif self._ordered:
+                self._due[index] = item
+            else:
+                self._done.append((index, item))
+
+    def _ready_now(self) -> bool:
+        """Whether a file is ready to hand over."""
+        return self._next_due in self._due if self._ordered else bool(self._done)
 
     def _startable(self) -> int:
         """How many files are left to start."""
         return len(self._retrying) + len(self._paths) - self._fresh
+
+    def _take_first(self) -> None:
+        """Count the lowest startable file as started."""
+        if self._retrying:
+            heapq.heappop(self._retrying)
+        else:
+            self._fresh += 1
 
     async def _start_group(self) -> None:
         """Start the lowest startable file, with the next ones on the same
@@ -385,7 +407,12 @@ class Prefetch(_Items):
         GROUP_SECONDS of reading each; on a network store that reads many
         files at once, a NETWORK_SHARES-th of in_flight."""
         first = self._retrying[0] if self._retrying else self._fresh
-        fs = self._resolver.filesystem(self._paths[first])
+        try:
+            fs = self._resolver.filesystem(self._paths[first])
+        except (StatusError, UnknownSchemeError) as error:  # a path no plugin may be handed: its own answer
+            self._take_first()
+            self._arrive([first], [error])
+            return
         if self._sink is None:
             # (on_drop holds the budget, not self: the iterator must not be kept
             # alive by its own reads, or leaving a loop would not close it)
@@ -416,7 +443,6 @@ class Prefetch(_Items):
             group, paths = range(first, end), self._paths[first:end]
             self._fresh = end
         slots = len(group) if fs.network else 1
-        paths = [self._paths[i] for i in group]
         await fs.run_into(
             self._sink, (group, slots), _read_group, fs.wrapped, paths, group, self.budget, self._scratch_size
         )

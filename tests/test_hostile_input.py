@@ -6,6 +6,7 @@ issue has its regression test here, on every built-in plugin it applies to."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import struct
@@ -14,8 +15,11 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import asyncfs
 from asyncfs import InvalidArgumentError, _ffi, _uri
@@ -308,3 +312,65 @@ async def test_skip_corrupt_finds_the_record_after_megabytes_of_garbage(env: asy
     assert records[0] == b"first" and records[-1] == b"after the garbage"
     assert reader.skipped >= 1
     await env.rm(uri)
+
+
+# ---- prefetch: a bad path is that path's answer, not its neighbours' --------------------------
+
+_PREFETCHED_KINDS = st.lists(st.sampled_from(["file", "missing", "nul", "scheme", "host", "folder"]), max_size=30)
+_EXPECTED_ERRORS = {
+    "missing": asyncfs.NotFoundError,
+    "nul": InvalidArgumentError,
+    "scheme": asyncfs.UnknownSchemeError,
+    "host": InvalidArgumentError,
+    "folder": asyncfs.FailedPreconditionError,
+}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kinds=_PREFETCHED_KINDS, ordered=st.booleans())
+def test_prefetch_answers_each_path_whatever_the_paths_around_it(
+    tmp_path: Path, kinds: list[str], ordered: bool
+) -> None:
+    """Files, missing files, folders and paths no plugin may be handed (a
+    NUL, an unknown scheme, a file:// host), in any mix: each gets its own
+    bytes or its own typed error naming it, whether it starts a group (of
+    reads in one call into C) or sits inside one. With errors="raise" the
+    files before the first bad path arrive, then its error."""
+    folder = tmp_path / uuid.uuid4().hex
+    folder.mkdir()
+    paths: list[str] = []
+    for i, kind in enumerate(kinds):
+        path = folder / f"p{i}"
+        if kind == "file":
+            path.write_bytes(bytes([i]) * i)
+        elif kind == "folder":
+            path.mkdir()
+        unusable = {"nul": f"{path}\0x", "scheme": f"nosuch://{path}", "host": f"file://host{path}"}
+        paths.append(unusable.get(kind, str(path)))
+
+    async def prefetched(errors: str) -> tuple[list[tuple[str, Any]], BaseException | None]:
+        got: list[tuple[str, Any]] = []
+        async with asyncfs.Env(workers=2) as env:
+            try:
+                async for item in env.prefetch(paths, ordered=ordered, errors=errors, in_flight=4):
+                    got.append(item)
+            except Exception as error:  # compared below
+                return got, error
+        return got, None
+
+    got, raised = asyncio.run(prefetched("deliver"))
+    assert raised is None
+    assert sorted(path for path, _ in got) == sorted(paths)
+    if ordered:
+        assert [path for path, _ in got] == paths
+    answers = dict(got)
+    for i, (kind, path) in enumerate(zip(kinds, paths, strict=True)):
+        if kind == "file":
+            assert answers[path] == bytes([i]) * i
+        else:
+            assert isinstance(answers[path], _EXPECTED_ERRORS[kind]), (kind, answers[path])
+    if ordered:
+        got, raised = asyncio.run(prefetched("raise"))
+        bad = next((i for i, kind in enumerate(kinds) if kind != "file"), len(kinds))
+        assert [path for path, _ in got] == paths[:bad]
+        assert (raised is None) if bad == len(kinds) else isinstance(raised, _EXPECTED_ERRORS[kinds[bad]])
