@@ -394,23 +394,14 @@ class Prefetch(_Items):
         """How many files are left to start."""
         return len(self._retrying) + len(self._paths) - self._fresh
 
-    def _take_first(self) -> None:
-        """Count the lowest startable file as started."""
-        if self._retrying:
-            heapq.heappop(self._retrying)
-        else:
-            self._fresh += 1
-
     async def _start_group(self) -> None:
         """Start the lowest startable file, with the next ones on the same
-        filesystem: on a local one, an equal share of what is left, about
-        GROUP_SECONDS of reading each; on a network store that reads many
-        files at once, a NETWORK_SHARES-th of in_flight."""
+        filesystem (as many as _group_size says)."""
         first = self._retrying[0] if self._retrying else self._fresh
         try:
             fs = self._resolver.filesystem(self._paths[first])
         except (StatusError, UnknownSchemeError) as error:  # a path no plugin may be handed: its own answer
-            self._take_first()
+            self._take_group(first, 1)
             self._arrive([first], [error])
             return
         if self._sink is None:
@@ -419,35 +410,44 @@ class Prefetch(_Items):
             self._sink = fs.sink(partial(_give_back, self.budget))
             self._measured = fs.wrapped
             self._per_file = _LATELY.get(fs.wrapped)
-        if not fs.network:
-            measured = GROUP_FIRST if self._per_file is None else int(GROUP_SECONDS / max(self._per_file, 1e-9))
-            most = max(1, min(GROUP_MAX, measured, -(-len(self._paths) // fs.cores)))
-            left = self._startable()
-            size = -(-left // -(-left // most))  # equal groups of at most that many: no small ones at the end
-        elif _reads_in_bulk(fs.wrapped):
-            size = min(-(-self._in_flight // NETWORK_SHARES), self._in_flight - self._slots)
-        else:
-            size = 1
-        group: Sequence[int]
-        # the same scheme is the same filesystem (each path is checked in full where it is read)
-        scheme = _scheme_part(self._paths[first])
-        if self._retrying:  # files the budget refused: now and then, one by one
-            group = [heapq.heappop(self._retrying)]
-            while len(group) < size and self._retrying and _scheme_part(self._paths[self._retrying[0]]) == scheme:
-                group.append(heapq.heappop(self._retrying))
-            paths = [self._paths[i] for i in group]
-        else:  # the next ones never started: a run of the list
-            end = min(first + size, len(self._paths))
-            if not self._one_scheme:
-                end = next((i for i in range(first + 1, end) if _scheme_part(self._paths[i]) != scheme), end)
-            group, paths = range(first, end), self._paths[first:end]
-            self._fresh = end
+        group, paths = self._take_group(first, self._group_size(fs))
         slots = len(group) if fs.network else 1
         await fs.run_into(
             self._sink, (group, slots), _read_group, fs.wrapped, paths, group, self.budget, self._scratch_size
         )
         self._running += 1
         self._slots += slots
+
+    def _group_size(self, fs: AsyncModularFileSystem) -> int:
+        """How many files one call on fs reads: on a local filesystem, an
+        equal share of what is left, about GROUP_SECONDS of reading each; on
+        a network store that reads many files at once, a NETWORK_SHARES-th
+        of in_flight; otherwise one."""
+        if not fs.network:
+            measured = GROUP_FIRST if self._per_file is None else int(GROUP_SECONDS / max(self._per_file, 1e-9))
+            most = max(1, min(GROUP_MAX, measured, -(-len(self._paths) // fs.cores)))
+            left = self._startable()
+            return -(-left // -(-left // most))  # equal groups of at most that many: no small ones at the end
+        if _reads_in_bulk(fs.wrapped):
+            return min(-(-self._in_flight // NETWORK_SHARES), self._in_flight - self._slots)
+        return 1
+
+    def _take_group(self, first: int, size: int) -> tuple[Sequence[int], list[str]]:
+        """Up to size startable files from first on, all of first's scheme
+        (the same scheme is the same filesystem; each path is checked in full
+        where it is read), now started: their indices and paths."""
+        scheme = _scheme_part(self._paths[first])
+        if self._retrying:  # files the budget refused: now and then, one by one
+            group = [heapq.heappop(self._retrying)]
+            while len(group) < size and self._retrying and _scheme_part(self._paths[self._retrying[0]]) == scheme:
+                group.append(heapq.heappop(self._retrying))
+            return group, [self._paths[i] for i in group]
+        # the next ones never started: a run of the list
+        end = min(first + size, len(self._paths))
+        if not self._one_scheme:
+            end = next((i for i in range(first + 1, end) if _scheme_part(self._paths[i]) != scheme), end)
+        self._fresh = end
+        return range(first, end), self._paths[first:end]
 
 
 def prefetch(
