@@ -89,16 +89,17 @@ def _refusal(path: str | bytes) -> Exception:
 
 class StatMany(Generic[T]):
     """A :class:`asyncfs._pool.Combiner` of ``os.stat(path)`` calls, each
-    answered by ``answer(fields)`` (the path's ASYNCFS_STAT_FIELDS values);
-    with ``failed``, a path that cannot be stat'ed is answered ``failed``
-    instead of raising (``os.path.exists``)."""
+    answered by ``answer(fields)`` (the path's ASYNCFS_STAT_FIELDS values),
+    or True when answer is None (only whether the path could be stat'ed:
+    no field is read); with ``failed``, a path that cannot be stat'ed is
+    answered ``failed`` instead of raising (``os.path.exists``)."""
 
     # paths per C call: a turn's 10,000 stats go as 40 calls, whose answers
     # reach the loop while the next are stat'ed (128 and 1024 measured the
     # same within this machine's noise)
     limit = 256
 
-    def __init__(self, answer: Callable[[Sequence[int]], T], *, failed: T | None = None) -> None:
+    def __init__(self, answer: Callable[[Sequence[int]], T] | None, *, failed: T | None = None) -> None:
         self.answer = answer
         self.failed = failed
 
@@ -115,14 +116,23 @@ class StatMany(Generic[T]):
         fields = ffi.new("int64_t[]", n * FIELDS)
         errors = ffi.new("int[]", n)
         runtime().ASYNCFS_StatPaths(packed, n, fields, errors)
-        each = zip(*[iter(ffi.unpack(fields, n * FIELDS))] * FIELDS, strict=True)  # a path's fields at a time
+        errnos = ffi.unpack(errors, n)
         answer = self.answer
-        for i, errno, path_fields in zip(wanted, ffi.unpack(errors, n), each, strict=True):
-            if errno:
-                outcomes[i] = self._refused(OSError(errno, os.strerror(errno), paths[i]))
-            else:
-                outcomes[i] = (answer(path_fields), None)
+        if answer is None:
+            for i, errno in zip(wanted, errnos, strict=True):
+                outcomes[i] = (True, None) if not errno else self._failed(errno, paths[i])
+            return outcomes
+        each = zip(*[iter(ffi.unpack(fields, n * FIELDS))] * FIELDS, strict=True)  # a path's fields at a time
+        for i, errno, path_fields in zip(wanted, errnos, each, strict=True):
+            outcomes[i] = (answer(path_fields), None) if not errno else self._failed(errno, paths[i])
         return outcomes
+
+    def _failed(self, errno: int, path: str | bytes) -> tuple[Any, BaseException | None]:
+        """The answer for a path the system call refused: failed, or the
+        OSError os.stat raises (made only then)."""
+        if self.failed is not None:
+            return self.failed, None
+        return None, OSError(errno, os.strerror(errno), path)
 
     def _refused(self, error: Exception) -> tuple[Any, BaseException | None]:
         return (self.failed, None) if self.failed is not None else (None, error)
@@ -148,10 +158,6 @@ class StatMany(Generic[T]):
 
 
 # what each function answers, from a path's fields (see ASYNCFS_STAT_FIELDS)
-def _true(fields: Sequence[int]) -> bool:
-    return True
-
-
 def _is_file(fields: Sequence[int]) -> bool:
     return _stat.S_ISREG(fields[0])
 
@@ -178,7 +184,7 @@ def _ctime(fields: Sequence[int]) -> float:
 
 # os.stat, and the os.path functions that are os.stat and one field of it
 stat = StatMany(stat_result)
-exists = StatMany(_true, failed=False)
+exists = StatMany(None, failed=False)
 isfile = StatMany(_is_file, failed=False)
 isdir = StatMany(_is_dir, failed=False)
 getsize = StatMany(_size)
