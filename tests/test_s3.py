@@ -1138,6 +1138,38 @@ def test_prefetch_of_many_objects_keeps_the_budget_and_the_order(
     assert budget.used == 0
 
 
+def test_leaving_a_prefetch_of_objects_early_gives_its_budget_back(
+    registry: asyncfs.Registry, s3_fs: asyncfs.ModularFileSystem, bucket: str
+) -> None:
+    """A break, and a cancellation, while bulk calls of objects are in
+    flight: once they finish, every byte they reserved is back in the
+    Budget the prefetches shared, in order or not."""
+    import asyncio  # noqa: PLC0415
+
+    uris = [f"s3://{bucket}/early/{i:03d}" for i in range(160)]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda i: s3_fs.write_file(uris[i], pattern(i, 2000)), range(160)))
+    budget = asyncfs.Budget(1 << 30)
+
+    async def main() -> None:
+        async with asyncfs.Env(registry=registry) as env:
+            for ordered in (True, False):
+                received = 0
+                async for _ in env.prefetch(uris, in_flight=32, ordered=ordered, budget=budget):
+                    received += 1
+                    if received == 3:
+                        break
+                with anyio.move_on_after(0.01):
+                    async for _ in env.prefetch(uris, in_flight=32, ordered=ordered, budget=budget):
+                        await asyncio.sleep(0.001)
+            with anyio.fail_after(30):
+                while env.network_pool.stats().in_flight:
+                    await asyncio.sleep(0.01)
+
+    asyncio.run(main())
+    assert budget.used == 0
+
+
 def test_concurrent_read_file_calls_are_read_together(
     registry: asyncfs.Registry, s3_fs: asyncfs.ModularFileSystem, bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
