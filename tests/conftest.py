@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from ceph_gateway import Gateway, missing_reason, start_gateway
@@ -139,6 +140,23 @@ def s3_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     gateway = start_gateway(tmp_path_factory.mktemp("ceph"))
     yield gateway
     gateway.stop()
+
+
+async def leave_prefetches_early(env: asyncfs.Env, uris: list[str], budget: asyncfs.Budget, *, ordered: bool) -> None:
+    """Leave one prefetch of uris by a break after a few files and another
+    by a cancellation, both on budget, then wait until the calls they
+    started are done (and their results handed to the loop)."""
+    received = 0
+    async for _ in env.prefetch(uris, in_flight=32, ordered=ordered, budget=budget):
+        received += 1
+        if received == 3:
+            break
+    with anyio.move_on_after(0.02):
+        async for _ in env.prefetch(uris, in_flight=32, ordered=ordered, budget=budget):
+            await anyio.sleep(0.001)
+    with anyio.fail_after(30):
+        while env.pool.stats().in_flight or env.network_pool.stats().in_flight:
+            await anyio.sleep(0.005)
 
 
 def configure_s3(fs: asyncfs.ModularFileSystem, gateway: Gateway) -> None:

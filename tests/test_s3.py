@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 import pytest
 from ceph_gateway import Gateway
-from conftest import configure_s3
+from conftest import configure_s3, leave_prefetches_early
 from fault_proxy import FaultProxy
 from txn_holder import race
 
@@ -1154,17 +1154,7 @@ def test_leaving_a_prefetch_of_objects_early_gives_its_budget_back(
     async def main() -> None:
         async with asyncfs.Env(registry=registry) as env:
             for ordered in (True, False):
-                received = 0
-                async for _ in env.prefetch(uris, in_flight=32, ordered=ordered, budget=budget):
-                    received += 1
-                    if received == 3:
-                        break
-                with anyio.move_on_after(0.01):
-                    async for _ in env.prefetch(uris, in_flight=32, ordered=ordered, budget=budget):
-                        await asyncio.sleep(0.001)
-            with anyio.fail_after(30):
-                while env.network_pool.stats().in_flight:
-                    await asyncio.sleep(0.01)
+                await leave_prefetches_early(env, uris, budget, ordered=ordered)
 
     asyncio.run(main())
     assert budget.used == 0

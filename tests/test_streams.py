@@ -16,6 +16,7 @@ from unittest import mock
 
 import anyio
 import pytest
+from conftest import leave_prefetches_early
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -385,17 +386,7 @@ async def test_cancelling_prefetch_leaks_nothing(env: asyncfs.Env, tmp_path: Pat
     uris = await make_files(env, f"file://{tmp_path}", 400)
     baseline = len(os.listdir("/proc/self/fd"))
     budget = asyncfs.Budget(1 << 30)
-    with anyio.move_on_after(0.02):
-        async for _ in env.prefetch(uris, in_flight=32, ordered=ordered, budget=budget):
-            await anyio.sleep(0.001)
-    received = 0
-    async for _ in env.prefetch(uris, in_flight=32, ordered=ordered, budget=budget):
-        received += 1
-        if received == 5:
-            break
-    with anyio.fail_after(10):
-        while env.pool.stats().in_flight:
-            await anyio.sleep(0.005)
+    await leave_prefetches_early(env, uris, budget, ordered=ordered)
     assert len(os.listdir("/proc/self/fd")) == baseline
     assert budget.used == 0
 
