@@ -118,8 +118,27 @@ def _buffer(scratch_size: int) -> bytearray:
 
 
 def _read(fs: ModularFileSystem, uri: str, budget: Budget, index: int, scratch_size: int) -> object:
-    data = fs.read_small_first(uri, _buffer(scratch_size), lambda size: budget.reserve(index, size))
-    return _DEFERRED if data is None else data
+    """A file on its own: its bytes, or _DEFERRED when the budget has no
+    room. What was reserved for it and not kept (the read failed, or the
+    file shrank between its size and its read) goes back to the budget."""
+    reserved = 0
+
+    def reserve(size: int) -> bool:
+        nonlocal reserved
+        admitted = budget.reserve(index, size)
+        reserved = size if admitted else 0
+        return admitted
+
+    try:
+        data = fs.read_small_first(uri, _buffer(scratch_size), reserve)
+    except BaseException:
+        budget.release(reserved)
+        raise
+    if data is None:
+        return _DEFERRED
+    if len(data) < reserved:
+        budget.release(reserved - len(data))
+    return data
 
 
 def _reads_in_bulk(fs: ModularFileSystem) -> bool:

@@ -468,6 +468,32 @@ async def test_prefetch_groups_answer_for_every_file(env: asyncfs.Env, base: str
     assert budget.used == 0 and budget.peak <= (1 << 20) + 12_063
 
 
+class _ShrinkingBudget(asyncfs.Budget):
+    """A Budget that truncates each file it admits to half its size first:
+    the file shrinks between the size prefetch asked for and its read."""
+
+    def __init__(self, limit: int, paths: list[str]) -> None:
+        super().__init__(limit)
+        self.paths = paths
+
+    def reserve(self, index: int, size: int) -> bool:
+        os.truncate(self.paths[index], size // 2)
+        return super().reserve(index, size)
+
+
+async def test_prefetch_counts_the_bytes_a_file_had_when_read_not_when_sized(env: asyncfs.Env, tmp_path: Path) -> None:
+    """Files bigger than the scratch buffer are sized, reserved, then read:
+    one that shrank in between gives the difference back, so the budget
+    ends at 0 and each file arrives as it was when read."""
+    paths = [str(tmp_path / f"big{i}") for i in range(6)]
+    for path in paths:
+        Path(path).write_bytes(b"z" * 10_000)
+    budget = _ShrinkingBudget(1 << 20, paths)
+    got = [data async for _, data in env.prefetch(paths, scratch_size=4096, budget=budget)]
+    assert got == [b"z" * 5_000] * 6
+    assert budget.used == 0
+
+
 def _unreadable_file(folder: Path) -> str | None:
     """A file this process may not open for reading: one made so (not as
     root, which may read anything), or a write-only sysfs attribute."""
