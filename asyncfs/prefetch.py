@@ -224,11 +224,11 @@ def _one_scheme(paths: list[str]) -> bool:
 # A group's size on a local filesystem: about GROUP_SECONDS of reading
 # (enough to make the trip through the pool cheap per file, short enough
 # that files which wait on a disk or a mount are not read one after
-# another), at most GROUP_MAX files, and a share of what is left for each
-# core that can read them (files from the page cache keep a core busy; a
-# share for each of the 4 workers of a 2-core machine cut 2000 files into
-# 64 groups instead of 35, for nothing). The first group, before anything
-# was measured, has GROUP_FIRST.
+# another), at most GROUP_MAX files, and at most a core's share of the
+# prefetch (files from the page cache keep a core busy). The files are cut
+# into equal groups of that size at most, so the last ones are not a tail
+# of small groups, each a trip through the pool. The first group, before
+# anything was measured, has GROUP_FIRST.
 GROUP_SECONDS = 1e-3
 GROUP_MAX = 128
 GROUP_FIRST = 4

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import stat as _stat
 from collections.abc import Callable, Coroutine, Sequence
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from .._ffi import ffi, runtime
@@ -87,6 +88,11 @@ def _refusal(path: str | bytes) -> Exception:
     raise AssertionError(f"os.stat took {path!r}")  # pragma: no cover (c_path refuses what os.stat does)
 
 
+def _os_error(errno: int, path: str | bytes) -> OSError:
+    """What os.stat raises for a path its system call refused."""
+    return OSError(errno, os.strerror(errno), path)
+
+
 class StatMany(Generic[T]):
     """A :class:`asyncfs._pool.Combiner` of ``os.stat(path)`` calls, each
     answered by ``answer(fields)`` (the path's ASYNCFS_STAT_FIELDS values),
@@ -109,7 +115,7 @@ class StatMany(Generic[T]):
         outcomes: list[tuple[Any, BaseException | None]] = [(None, None)] * len(calls)
         if len(wanted) < len(paths):
             for i in set(range(len(paths))).difference(wanted):
-                outcomes[i] = self._refused(_refusal(paths[i]))
+                outcomes[i] = self._failed(partial(_refusal, paths[i]))
         if not wanted:
             return outcomes
         n = len(wanted)
@@ -120,22 +126,22 @@ class StatMany(Generic[T]):
         answer = self.answer
         if answer is None:
             for i, errno in zip(wanted, errnos, strict=True):
-                outcomes[i] = (True, None) if not errno else self._failed(errno, paths[i])
+                outcomes[i] = self._failed(partial(_os_error, errno, paths[i])) if errno else (True, None)
             return outcomes
         each = zip(*[iter(ffi.unpack(fields, n * FIELDS))] * FIELDS, strict=True)  # a path's fields at a time
         for i, errno, path_fields in zip(wanted, errnos, each, strict=True):
-            outcomes[i] = (answer(path_fields), None) if not errno else self._failed(errno, paths[i])
+            if errno:
+                outcomes[i] = self._failed(partial(_os_error, errno, paths[i]))
+            else:
+                outcomes[i] = (answer(path_fields), None)
         return outcomes
 
-    def _failed(self, errno: int, path: str | bytes) -> tuple[Any, BaseException | None]:
-        """The answer for a path the system call refused: failed, or the
-        OSError os.stat raises (made only then)."""
+    def _failed(self, error: Callable[[], Exception]) -> tuple[Any, BaseException | None]:
+        """The answer for a path that cannot be stat'ed: failed, or the
+        error os.stat raises (made only then)."""
         if self.failed is not None:
             return self.failed, None
-        return None, OSError(errno, os.strerror(errno), path)
-
-    def _refused(self, error: Exception) -> tuple[Any, BaseException | None]:
-        return (self.failed, None) if self.failed is not None else (None, error)
+        return None, error()
 
     def one(self, path: str | bytes) -> T:
         """The answer for one path (a call the pool did not combine)."""
