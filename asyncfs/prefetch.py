@@ -34,6 +34,7 @@ records, interleaved from ``cycle_length`` files at a time.
 from __future__ import annotations
 
 import heapq
+import os
 import threading
 import time
 import weakref
@@ -64,7 +65,13 @@ class Resolver(Protocol):
 
 
 class Budget:
-    """Bytes held by a prefetch, shared with the workers that read for it."""
+    """Bytes held by a prefetch, shared with the workers that read for it.
+
+    What it counts belongs to one process: a copy pickled to another
+    process (a Dask or spawned DataLoader worker), and the Budget in a
+    forked child, start with nothing used, the same limit, and a lock of
+    their own (the parent's reads, and a lock one of its threads held at
+    the fork, are not the child's)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -72,6 +79,15 @@ class Budget:
         self.peak = 0
         self.head = -1  # the index due next (in order): always admitted
         self._lock = threading.Lock()
+        _budgets.add(self)
+
+    def __reduce__(self) -> tuple[type[Budget], tuple[int]]:
+        return (Budget, (self.limit,))
+
+    def _start_afresh(self) -> None:
+        self._lock = threading.Lock()
+        self.used = self.peak = 0
+        self.head = -1
 
     def reserve(self, index: int, size: int) -> bool:
         with self._lock:
@@ -98,6 +114,18 @@ class Budget:
     def release(self, size: int) -> None:
         with self._lock:
             self.used -= size
+
+
+_budgets: weakref.WeakSet[Budget] = weakref.WeakSet()
+
+
+def _budgets_afresh_in_child() -> None:
+    for budget in list(_budgets):
+        budget._start_afresh()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_budgets_afresh_in_child)
 
 
 class _Scratch(threading.local):
@@ -159,31 +187,37 @@ def _read_group(
     its own request anyway), on its own."""
     seconds = 0.0
     items: list[object] = []
+    batch: list[object] = []
     bulk = _reads_in_bulk(fs)
-    while len(items) < len(uris):
-        start = len(items)
-        batch: list[object] = [None]  # None: on its own
-        if bulk:
-            try:
-                read, took = fs.read_files(uris[start:], _buffer(scratch_size))
-            except InvalidArgumentError:  # a path no plugin may be handed: each its own answer, on its own
-                bulk = False
-            else:
-                seconds += took
-                batch = list(read)
-                kept = [(i, len(item)) for i, item in enumerate(read) if isinstance(item, bytes)]
-                admitted = budget.reserve_group([indices[start + i] for i, _ in kept], [size for _, size in kept])
-                for i, _ in kept[admitted:]:
-                    batch[i] = _DEFERRED  # read again when there is room
-        for i, item in enumerate(batch):
-            if item is None:
-                started = time.perf_counter()
+    try:
+        while len(items) < len(uris):
+            start = len(items)
+            batch = [None]  # None: on its own
+            if bulk:
                 try:
-                    batch[i] = _read(fs, uris[start + i], budget, indices[start + i], scratch_size)
-                except StatusError as error:
-                    batch[i] = error
-                seconds += time.perf_counter() - started
-        items += batch
+                    read, took = fs.read_files(uris[start:], _buffer(scratch_size))
+                except InvalidArgumentError:  # a path no plugin may be handed: each its own answer, on its own
+                    bulk = False
+                else:
+                    seconds += took
+                    kept = [(i, len(item)) for i, item in enumerate(read) if isinstance(item, bytes)]
+                    admitted = budget.reserve_group([indices[start + i] for i, _ in kept], [size for _, size in kept])
+                    batch = list(read)
+                    for i, _ in kept[admitted:]:
+                        batch[i] = _DEFERRED  # read again when there is room
+            for i, item in enumerate(batch):
+                if item is None:
+                    started = time.perf_counter()
+                    try:
+                        batch[i] = _read(fs, uris[start + i], budget, indices[start + i], scratch_size)
+                    except StatusError as error:
+                        batch[i] = error
+                    seconds += time.perf_counter() - started
+            items += batch
+            batch = []
+    except BaseException:  # none of it reaches the prefetch: what was reserved for it goes back
+        budget.release(_size(items) + _size(batch))
+        raise
     return items, seconds
 
 

@@ -9,6 +9,8 @@ import gzip
 import io
 import os
 import sys
+import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -492,6 +494,110 @@ async def test_prefetch_counts_the_bytes_a_file_had_when_read_not_when_sized(env
     got = [data async for _, data in env.prefetch(paths, scratch_size=4096, budget=budget)]
     assert got == [b"z" * 5_000] * 6
     assert budget.used == 0
+
+
+class _RefusingBudget(asyncfs.Budget):
+    """A Budget that raises something no plugin status maps to (what a bug,
+    or memory running out, raises) when asked for one file."""
+
+    def __init__(self, limit: int, refused: int) -> None:
+        super().__init__(limit)
+        self.refused = refused
+
+    def reserve(self, index: int, size: int) -> bool:
+        if index == self.refused:
+            raise MemoryError(f"no room for file {index}")
+        return super().reserve(index, size)
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+async def test_prefetch_gives_back_a_group_that_failed_unexpectedly(
+    env: asyncfs.Env, tmp_path: Path, ordered: bool
+) -> None:
+    """A big file read on its own fails with an error that is not a
+    plugin's status, after the small files of its group were read and
+    reserved in one call: the error reaches the loop, and the group's bytes
+    go back to the budget with it."""
+    paths = [str(tmp_path / f"f{i}") for i in range(8)]
+    for i, path in enumerate(paths):
+        Path(path).write_bytes(b"s" * 100 if i != 3 else b"B" * 10_000)
+    budget = _RefusingBudget(1 << 20, refused=3)
+    with pytest.raises(MemoryError, match="file 3"):
+        async for _ in env.prefetch(paths, scratch_size=4096, budget=budget, ordered=ordered):
+            pass
+    assert budget.used == 0
+
+
+def _prefetch_under(budget: asyncfs.Budget, paths: list[str]) -> tuple[int, int, int]:
+    """In another process: the bytes a prefetch under budget read, and
+    then the budget's count and limit."""
+
+    async def main() -> int:
+        async with asyncfs.Env() as env:
+            return sum([len(data) async for _, data in env.prefetch(paths, budget=budget)])
+
+    return asyncio.run(main()), budget.used, budget.limit
+
+
+def _files_and_a_full_budget(folder: Path) -> tuple[list[str], asyncfs.Budget]:
+    """20 files of 1000 bytes, and a Budget of 4000 that the parent filled:
+    a child that counted the parent's bytes could never admit a file."""
+    paths = [str(folder / f"f{i}") for i in range(20)]
+    for path in paths:
+        Path(path).write_bytes(b"x" * 1000)
+    budget = asyncfs.Budget(4000)
+    assert budget.reserve(0, 4000)
+    return paths, budget
+
+
+def test_a_budget_pickled_to_a_worker_process_starts_empty(tmp_path: Path) -> None:
+    """A Budget travels by pickle (a Dask task's argument, a spawned
+    DataLoader worker's dataset): the copy has the limit, nothing used, and
+    a lock of its own; its prefetch runs to the end."""
+    import multiprocessing  # noqa: PLC0415
+    from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
+
+    paths, budget = _files_and_a_full_budget(tmp_path)
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as workers:
+        assert workers.submit(_prefetch_under, budget, paths).result(timeout=120) == (20_000, 0, 4000)
+    assert budget.used == 4000  # the parent's count is its own
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX only")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_budget_in_a_forked_child_starts_empty(tmp_path: Path) -> None:
+    """A forked child (a DataLoader worker) inherits a Budget while the
+    parent holds bytes in it and one of the parent's threads holds its
+    lock: in the child it starts with nothing used and a lock of its own."""
+    paths, budget = _files_and_a_full_budget(tmp_path)
+    holding, done = threading.Event(), threading.Event()
+
+    def hold_the_lock() -> None:
+        with budget._lock:
+            holding.set()
+            done.wait()
+
+    holder = threading.Thread(target=hold_the_lock)
+    holder.start()
+    holding.wait()
+    try:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if _prefetch_under(budget, paths) == (20_000, 0, 4000) else 1)
+        for _ in range(1200):  # up to 60 s
+            finished, status = os.waitpid(pid, os.WNOHANG)
+            if finished:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the child hung on the budget its parent held")
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        done.set()
+        holder.join()
+    assert budget.used == 4000
 
 
 def _unreadable_file(folder: Path) -> str | None:
