@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno as _errno
 import re
 from enum import IntEnum
+from typing import Any
 
 __all__ = [
     "ABIMismatchError",
@@ -344,6 +345,19 @@ class PluginError(AsyncFSError):
             where += f", scheme {scheme!r}"
         super().__init__(f"{where}: {reason}")
 
+    def _fields(self) -> dict[str, Any]:
+        """The keyword arguments it was made with."""
+        return {"library": self.library, "scheme": self.scheme, "item": self.item, "plugin": self.plugin}
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # by keyword, as it was made: a worker process (Dask,
+        # multiprocessing) sends it back by pickle
+        return (_rebuild_plugin_error, (type(self), self.reason, self._fields()))
+
+
+def _rebuild_plugin_error(cls: type[PluginError], reason: str, fields: dict[str, Any]) -> PluginError:
+    return cls(reason, **fields)
+
 
 class PluginOpenError(PluginError, OSError):
     """The library could not be opened at all."""
@@ -379,6 +393,9 @@ class PluginInitError(PluginError):
     def __init__(self, reason: str, *, status: StatusError, **where: str | None) -> None:
         self.status = status
         super().__init__(reason, **where)  # type: ignore[arg-type]
+
+    def _fields(self) -> dict[str, Any]:
+        return {**super()._fields(), "status": self.status}
 
 
 class CoreABIRangeError(PluginError):

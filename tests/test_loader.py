@@ -4,6 +4,7 @@ refused plugin leaves the registry as it was."""
 
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 import warnings
@@ -56,6 +57,12 @@ def assert_refused(registry: asyncfs.Registry, library: str, error: type[PluginE
     assert info.value.item is not None and item in info.value.item
     assert library in str(info.value)
     assert (registry.schemes(), registry.plugins()) == before
+    copy = pickle.loads(pickle.dumps(info.value))  # as a worker process (Dask, multiprocessing) sends it back
+    assert type(copy) is type(info.value) and str(copy) == str(info.value)
+    fields = ("reason", "library", "scheme", "item", "plugin")
+    assert [getattr(copy, name) for name in fields] == [getattr(info.value, name) for name in fields]
+    if isinstance(info.value, PluginInitError):
+        assert isinstance(copy, PluginInitError) and repr(copy.status) == repr(info.value.status)
     return info.value
 
 
