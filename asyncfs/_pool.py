@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from ._backends import Backend, Waiter, backend_for, current_loop
-from .errors import AbandonedOperationWarning, UnavailableError
+from .errors import AbandonedOperationWarning, EnvClosedError, UnavailableError
 
 __all__ = ["ALONE", "Combiner", "Pending", "PoolStats", "Sink", "WorkerPool", "call_quietly", "default_workers"]
 
@@ -350,6 +350,7 @@ DELIVERY_INTERVAL = 1e-3
 STUCK_AFTER = 0.05
 _MONITOR_PERIOD = 0.01
 _SPARE_IDLE = 2.0  # seconds a spare thread waits for work before it leaves
+_CLOSED = "the Env is closed (close() or aclose() shut its worker pool down): make a new Env"
 
 
 class _WorkerState:
@@ -735,7 +736,7 @@ class WorkerPool:
     def _start(self) -> None:
         with self._lock:
             if self._closed:
-                raise RuntimeError("the worker pool is shut down")
+                raise EnvClosedError(_CLOSED)
             if self._monitor is not None:
                 return
             while len(self._states) < self.workers:
@@ -901,7 +902,7 @@ class WorkerPool:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise RuntimeError("the worker pool is shut down")
+            raise EnvClosedError(_CLOSED)
 
     async def run(
         self, fn: Callable[..., T], *args: Any, mutating: bool, discard: Any = None, combine: Combiner | None = None

@@ -28,6 +28,7 @@ __all__ = [
     "DataLossError",
     "DeadlineExceededError",
     "DirectoryNotEmptyError",
+    "EnvClosedError",
     "FailedPreconditionError",
     "InternalError",
     "InvalidArgumentError",
@@ -416,6 +417,11 @@ class TransactionConflictError(AbortedError):
 class TransactionStateError(AsyncFSError, RuntimeError):
     """A transaction was used outside its lifetime (before begin, after
     commit or abort), or for a path outside its root."""
+
+
+class EnvClosedError(AsyncFSError, RuntimeError):
+    """An operation was asked of an :class:`~asyncfs.Env` after its
+    ``close()`` or ``aclose()`` (its worker pool is shut down)."""
 
 
 class UnknownSchemeError(AsyncFSError, LookupError):

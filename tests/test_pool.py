@@ -207,6 +207,26 @@ def test_no_handle_leaks_when_an_env_closes_with_opens_in_flight(tmp_path: Path)
         assert open_fds() == baseline
 
 
+async def test_an_env_used_after_close_says_so(tmp_path: Path) -> None:
+    """A call, a prefetch or a transaction on a closed Env raises
+    EnvClosedError (a RuntimeError too), saying the Env is closed."""
+    env = asyncfs.Env()
+    path = small_files(tmp_path, 1)[0]
+    assert await env.read_file(path) == b"x" * 4096
+    await env.aclose()
+    attempts: list[Any] = [
+        lambda: env.read_file(path),
+        lambda: env.write_file(f"{tmp_path}/new", b"y"),
+        lambda: env.prefetch([path]).__anext__(),
+        lambda: env.transaction(f"file://{tmp_path}/txn").begin(),
+    ]
+    for attempt in attempts:
+        with pytest.raises(asyncfs.EnvClosedError, match="the Env is closed") as info:
+            await attempt()
+        assert isinstance(info.value, RuntimeError) and isinstance(info.value, asyncfs.AsyncFSError)
+    assert not os.path.exists(f"{tmp_path}/new")
+
+
 # ---- transactions cancelled at any moment --------------------------------------------
 
 
