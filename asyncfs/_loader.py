@@ -155,11 +155,19 @@ def _string(ptr: CData) -> str | None:
     return None if length < 0 else ffi.unpack(ptr, length).decode("utf-8", "replace")
 
 
-def _read_metadata(lib: Any, library: str) -> PluginMetadata:
+def _symbol(lib: Any, name: str) -> Any:
+    """What lib exports as name, or None. (cffi's error for a missing
+    symbol differs by mode, and a refusal raised while handling it would
+    carry it as its __context__, which no other process can unpickle:
+    tblib, as Dask uses it, pickles the context.)"""
     try:
-        getter = lib.ASYNCFS_GetPluginMetadata
-    except (AttributeError, ffi.error):  # a missing symbol (cffi's error differs by mode)
-        getter = None
+        return getattr(lib, name)
+    except (AttributeError, ffi.error):
+        return None
+
+
+def _read_metadata(lib: Any, library: str) -> PluginMetadata:
+    getter = _symbol(lib, "ASYNCFS_GetPluginMetadata")
     raw = getter() if getter is not None else ffi.NULL
     if raw != ffi.NULL and not _ffi.runtime().ASYNCFS_Readable(raw, ffi.sizeof("size_t")):
         raise PluginOpenError(
@@ -332,10 +340,9 @@ def open_plugin(library: str) -> LoadedPlugin:
         raise PluginOpenError(f"cannot bind it to asyncfs's runtime: {exc}", item="library", **where) from None
     except OSError as exc:
         raise PluginOpenError(f"cannot open the library: {exc}", item="library", **where) from exc
-    try:
-        init_plugin = lib.TF_InitPlugin
-    except (AttributeError, ffi.error):
-        raise MissingEntryPointError("does not export TF_InitPlugin", item="TF_InitPlugin", **where) from None
+    init_plugin = _symbol(lib, "TF_InitPlugin")
+    if init_plugin is None:
+        raise MissingEntryPointError("does not export TF_InitPlugin", item="TF_InitPlugin", **where)
 
     metadata = _read_metadata(lib, library)
     if metadata.has_metadata:

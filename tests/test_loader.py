@@ -58,6 +58,8 @@ def assert_refused(registry: asyncfs.Registry, library: str, error: type[PluginE
     assert library in str(info.value)
     assert (registry.schemes(), registry.plugins()) == before
     copy = pickle.loads(pickle.dumps(info.value))  # as a worker process (Dask, multiprocessing) sends it back
+    for linked in (info.value.__cause__, info.value.__context__):  # Dask's tblib pickles these too
+        assert linked is None or type(pickle.loads(pickle.dumps(linked))) is type(linked)
     assert type(copy) is type(info.value) and str(copy) == str(info.value)
     fields = ("reason", "library", "scheme", "item", "plugin")
     assert [getattr(copy, name) for name in fields] == [getattr(info.value, name) for name in fields]
