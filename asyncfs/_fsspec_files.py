@@ -17,7 +17,8 @@ import contextlib
 import errno
 import io
 import posixpath
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fsspec.asyn import sync
 from fsspec.spec import AbstractBufferedFile
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from .streams import AsyncBinaryReader, AsyncBinaryWriter
 
 __all__ = ["DIRECT_BLOCK", "BridgeFile", "DirectFile", "DirectWriter", "RangeFile", "StagedFile"]
+
+T = TypeVar("T")
 
 
 class StagedFile:
@@ -220,13 +223,24 @@ class BridgeFile(io.RawIOBase):
 DIRECT_BLOCK = 64 << 10  # the standard library's buffer over a local plugin
 
 
+def _made_or_closed(file: io.RawIOBase, make: Callable[[], T]) -> T:
+    """make() in a file's __init__; if it raises, the file is marked closed
+    first, so that its finalizer's close() finds nothing half made (Python
+    3.13 reports what that close() raises)."""
+    try:
+        return make()
+    except BaseException:
+        io.RawIOBase.close(file)
+        raise
+
+
 class _PluginRaw(io.RawIOBase):
     """A file of a local store read on the caller's own thread: positional
     reads of one plugin handle (the standard library's buffer goes on top)."""
 
     def __init__(self, plugin: ModularFileSystem, uri: str, path: str) -> None:
         super().__init__()
-        self._file = plugin.new_random_access_file(uri)
+        self._file = _made_or_closed(self, lambda: plugin.new_random_access_file(uri))
         self._plugin = plugin
         self._uri = uri
         self.path = path
@@ -332,7 +346,7 @@ class _PluginSink(io.RawIOBase):
 
     def __init__(self, plugin: ModularFileSystem, uri: str, path: str) -> None:
         super().__init__()
-        self._landing = Landing.open(plugin, uri)
+        self._landing = _made_or_closed(self, lambda: Landing.open(plugin, uri))
         self.path = path
         self.mode = "wb"  # what the buffer on top reports as its own
         self._written = 0
