@@ -306,6 +306,33 @@ class _FullDisk:
 
 
 @pytest.mark.parametrize("scheme", ["file", "mem"])
+def test_a_sync_open_that_fails_leaves_no_half_made_file(tmp_path: Path, scheme: str) -> None:
+    """fs.open(path, "rb") of a missing file and fs.open(path, "wb") under a
+    file raise, and the file objects they had begun are left closed: their
+    finalizers report nothing (Python 3.13, and -X dev before it, report
+    what an IOBase finalizer's close() raises)."""
+    base = str(tmp_path) if scheme == "file" else f"t{uuid.uuid4().hex}"
+    script = f"""
+import gc
+from asyncfs.fsspec import filesystem_class
+fs = filesystem_class({scheme!r})()
+fs.pipe_file({base!r} + "/a-file", b"x")
+for path, mode in (({base!r} + "/missing", "rb"), ({base!r} + "/a-file/under", "wb")):
+    try:
+        fs.open(path, mode)
+    except OSError as error:
+        print(type(error).__name__)
+    gc.collect()
+"""
+    done = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["NotFoundError", "PathNotDirectoryError"]
+    assert "Exception ignored" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("scheme", ["file", "mem"])
 def test_sync_writes_on_a_local_store_run_on_the_calling_thread_and_stay_atomic(tmp_path: Path, scheme: str) -> None:
     """pipe_file, makedirs, mkdir and open(..., "wb"), called where no event
     loop runs (pandas' to_csv, pyarrow's create_dir), make no trip through fsspec's loop or asyncfs's
