@@ -566,7 +566,7 @@ def test_pyarrow_dataset_with_partitioning(where: tuple[AsyncfsFileSystem, str, 
 def test_zarr_arrays_and_groups(where: tuple[AsyncfsFileSystem, str, dict[str, Any]]) -> None:
     """zarr 3 (xarray's storage for chunked arrays) writes and reads through
     the bridge: its FsspecStore drives the AsyncFileSystem's coroutines."""
-    zarr = pytest.importorskip("zarr", reason="zarr is not installed")
+    zarr = pytest.importorskip("zarr", reason="zarr 3 is not installed (it needs Python 3.11 or later)")
     np = pytest.importorskip("numpy")
     fs, base, options = where
     data = np.arange(10_000, dtype="i4").reshape(100, 100)
