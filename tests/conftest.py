@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -157,6 +158,20 @@ async def leave_prefetches_early(env: asyncfs.Env, uris: list[str], budget: asyn
     with anyio.fail_after(30):
         while env.pool.stats().in_flight or env.network_pool.stats().in_flight:
             await anyio.sleep(0.005)
+
+
+def exit_code_of(pid: int, hung: str, seconds: float = 60) -> int:
+    """The exit code of child pid (made by os.fork), waited for at most
+    seconds: a child still running then is killed and the test fails,
+    saying hung."""
+    for _ in range(int(seconds / 0.05)):
+        finished, status = os.waitpid(pid, os.WNOHANG)
+        if finished:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail(hung)
 
 
 def configure_s3(fs: asyncfs.ModularFileSystem, gateway: Gateway) -> None:

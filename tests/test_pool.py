@@ -23,6 +23,7 @@ from typing import Any
 
 import anyio
 import pytest
+from conftest import exit_code_of
 
 import asyncfs
 from asyncfs import _pool
@@ -422,16 +423,8 @@ def test_a_fork_while_plugin_calls_are_in_flight() -> None:
             pid = os.fork()
             if pid == 0:
                 os._exit(_in_forked_child(env))
-            for _ in range(600):  # up to 30 s
-                done, status = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    break
-                stop.wait(0.05)
-            else:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
-                pytest.fail(f"fork {attempt}: the child hung on a lock its parent's call held")
-            assert os.waitstatus_to_exitcode(status) == 0, f"fork {attempt}: the child failed"
+            hung = f"fork {attempt}: the child hung on a lock its parent's call held"
+            assert exit_code_of(pid, hung, seconds=30) == 0, f"fork {attempt}: the child failed"
     finally:
         stop.set()
         for thread in busy:

@@ -10,7 +10,6 @@ import io
 import os
 import sys
 import threading
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from unittest import mock
 
 import anyio
 import pytest
-from conftest import leave_prefetches_early
+from conftest import exit_code_of, leave_prefetches_early
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -584,16 +583,7 @@ def test_a_budget_in_a_forked_child_starts_empty(tmp_path: Path) -> None:
         pid = os.fork()
         if pid == 0:
             os._exit(0 if _prefetch_under(budget, paths) == (20_000, 0, 4000) else 1)
-        for _ in range(1200):  # up to 60 s
-            finished, status = os.waitpid(pid, os.WNOHANG)
-            if finished:
-                break
-            time.sleep(0.05)
-        else:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            pytest.fail("the child hung on the budget its parent held")
-        assert os.waitstatus_to_exitcode(status) == 0
+        assert exit_code_of(pid, "the child hung on the budget its parent held") == 0
     finally:
         done.set()
         holder.join()
