@@ -135,7 +135,7 @@ class StatusError(AsyncFSError):
         return f"{text} [{self.code.name}]"
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (_rebuild, (type(self), self.message, self.op, self.path))
+        return (_rebuild, (type(self), self.message, self.op, self.path, self.undeleted))
 
 
 def _fill_os_error(error: OSError, errno_value: int | None, message: str, path: str | None) -> None:
@@ -145,8 +145,13 @@ def _fill_os_error(error: OSError, errno_value: int | None, message: str, path: 
     error.filename = path
 
 
-def _rebuild(cls: type[StatusError], message: str, op: str, path: str | None) -> StatusError:
-    return cls(message, op=op, path=path)
+def _rebuild(
+    cls: type[StatusError], message: str, op: str, path: str | None, undeleted: tuple[int, int] | None = None
+) -> StatusError:
+    error = cls(message, op=op, path=path)
+    if undeleted is not None:
+        error.undeleted = undeleted
+    return error
 
 
 class OperationCancelledError(StatusError):

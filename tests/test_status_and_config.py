@@ -61,6 +61,9 @@ def test_each_error_is_also_its_builtin(cls: type[errors.StatusError], builtin: 
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is cls
     assert str(copy) == str(error)
+    assert (copy.op, copy.path, copy.undeleted) == ("stat", "mem:///x", None)
+    error.undeleted = (3, 1)  # as a recursive delete that failed reports it
+    assert pickle.loads(pickle.dumps(error)).undeleted == (3, 1)
 
 
 def test_every_code_has_one_exception_class() -> None:
