@@ -82,7 +82,7 @@ class Budget:
         _budgets.add(self)
 
     def __reduce__(self) -> tuple[type[Budget], tuple[int]]:
-        return (Budget, (self.limit,))
+        return (type(self), (self.limit,))
 
     def _start_afresh(self) -> None:
         self._lock = threading.Lock()
