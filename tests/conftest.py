@@ -155,6 +155,12 @@ async def leave_prefetches_early(env: asyncfs.Env, uris: list[str], budget: asyn
     with anyio.move_on_after(0.02):
         async for _ in env.prefetch(uris, in_flight=32, ordered=ordered, budget=budget):
             await anyio.sleep(0.001)
+    await settle(env)
+
+
+async def settle(env: asyncfs.Env) -> None:
+    """Wait until neither of env's pools has a call in flight (abandoned
+    work included, its result handed to the loop), failing after 30 s."""
     with anyio.fail_after(30):
         while env.pool.stats().in_flight or env.network_pool.stats().in_flight:
             await anyio.sleep(0.005)

@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
+from conftest import settle
 
 import asyncfs
 
@@ -64,13 +65,6 @@ def latency() -> Iterator[Any]:
 
 def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
-
-
-async def settle(env: asyncfs.Env) -> None:
-    """Wait until the pool has nothing in flight (abandoned work included)."""
-    with anyio.fail_after(10):
-        while env.pool.stats().in_flight:
-            await anyio.sleep(0.005)
 
 
 # ---- the whole operation set ------------------------------------------------------
