@@ -6,7 +6,8 @@
 
 #include <curl/curl.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/crypto.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,10 +48,36 @@ static void hex_encode(const unsigned char* in, size_t n, char* out) {
   out[2 * n] = '\0';
 }
 
+/* SHA-256, looked up once: OpenSSL 3 otherwise looks the algorithm up
+ * again for every digest (0.40 against 0.16 us for a short one here). */
+static const EVP_MD* sha256_algorithm;
+
+static void find_sha256(void) {
+#if OPENSSL_VERSION_NUMBER >= 0x30000000L
+  sha256_algorithm = EVP_MD_fetch(NULL, "SHA256", NULL);
+#endif
+  if (sha256_algorithm == NULL) sha256_algorithm = EVP_sha256();
+}
+
+static const EVP_MD* sha256(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, find_sha256);
+  return sha256_algorithm;
+}
+
+/* SHA-256 of a then b (b may be empty), on ctx. */
+static void sha256_of(EVP_MD_CTX* ctx, const void* a, size_t a_len, const void* b, size_t b_len,
+                      unsigned char out[32]) {
+  EVP_DigestInit_ex(ctx, sha256(), NULL);
+  EVP_DigestUpdate(ctx, a, a_len);
+  if (b_len > 0) EVP_DigestUpdate(ctx, b, b_len);
+  EVP_DigestFinal_ex(ctx, out, NULL);
+}
+
 static void sha256_hex(const char* data, size_t n, char out[65]) {
   unsigned char md[32];
   unsigned int len = 0;
-  EVP_Digest(data, n, md, &len, EVP_sha256(), NULL);
+  EVP_Digest(data, n, md, &len, sha256(), NULL);
   hex_encode(md, 32, out);
 }
 
@@ -61,11 +88,21 @@ void s3_md5_base64(const char* data, size_t len, char out[32]) {
   EVP_EncodeBlock((unsigned char*)out, md, 16);
 }
 
-static void hmac(const void* key, size_t key_len, const char* msg,
+/* HMAC-SHA256 (RFC 2104) of msg under key, on ctx (out may be key): built from the digest
+ * looked up once, as OpenSSL 3's one-shot HMAC() fetches its algorithm
+ * and makes a context per call (2.5 us here, five times per signature). */
+static void hmac(EVP_MD_CTX* ctx, const void* key, size_t key_len, const char* msg,
                  unsigned char out[32]) {
-  unsigned int len = 32;
-  HMAC(EVP_sha256(), key, (int)key_len, (const unsigned char*)msg,
-       strlen(msg), out, &len);
+  unsigned char pad[64], inner[32];
+  size_t i;
+  memset(pad, 0, sizeof pad);
+  if (key_len > sizeof pad) sha256_of(ctx, key, key_len, NULL, 0, pad);
+  else memcpy(pad, key, key_len);
+  for (i = 0; i < sizeof pad; ++i) pad[i] ^= 0x36;
+  sha256_of(ctx, pad, sizeof pad, msg, strlen(msg), inner);
+  for (i = 0; i < sizeof pad; ++i) pad[i] ^= 0x36 ^ 0x5c;
+  sha256_of(ctx, pad, sizeof pad, inner, sizeof inner, out);
+  OPENSSL_cleanse(pad, sizeof pad);
 }
 
 static int append_str(plugin_buf* b, const char* s) {
@@ -270,22 +307,33 @@ static int canonical_request(const s3_credentials* creds, const s3_request* req,
 /* ---- the signature ------------------------------------------------------------ */
 
 /* HMAC of the string to sign under the key derived from the secret, the
- * date, the region and the service. */
-static void signature(const s3_config* cfg, const s3_credentials* creds, const signing* s,
-                      const char* request_hash, char out[65]) {
-  char string_to_sign[512], key_material[512];
-  unsigned char k1[32], k2[32], k3[32], k4[32], sig[32];
-  snprintf(string_to_sign, sizeof string_to_sign,
-           "AWS4-HMAC-SHA256\n%s\n%s/%s/s3/aws4_request\n%s", s->amz_date,
-           s->date, cfg->region, request_hash);
-  snprintf(key_material, sizeof key_material, "AWS4%s", creds->secret_key);
-  hmac(key_material, strlen(key_material), s->date, k1);
-  memset(key_material, 0, sizeof key_material);
-  hmac(k1, 32, cfg->region, k2);
-  hmac(k2, 32, "s3", k3);
-  hmac(k3, 32, "aws4_request", k4);
-  hmac(k4, 32, string_to_sign, sig);
-  hex_encode(sig, 32, out);
+ * date, the region and the service. 0, or -1 when out of memory. */
+static int signature(const s3_config* cfg, const s3_credentials* creds, const signing* s,
+                     const char* request_hash, char out[65]) {
+  plugin_buf to_sign = {0}, secret = {0};
+  unsigned char key[32], sig[32];
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  int ok = ctx != NULL && append_str(&to_sign, "AWS4-HMAC-SHA256\n") == 0 &&
+           append_str(&to_sign, s->amz_date) == 0 && append_str(&to_sign, "\n") == 0 &&
+           append_str(&to_sign, s->date) == 0 && append_str(&to_sign, "/") == 0 &&
+           append_str(&to_sign, cfg->region) == 0 &&
+           append_str(&to_sign, "/s3/aws4_request\n") == 0 &&
+           append_str(&to_sign, request_hash) == 0 && append_str(&secret, "AWS4") == 0 &&
+           append_str(&secret, creds->secret_key) == 0;
+  if (ok) {
+    hmac(ctx, secret.data, secret.len, s->date, key);
+    hmac(ctx, key, sizeof key, cfg->region, key);
+    hmac(ctx, key, sizeof key, "s3", key);
+    hmac(ctx, key, sizeof key, "aws4_request", key);
+    hmac(ctx, key, sizeof key, to_sign.data, sig);
+    hex_encode(sig, 32, out);
+    OPENSSL_cleanse(key, sizeof key);
+  }
+  if (secret.data != NULL) OPENSSL_cleanse(secret.data, secret.len);
+  plugin_buf_free(&secret);
+  plugin_buf_free(&to_sign);
+  EVP_MD_CTX_free(ctx);
+  return ok ? 0 : -1;
 }
 
 /* ---- the headers ---------------------------------------------------------------- */
@@ -378,7 +426,7 @@ int s3_sign(const s3_config* cfg, const s3_credentials* creds, const s3_request*
   if (creds != NULL) {
     if (canonical_request(creds, req, &t, &s, &canon) != 0) goto done;
     sha256_hex(canon.data, canon.len, request_hash);
-    signature(cfg, creds, &s, request_hash, sig_hex);
+    if (signature(cfg, creds, &s, request_hash, sig_hex) != 0) goto done;
   }
   if (build_headers(cfg, creds, req, &s, sig_hex, &out->headers) != 0) goto done;
   out->url = build_url(&t);
