@@ -166,6 +166,11 @@ async def settle(env: asyncfs.Env) -> None:
             await anyio.sleep(0.005)
 
 
+def open_fds() -> int:
+    """How many descriptors this process has open (Linux: /proc/self/fd)."""
+    return len(os.listdir("/proc/self/fd"))
+
+
 def exit_code_of(pid: int, hung: str, seconds: float = 60) -> int:
     """The exit code of child pid (made by os.fork), waited for at most
     seconds: a child still running then is killed and the test fails,

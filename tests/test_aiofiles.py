@@ -22,6 +22,7 @@ import pytest
 
 real = pytest.importorskip("aiofiles", reason="aiofiles is a test extra: pip install '.[test]'")
 pytest.importorskip("pytest_asyncio", reason="pytest-asyncio is a test extra: pip install '.[test]'")
+from conftest import open_fds  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -31,18 +32,14 @@ from asyncfs.env import default_env  # noqa: E402
 needs_proc = pytest.mark.skipif(sys.platform != "linux", reason="counts descriptors in /proc/self/fd")
 
 
-def _descriptors() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
 async def _settle(before: int) -> None:
     """Wait until the process has at most `before` descriptors (a read-only
     file's close runs on a worker, not awaited), and fail if it never does."""
     for _ in range(200):
-        if _descriptors() <= before:
+        if open_fds() <= before:
             return
         await asyncio.sleep(0.01)
-    assert _descriptors() <= before
+    assert open_fds() <= before
 
 
 def _hops() -> int:
@@ -74,7 +71,7 @@ def test_the_public_names_match() -> None:
 @needs_proc
 async def test_every_descriptor_is_released(tmp_path: Path) -> None:
     (tmp_path / "text.txt").write_text("a\nb\n")
-    before = _descriptors()
+    before = open_fds()
     for _ in range(3):
         for mode in ("r", "rb", "w", "ab", "r+", "rb"):
             async with ours.open(tmp_path / "text.txt", mode, buffering=0 if mode == "ab" else -1) as f:
@@ -146,7 +143,7 @@ async def test_a_cancelled_open_leaks_no_descriptor(tmp_path: Path) -> None:
         path = tmp_path / f"f{i}"
         path.write_bytes(b"x" * 100)
         paths.append(path)
-    before = _descriptors()
+    before = open_fds()
     for delay in (0, 0, 0.0001, 0.001):
         tasks = [asyncio.ensure_future(ours.open(p, mode)) for p in paths for mode in ("rb", "w")]
         if delay:
@@ -440,7 +437,7 @@ async def test_a_cancelled_open_on_a_given_executor_leaks_no_descriptor(tmp_path
             return super().submit(later)
 
     (tmp_path / "a").write_text("x")
-    before = _descriptors()
+    before = open_fds()
     with Gated(max_workers=4) as executor:
         tasks = [asyncio.ensure_future(ours.open(tmp_path / "a", executor=executor)) for _ in range(20)]
         await asyncio.sleep(0.01)
@@ -683,7 +680,7 @@ async def test_opens_of_many_paths_in_one_call_are_the_standard_librarys(
     paths = [path for path in _odd_paths(tmp_path) if "fifo" not in str(path)]  # a FIFO's open waits for a writer
     (tmp_path / "text").write_bytes("ünï\r\ncödé\rlines\n".encode())
     paths += [tmp_path / "text", os.fsencode(tmp_path / "text")]
-    before = _descriptors()
+    before = open_fds()
     for mode, options in (("rb", {}), ("r", {}), ("r", {"encoding": "latin-1", "newline": ""}), ("rt", {})):
         c_calls.clear()
         outcomes = await asyncio.gather(*(_open_and_read(p, mode, **options) for p in paths), return_exceptions=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import settle
+from conftest import open_fds, settle
 
 import asyncfs
 
@@ -61,10 +61,6 @@ def latency() -> Iterator[Any]:
 
     yield set_latency
     fs.set_option("latency_us", 0)
-
-
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
 
 # ---- the whole operation set ------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import exit_code_of
+from conftest import exit_code_of, open_fds
 
 import asyncfs
 from asyncfs import _pool
@@ -170,10 +170,6 @@ def test_close_is_bounded_with_a_blocked_call_and_names_it(fifo: Path, tmp_path:
     assert isinstance(outcomes["read"], asyncfs.UnavailableError)
     assert isinstance(outcomes["write"], asyncfs.UnavailableError)
     assert "abandoned" in str(outcomes["write"])
-
-
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors through /proc")

@@ -17,7 +17,7 @@ from unittest import mock
 
 import anyio
 import pytest
-from conftest import exit_code_of, leave_prefetches_early, settle
+from conftest import exit_code_of, leave_prefetches_early, open_fds, settle
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -385,10 +385,10 @@ async def test_cancelling_prefetch_leaks_nothing(env: asyncfs.Env, tmp_path: Pat
     had, groups that finish afterwards) goes back to the budget, which
     prefetches may share."""
     uris = await make_files(env, f"file://{tmp_path}", 400)
-    baseline = len(os.listdir("/proc/self/fd"))
+    baseline = open_fds()
     budget = asyncfs.Budget(1 << 30)
     await leave_prefetches_early(env, uris, budget, ordered=ordered)
-    assert len(os.listdir("/proc/self/fd")) == baseline
+    assert open_fds() == baseline
     assert budget.used == 0
 
 
