@@ -21,9 +21,11 @@ pointer must not reach free(); refused plugins leak those few bytes.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import warnings
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from . import _ffi, _plugin_copy, _uri
@@ -321,9 +323,41 @@ def _check_core_abi(metadata: PluginMetadata, where: dict[str, Any]) -> None:
         )
 
 
+@cache
+def _open_flags() -> int:
+    """How plugins are opened: resolved now, private, and deep-bound where
+    that is safe (glibc's RTLD_DEEPBIND).
+
+    Deep binding makes a plugin, and each library it brings in, use the
+    libraries it was linked against before any the process already exports.
+    TensorFlow exports its own BoringSSL, curl and zlib from
+    libtensorflow_framework.so.2, loaded RTLD_GLOBAL. Without deep binding, a
+    plugin opened after it that links OpenSSL and libcurl calls TensorFlow's
+    copies instead, of every function BoringSSL also has.
+
+    It is not safe when the process's malloc is not libc's (jemalloc or
+    tcmalloc preloaded, a sanitizer runtime): a deep-bound plugin would
+    free() with libc what the runtime allocated with the process's malloc
+    (TF_GetTempFileName). Sanitizer runtimes also abort on RTLD_DEEPBIND."""
+    flags: int = ffi.RTLD_NOW | ffi.RTLD_LOCAL
+    deep: int = getattr(ffi, "RTLD_DEEPBIND", 0)
+    if deep and _deep_binding_is_safe():
+        flags |= deep
+    return flags
+
+
+def _deep_binding_is_safe() -> bool:
+    """Whether the process's free() is libc's and no sanitizer runtime is
+    loaded (glibc only, as RTLD_DEEPBIND is)."""
+    process, libc = ctypes.CDLL(None), ctypes.CDLL("libc.so.6")
+    if hasattr(process, "__sanitizer_set_report_path"):
+        return False
+    return ctypes.cast(process.free, ctypes.c_void_p).value == ctypes.cast(libc.free, ctypes.c_void_p).value
+
+
 def _open(path: str) -> Any:
     """Open a library for good (plugins are never unloaded)."""
-    lib = ffi.dlopen(path, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
+    lib = ffi.dlopen(path, _open_flags())
     _libraries.append(lib)
     return lib
 

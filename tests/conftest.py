@@ -8,8 +8,10 @@ library given as ``--plugin PATH:SCHEME[:ROOT]``.
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -27,6 +29,7 @@ import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from ceph_gateway import Gateway, missing_reason, start_gateway
 from facade import BlockingFacade
+from fault_proxy import FaultProxy
 
 import asyncfs
 
@@ -143,6 +146,21 @@ def s3_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     gateway.stop()
 
 
+@pytest.fixture
+def tls_gateway(s3_gateway: Gateway, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """An https:// endpoint in front of the gateway, with a certificate from
+    a CA of the test's own; yields the endpoint and the CA's PEM file."""
+    trustme = pytest.importorskip("trustme", reason="trustme (a test extra) makes the test CA")
+    ca = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    proxy = FaultProxy(s3_gateway.endpoint, tls=context)
+    pem = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(pem))
+    yield proxy.endpoint, pem
+    proxy.close()
+
+
 async def leave_prefetches_early(env: asyncfs.Env, uris: list[str], budget: asyncfs.Budget, *, ordered: bool) -> None:
     """Leave one prefetch of uris by a break after a few files and another
     by a cancellation, both on budget, then wait until the calls they
@@ -164,6 +182,23 @@ async def settle(env: asyncfs.Env) -> None:
     with anyio.fail_after(30):
         while env.pool.stats().in_flight or env.network_pool.stats().in_flight:
             await anyio.sleep(0.005)
+
+
+def preloadable(malloc: str) -> str:
+    """The library to preload for another malloc than libc's: "tcmalloc",
+    or "asan" (gcc's AddressSanitizer runtime); skips when it is missing."""
+    if malloc == "tcmalloc":
+        found = ctypes.util.find_library("tcmalloc_minimal")
+        if found is None:
+            pytest.skip("tcmalloc is not installed (Debian: libtcmalloc-minimal4)")
+        return found
+    if CC is None:
+        pytest.skip("no C compiler to ask where AddressSanitizer's runtime is")
+    asked = subprocess.run([CC, "-print-file-name=libasan.so"], capture_output=True, text=True, check=False)
+    asan = Path(asked.stdout.strip())
+    if not asan.is_absolute() or not asan.exists():
+        pytest.skip("gcc's AddressSanitizer runtime (libasan) is not installed")
+    return str(asan.resolve())
 
 
 def open_fds() -> int:

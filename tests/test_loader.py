@@ -4,6 +4,7 @@ refused plugin leaves the registry as it was."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import build_plugin
+from conftest import build_plugin, preloadable
 
 import asyncfs
 from asyncfs import (
@@ -185,6 +186,44 @@ def test_plugins_use_only_the_runtime(build) -> None:  # type: ignore[no-untyped
     undefined = {line.split()[-1].split("@")[0] for line in out.stdout.splitlines() if line.strip()}
     tf = {name for name in undefined if name.startswith("TF_")}
     assert tf == {"TF_SetStatus"}
+
+
+PRELOADED = """
+import asyncio, sys, asyncfs
+async def main():
+    async with asyncfs.Env() as env:
+        for uri in ("mem:///a/x", f"file://{sys.argv[2]}/x"):
+            await env.write_file(uri, b"beside another malloc")
+            assert await env.read_file(uri) == b"beside another malloc"
+for _ in range(200):  # each load initialises the plugin again
+    registry = asyncfs.Registry(builtins=False)
+    registry.load_plugin(sys.argv[1])
+    assert registry.get("testfs").exists("testfs:///here")
+asyncio.run(main())
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("malloc", [None, "tcmalloc", "asan"])
+def test_plugins_work_under_a_preloaded_allocator(build, tmp_path: Path, malloc: str | None) -> None:  # type: ignore[no-untyped-def]
+    """Plugins are deep-bound (RTLD_DEEPBIND), so that TensorFlow's exported
+    OpenSSL and curl cannot stand in for their own (test_tensorflow.py),
+    except under another malloc than libc's: a deep-bound plugin would free()
+    with libc what the runtime allocated (TF_GetTempFileName, which this test
+    plugin frees as TensorFlow's GCS plugin does), and a sanitizer runtime
+    aborts the process on a deep-bound open."""
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
+    if malloc is not None:
+        env["LD_PRELOAD"] = preloadable(malloc)
+    done = subprocess.run(
+        [sys.executable, "-c", PRELOADED, build("TEMP_FILE_NAME"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
 # ---- hostile plugins: refused with a typed error, never a crash -----------------

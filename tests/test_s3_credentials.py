@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import socket
-import ssl
 import sys
 import textwrap
 import time
@@ -452,21 +451,6 @@ def test_anonymous_requests_read_public_objects_only(environ: Environ, user: Cep
 
 
 # ---- TLS -----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def tls_gateway(s3_gateway: Gateway, tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """An https:// endpoint in front of the gateway, with a certificate from
-    a CA of the test's own; yields the endpoint and the CA's PEM file."""
-    trustme = pytest.importorskip("trustme", reason="trustme (a test extra) makes the test CA")
-    ca = trustme.CA()
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(context)
-    proxy = FaultProxy(s3_gateway.endpoint, tls=context)
-    pem = tmp_path / "ca.pem"
-    ca.cert_pem.write_to_path(str(pem))
-    yield proxy.endpoint, pem
-    proxy.close()
 
 
 def test_an_untrusted_certificate_is_refused_at_once(

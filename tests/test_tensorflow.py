@@ -2,7 +2,8 @@
 built against asyncfs's header load into TensorFlow's own registry and serve
 tf.io.gfile and tf.data; TensorFlow and asyncfs share a process in either
 import order, even registering the same plugin library; TensorFlow's own GCS
-plugin loads through asyncfs with no TensorFlow library path.
+plugin loads through asyncfs with no TensorFlow library path; the s3 plugin
+signs and speaks TLS with its own OpenSSL and curl, not TensorFlow's.
 
 Runs in TensorFlow's interpreter (the current one if it has TensorFlow, or the
 one named by ASYNCFS_TF_PYTHON), with the asyncfs under test put first on its
@@ -17,7 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, build_plugin
+from ceph_gateway import Gateway
+from conftest import REPO, build_plugin, preloadable
 
 import asyncfs
 from asyncfs import _libs
@@ -55,13 +57,18 @@ def tensorflow_python() -> str | None:
     return sys.executable if importlib.util.find_spec("tensorflow") is not None else None
 
 
-def run_in_tensorflow(tmp_path: Path, script: str, *args: str, asyncfs_too: bool = False) -> str:
+def run_in_tensorflow(
+    tmp_path: Path, script: str, *args: str, asyncfs_too: bool = False, preload: str | None = None
+) -> str:
     """Run script in TensorFlow's interpreter; with asyncfs_too, the asyncfs
-    under test comes first on its path. Returns stdout; fails on a crash."""
+    under test comes first on its path; preload names a library for
+    LD_PRELOAD. Returns stdout; fails on a crash."""
     python = tensorflow_python()
     if python is None:
         pytest.skip("TensorFlow is not installed (set ASYNCFS_TF_PYTHON to a Python that has it)")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    if preload is not None:
+        env["LD_PRELOAD"] = preload
     env.pop("LD_LIBRARY_PATH", None)
     if asyncfs_too:
         path = tmp_path / "path"
@@ -183,3 +190,73 @@ def test_tensorflows_gcs_plugin_loads_without_tensorflows_library_path(tmp_path:
     if not os.path.exists(where[0]):
         pytest.skip("tensorflow-io-gcs-filesystem is not installed beside TensorFlow")
     run_in_tensorflow(tmp_path, LOAD_GCS_PLUGIN, order, where[0], asyncfs_too=True)
+
+
+S3_BESIDE_TENSORFLOW = """
+import asyncio, os, sys
+order, access_key, secret_key, region, http, https, ca_bundle = sys.argv[1:]
+if order == "tensorflow-first":
+    import tensorflow as tf
+import asyncfs
+if order == "asyncfs-first":
+    import tensorflow as tf
+
+def s3(env, endpoint, secret=secret_key):
+    fs = env.filesystem("s3://").wrapped
+    for name, value in [("endpoint", endpoint), ("access_key_id", access_key), ("secret_access_key", secret),
+                        ("region", region), ("ca_bundle", ca_bundle)]:
+        fs.set_option(name, value.encode())
+    fs.set_option("path_style", 1)
+
+async def main():
+    for endpoint in (http, https):
+        env = asyncfs.Env()
+        s3(env, endpoint)
+        bucket = f"s3://beside-tensorflow-{order}"
+        if not await env.exists(bucket):
+            await env.makedirs(bucket)
+        await env.write_file(f"{bucket}/object", endpoint.encode() * 1000)
+        assert await env.read_file(f"{bucket}/object") == endpoint.encode() * 1000
+        s3(env, endpoint, secret="s" * 600)  # signed, and refused by the gateway
+        try:
+            await env.read_file(f"{bucket}/object")
+        except asyncfs.PermissionDeniedError as error:
+            assert "SignatureDoesNotMatch" in str(error), error
+        else:
+            raise AssertionError("a wrong secret was accepted")
+        await env.aclose()
+
+asyncio.run(main())
+assert int(tf.reduce_sum(tf.constant([1, 2, 3]))) == 6
+from asyncfs import _loader
+print("deep-bound", bool(_loader._open_flags() & os.RTLD_DEEPBIND), "ok")
+"""
+
+
+@pytest.mark.parametrize("malloc", ["libc", "tcmalloc"])
+@pytest.mark.parametrize("order", ["asyncfs-first", "tensorflow-first"])
+def test_s3_over_http_and_https_beside_tensorflow(
+    tmp_path: Path, s3_gateway: Gateway, tls_gateway: tuple[str, Path], order: str, malloc: str
+) -> None:
+    """TensorFlow exports its own BoringSSL and curl to every library loaded
+    after it; the s3 plugin links OpenSSL and libcurl. Deep-bound, it uses
+    its own; with tcmalloc preloaded (as TensorFlow's users often run) it is
+    not deep-bound and uses TensorFlow's throughout. Either way it signs and
+    speaks TLS; a mix of the two crashed."""
+    preload = preloadable(malloc) if malloc != "libc" else None
+    https, ca_bundle = tls_gateway
+    gateway = s3_gateway
+    out = run_in_tensorflow(
+        tmp_path,
+        S3_BESIDE_TENSORFLOW,
+        order,
+        gateway.access_key,
+        gateway.secret_key,
+        gateway.region,
+        gateway.endpoint,
+        https,
+        str(ca_bundle),
+        asyncfs_too=True,
+        preload=preload,
+    )
+    assert f"deep-bound {malloc == 'libc'} ok" in out

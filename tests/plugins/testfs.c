@@ -21,6 +21,10 @@ static void release(void* ptr) { free(ptr); }
 
 static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
   filesystem->plugin_filesystem = NULL;
+#ifdef TEMP_FILE_NAME
+  /* as TensorFlow's GCS plugin does: the name is the caller's to free() */
+  free(TF_GetTempFileName(""));
+#endif
 #ifdef BREAK_FAILING_INIT
   TF_SetStatus(status, TF_UNAVAILABLE, "backing service is down");
 #else
