@@ -198,8 +198,6 @@ order, access_key, secret_key, region, http, https, ca_bundle = sys.argv[1:]
 if order == "tensorflow-first":
     import tensorflow as tf
 import asyncfs
-if order == "asyncfs-first":
-    import tensorflow as tf
 
 def s3(env, endpoint, secret=secret_key):
     fs = env.filesystem("s3://").wrapped
@@ -226,6 +224,9 @@ async def main():
             raise AssertionError("a wrong secret was accepted")
         await env.aclose()
 
+if order == "asyncfs-first":  # the plugin loaded and used, then TensorFlow imported
+    asyncio.run(main())
+    import tensorflow as tf
 asyncio.run(main())
 assert int(tf.reduce_sum(tf.constant([1, 2, 3]))) == 6
 from asyncfs import _loader
