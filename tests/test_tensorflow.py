@@ -215,6 +215,12 @@ async def main():
             await env.makedirs(bucket)
         await env.write_file(f"{bucket}/object", endpoint.encode() * 1000)
         assert await env.read_file(f"{bucket}/object") == endpoint.encode() * 1000
+        env.filesystem("s3://").wrapped.set_option("part_size", 5 << 20)
+        big = os.urandom(11 << 20)  # three parts
+        await env.write_file(f"{bucket}/folder/big", big)
+        assert await env.read_file(f"{bucket}/folder/big") == big
+        await env.rmtree(f"{bucket}/folder")  # one DeleteObjects, with its Content-MD5
+        assert not await env.exists(f"{bucket}/folder/big")
         s3(env, endpoint, secret="s" * 600)  # signed, and refused by the gateway
         try:
             await env.read_file(f"{bucket}/object")
