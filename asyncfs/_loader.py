@@ -325,8 +325,16 @@ def _check_core_abi(metadata: PluginMetadata, where: dict[str, Any]) -> None:
 
 @cache
 def _open_flags() -> int:
-    """How plugins are opened: resolved now, private, and deep-bound where
-    that is safe (glibc's RTLD_DEEPBIND).
+    """How plugins are opened: resolved now, private, and deep-bound unless
+    :func:`_not_deep_because` says why not."""
+    flags: int = ffi.RTLD_NOW | ffi.RTLD_LOCAL
+    return flags if _not_deep_because() else flags | ffi.RTLD_DEEPBIND
+
+
+@cache
+def _not_deep_because() -> str | None:
+    """Why plugins cannot be deep-bound here (glibc's RTLD_DEEPBIND); None
+    when they can.
 
     Deep binding makes a plugin, and each library it brings in, use the
     libraries it was linked against before any the process already exports.
@@ -339,20 +347,22 @@ def _open_flags() -> int:
     tcmalloc preloaded, a sanitizer runtime): a deep-bound plugin would
     free() with libc what the runtime allocated with the process's malloc
     (TF_GetTempFileName). Sanitizer runtimes also abort on RTLD_DEEPBIND."""
-    flags: int = ffi.RTLD_NOW | ffi.RTLD_LOCAL
-    deep: int = getattr(ffi, "RTLD_DEEPBIND", 0)
-    if deep and _deep_binding_is_safe():
-        flags |= deep
-    return flags
-
-
-def _deep_binding_is_safe() -> bool:
-    """Whether the process's free() is libc's and no sanitizer runtime is
-    loaded (glibc only, as RTLD_DEEPBIND is)."""
+    if not hasattr(ffi, "RTLD_DEEPBIND"):
+        return "this platform has no RTLD_DEEPBIND"
     process, libc = ctypes.CDLL(None), ctypes.CDLL("libc.so.6")
     if hasattr(process, "__sanitizer_set_report_path"):
-        return False
-    return ctypes.cast(process.free, ctypes.c_void_p).value == ctypes.cast(libc.free, ctypes.c_void_p).value
+        return "a sanitizer runtime is loaded"
+    if ctypes.cast(process.free, ctypes.c_void_p).value != ctypes.cast(libc.free, ctypes.c_void_p).value:
+        return "the process's malloc is not libc's"
+    return None
+
+
+def binding() -> str:
+    """How plugins are bound to the libraries they link, in words."""
+    why = _not_deep_because()
+    if why is None:
+        return "deep (RTLD_DEEPBIND): each uses the libraries it links before any the process exports"
+    return f"as usual, not deep: {why}"
 
 
 def _open(path: str) -> Any:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from . import __version__, _libs
-from ._loader import core_abi_version
+from ._loader import binding, core_abi_version
 from .registry import Registry
 
 __all__ = ["report"]
@@ -45,6 +45,7 @@ def report(registry: Registry) -> str:
         f"python {platform.python_version()} ({sys.executable}), {platform.platform()}",
         f"core ABI {core_abi_version()}; status runtime {_libs.library_path('runtime')}",
         f"native libraries from {lib_dir}",
+        f"plugins bound {binding()}",
     ]
     bundled = lib_dir.parent.parent / "asyncfs.libs"  # where auditwheel puts a wheel's bundled libraries
     if bundled.is_dir():

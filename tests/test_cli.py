@@ -141,6 +141,7 @@ def test_doctor_says_what_was_loaded_from_where() -> None:
     for name in ("posix", "memory"):
         assert str(_libs.library_path(name)) in out
     assert "core ABI" in out and "settings:" in out
+    assert "plugins bound " in out  # which way: test_loader.py
 
 
 def test_a_missing_optional_plugin_says_how_to_get_it(tmp_path: Path) -> None:
