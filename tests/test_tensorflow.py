@@ -3,7 +3,7 @@ built against asyncfs's header load into TensorFlow's own registry and serve
 tf.io.gfile and tf.data; TensorFlow and asyncfs share a process in either
 import order, even registering the same plugin library; TensorFlow's own GCS
 plugin loads through asyncfs with no TensorFlow library path; the s3 plugin
-signs and speaks TLS with its own OpenSSL and curl, not TensorFlow's.
+signs and speaks TLS beside the OpenSSL and curl TensorFlow exports.
 
 Runs in TensorFlow's interpreter (the current one if it has TensorFlow, or the
 one named by ASYNCFS_TF_PYTHON), with the asyncfs under test put first on its
