@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,42 +87,46 @@ class Gateway:
         if self._watcher is not None:  # stopped on purpose: the watcher leaves them
             self._watcher.communicate(b"stopped", timeout=30)
             self._watcher = None
-        for pid_file in reversed(self.pid_files):
+        _stop(reversed(self.pid_files), self.scratch)
+
+
+def _stop(pid_files: Iterable[Path], scratch: Path) -> None:
+    """Stop each daemon named in pid_files (SIGTERM, then SIGKILL after 5 s)
+    and remove scratch."""
+    for pid_file in pid_files:
+        try:
+            pid = int(pid_file.read_text().strip())
+            os.kill(pid, signal.SIGTERM)
+        except (OSError, ValueError):
+            continue
+        for _ in range(100):
             try:
-                pid = int(pid_file.read_text().strip())
-                os.kill(pid, signal.SIGTERM)
-            except (OSError, ValueError):
-                continue
-            for _ in range(100):
-                try:
-                    os.kill(pid, 0)
-                except OSError:
-                    break
-                time.sleep(0.05)
-            else:
-                os.kill(pid, signal.SIGKILL)
-        shutil.rmtree(self.scratch, ignore_errors=True)
+                os.kill(pid, 0)
+            except OSError:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 _WATCHER = """
-import os, pathlib, shutil, signal, sys
+import os, pathlib, sys
+sys.path.insert(0, sys.argv[1])
+from ceph_gateway import _stop
 if not os.read(0, 1):  # the end of the pipe, unannounced: its owner is gone
-    scratch = pathlib.Path(sys.argv[1])
-    for pid_file in scratch.glob("run/*.pid"):
-        try:
-            os.kill(int(pid_file.read_text()), signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
-    shutil.rmtree(scratch, ignore_errors=True)
+    scratch = pathlib.Path(sys.argv[2])
+    _stop(scratch.glob("run/*.pid"), scratch)
 """
 
 
 def _watch(scratch: Path) -> subprocess.Popen[bytes]:
-    """A process that kills the daemons whose pid files are in scratch once
+    """A process that stops the daemons whose pid files are in scratch once
     this process is gone (its stdin, ours to write, then ends), unless it
     was told first that they were stopped."""
+    here = str(Path(__file__).parent)
     return subprocess.Popen(
-        [sys.executable, "-c", _WATCHER, str(scratch)], stdin=subprocess.PIPE, start_new_session=True
+        [sys.executable, "-c", _WATCHER, here, str(scratch)], stdin=subprocess.PIPE, start_new_session=True
     )
 
 
