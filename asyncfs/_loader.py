@@ -323,7 +323,6 @@ def _check_core_abi(metadata: PluginMetadata, where: dict[str, Any]) -> None:
         )
 
 
-@cache
 def _open_flags() -> int:
     """How plugins are opened: resolved now, private, and deep-bound unless
     :func:`_not_deep_because` says why not."""
