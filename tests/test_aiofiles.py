@@ -718,7 +718,7 @@ async def test_reads_to_the_end_in_one_call_are_the_standard_librarys(
     at once); each caller gets what the standard library's read() gives."""
     from asyncfs.aiofiles._bulk import ReadToEnd  # noqa: PLC0415 (the module under test, not public)
 
-    c_calls = _counting(monkeypatch, ReadToEnd, "_read")
+    c_calls = _counting(monkeypatch, ReadToEnd, "fetch")
     sizes = [0, 1, 4095, 4096, 4097, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 3 << 20]
     paths = []
     for i, size in enumerate(sizes):
@@ -752,6 +752,106 @@ async def test_reads_to_the_end_in_one_call_are_the_standard_librarys(
                 g.close()
         with pytest.raises(ValueError, match="closed file"):
             await asyncio.gather(files[0].read(), files[1].read())
+
+
+# what a binary file is asked before and while its layers are built: a call
+# alone, or calls made at once (a list: gathered, each one in the order made)
+UNLAYERED_SCRIPTS: dict[str, list[Any]] = {
+    "read, then everything else": [("read",), ("tell",), ("read",), ("seek", 0), ("read", 5), ("readline",),
+                                   ("peek", 1), ("close",), ("read",), ("fileno",), ("closed",)],
+    "a call while the read is on its way": [[("read",), ("tell",)], ("read",), ("seek", -3, 2), ("read",)],
+    "a read in part while the read is on its way": [[("read",), ("read", 3)], ("tell",)],
+    "two reads to the end at once": [[("read",), ("read",)], ("tell",)],
+    "a close while the read is on its way": [[("read",), ("close",)], ("closed",), ("read",)],
+    "closed unread": [("close",), ("closed",), ("name",), ("mode",), ("read",), ("tell",), ("fileno",), ("close",)],
+    "no read to the end first": [("read", 2), ("read",), ("tell",)],
+}  # fmt: skip
+
+
+async def _ask(f: Any, step: tuple[Any, ...]) -> Any:
+    name, *args = step
+    try:
+        if name in ("closed", "name", "mode"):
+            return getattr(f, name)
+        answer = getattr(f, name)(*args)
+        return await answer if asyncio.iscoroutine(answer) else answer
+    except Exception as exc:
+        return (type(exc), str(exc))
+
+
+@pytest.mark.asyncio
+@needs_proc
+@pytest.mark.parametrize("size", [0, 4096, 3 << 20])  # 3 MiB: more than one C call reads of a file
+@pytest.mark.parametrize("script", UNLAYERED_SCRIPTS.values(), ids=UNLAYERED_SCRIPTS.keys())
+async def test_a_binary_file_builds_its_layers_only_when_asked_what_they_answer(
+    tmp_path: Path, size: int, script: list[Any]
+) -> None:
+    """ "rb" opened in bulk reads to the end and closes on its descriptor; any
+    other call builds the standard library's layers where the file then is,
+    even while a read to the end is on a worker. Every answer is what the
+    standard library's file gives for the same calls made one by one, and
+    the descriptor is released (also by a file dropped unclosed)."""
+    path = tmp_path / "f"
+    path.write_bytes(bytes(range(256)) * (size // 256) + b"\nlast")
+    before = open_fds()
+    f, other = await asyncio.gather(ours.open(path, "rb"), ours.open(path, "rb"))  # in bulk: two at once
+    await other.close()
+    assert f._unlayered is not None, "not opened unlayered: this test tests nothing"
+    with open(path, "rb") as g:
+        for step in script:
+            if isinstance(step, list):
+                assert await asyncio.gather(*(_ask(f, s) for s in step)) == [await _ask(g, s) for s in step], step
+            else:
+                assert await _ask(f, step) == await _ask(g, step), step
+    await f.close()
+    await _settle(before)
+    dropped, other = await asyncio.gather(ours.open(path, "rb"), ours.open(path, "rb"))
+    assert await dropped.read() == path.read_bytes()
+    del dropped, other  # unclosed: its descriptor closes with it, as a dropped FileIO's does
+    await _settle(before)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("alone", [True, False], ids=["a read alone", "reads in bulk"])
+async def test_layers_built_while_a_read_to_the_end_is_in_c_take_what_it_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, alone: bool
+) -> None:
+    """The loop's thread builds a binary file's layers for a call made while
+    the file's read to the end is inside its C call: the read still returns
+    every byte, and the layers then stand where that read left the file."""
+    from asyncfs.aiofiles import _bulk  # noqa: PLC0415 (the module under test, not public)
+
+    inside, go_on = threading.Event(), threading.Event()
+    real_runtime = _bulk.runtime()
+
+    class HeldInside:
+        """The runtime, with its bulk read held just inside the call."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real_runtime, name)
+
+        def ASYNCFS_ReadFds(self, *args: Any) -> Any:
+            inside.set()
+            assert go_on.wait(10)
+            return real_runtime.ASYNCFS_ReadFds(*args)
+
+    monkeypatch.setattr(_bulk, "runtime", HeldInside)
+    path = tmp_path / "f"
+    path.write_bytes(b"0123456789" * 500)
+    f, other = await asyncio.gather(ours.open(path, "rb"), ours.open(path, "rb"))
+    reading = asyncio.gather(f.read()) if alone else asyncio.gather(f.read(), other.read())
+    while not inside.is_set():
+        await asyncio.sleep(0.001)
+    assert f._unlayered is not None
+    telling = asyncio.ensure_future(f.tell())  # builds the layers now, here
+    await asyncio.sleep(0)
+    assert f._unlayered is None, "the layers were not built while the read was inside C"
+    go_on.set()
+    assert (await reading)[0] == path.read_bytes()
+    assert await telling == 5000
+    assert (await f.seek(-4, 2), await f.read()) == (4996, b"6789")
+    await f.close()
+    await other.close()
 
 
 @pytest.mark.asyncio

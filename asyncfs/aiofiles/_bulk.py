@@ -32,7 +32,7 @@ from .._ffi import ffi, runtime
 from .._pool import ALONE
 from ._memory import Descriptor, ReadAhead
 from ._paths import c_path
-from ._stack import layer_up, layered
+from ._stack import Opened, Unlayered, layer_up, layered
 from ._stats import FIELDS, Fields
 
 if TYPE_CHECKING:
@@ -120,6 +120,8 @@ def _layered_on(
     fd: int, name: str | bytes, info: Fields, mode: str, buffering: int, encoding: Any, errors: Any, newline: Any,
     close_later: Any,
 ) -> _Outcome:  # fmt: skip
+    if "b" in mode:  # binary ("rb", "br"): its layers are built when something needs them
+        return (Opened(Unlayered(fd, name, info, buffering, close_later), None, True), None)
     try:
         return (layer_up(Descriptor(fd, name), info, 0, mode, buffering, encoding, errors, newline, close_later), None)
     except Exception as exc:  # as open() raises it (an unknown encoding): the descriptor is closed
@@ -136,35 +138,40 @@ class ReadToEnd:
     """A :class:`asyncfs._pool.Combiner` of a file object's worker calls
     (see :meth:`.base.AsyncBase._call`) of its read to the end: the reads
     from the descriptors, to their ends, in one C call, then each file
-    object's read, which takes them (:attr:`ReadAhead.fetched`)."""
+    object's read, which takes them: from its read-ahead layer
+    (:attr:`ReadAhead.fetched`), or, for a binary file with no layers yet
+    (:class:`._stack.Unlayered`), as its argument."""
 
     limit = 256
 
     def __call__(self, calls: list[tuple[Any, ...]]) -> list[_Outcome]:
-        claimed: list[tuple[int, AsyncBase, ReadAhead]] = []
+        claimed: list[tuple[int, AsyncBase, ReadAhead | Unlayered]] = []
         for i, (file, _fn, _args, _line) in enumerate(calls):
-            memory = file._memory
+            source = getattr(file, "_unlayered", None) or file._memory  # only binary readers can be unlayered
             # another call of the file holds it (or the file is here twice): it waits its turn
-            if isinstance(memory, ReadAhead) and not memory.closed and file._claim():
-                claimed.append((i, file, memory))
+            if isinstance(source, (ReadAhead, Unlayered)) and not source.closed and file._claim():
+                claimed.append((i, file, source))
         try:
-            fetched = self._read([memory for _, _, memory in claimed])
+            fetched = self.fetch([source for _, _, source in claimed])
         except Exception:  # each file object's read then reads by itself, and reports what it meets
             fetched = [None] * len(claimed)
         outcomes: list[_Outcome] = [(None, None)] * len(calls)
         taken = set()
-        for (i, file, memory), got in zip(claimed, fetched, strict=True):
+        for (i, file, source), got in zip(claimed, fetched, strict=True):
             taken.add(i)
             _file, fn, args, line = calls[i]
-            memory.fetched = got
+            if isinstance(source, Unlayered):
+                outcomes[i] = _outcome(file._claimed, fn, (got,), line)
+                continue
+            source.fetched = got
             outcomes[i] = _outcome(file._claimed, fn, args, line)
-            memory.fetched = None  # if the read did not take it (a closed file raised first)
+            source.fetched = None  # if the read did not take it (a closed file raised first)
         for i, (file, fn, args, line) in enumerate(calls):
             if i not in taken:
                 outcomes[i] = _outcome(file._locked, fn, args, line)
         return outcomes
 
-    def _read(self, files: list[ReadAhead]) -> list[tuple[bytes, bool] | None]:
+    def fetch(self, files: list[ReadAhead | Unlayered]) -> list[tuple[bytes, bool] | None]:
         """Each file's bytes from its offset to its end (or _MOST of them),
         and whether the end was seen; None where the first read failed (the
         file object's own read then fails, as it would)."""

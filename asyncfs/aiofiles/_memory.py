@@ -275,6 +275,13 @@ class ReadAhead(_Layer):
     def truncate(self, size: int | None = None) -> int:
         return self.file.truncate(size)  # raises: the file is not open for writing
 
+    def closed_already(self) -> None:
+        """Mark closed a layer whose descriptor was closed before it was
+        built (see ``_stack.Unlayered``): nothing is closed."""
+        with _MAKING:
+            self._let_go = True
+        super().close()
+
     def close(self) -> None:
         if self.closed:
             return

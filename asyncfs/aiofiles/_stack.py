@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from .. import _uri
 from ._memory import Descriptor, ReadAhead, WriteBehind
 
-__all__ = ["Info", "Landing", "Opened", "close_opened", "layer_up", "layered", "open_stack"]
+__all__ = ["Info", "Landing", "Opened", "Unlayered", "close_opened", "layer_up", "layered", "open_stack"]
 
 # the modes with a memory layer: mode -> (FileIO's mode, binary)
 _LAYERED: dict[str, tuple[str, bool]] = {}
@@ -51,8 +51,9 @@ class Info(Protocol):
 
 @dataclass
 class Opened:
-    """What the worker opened: the file object, its memory layer, and
-    whether it is a regular file (a read of anything else may wait forever)."""
+    """What the worker opened: the file object (or the :class:`Unlayered`
+    file to build it on), its memory layer, and whether it is a regular file
+    (a read of anything else may wait forever)."""
 
     file: Any
     memory: ReadAhead | WriteBehind | None
@@ -184,6 +185,84 @@ def layer_up(
         else:
             outer.close()
         raise
+
+
+class Unlayered:
+    """A regular file the runtime opened to read in binary (``"rb"``, see
+    :mod:`._bulk`), with none of open()'s layers built yet. A read to the
+    end and a close need none (the descriptor answers them), so the
+    commonest use of a small file, open, ``read()``, close, builds none;
+    anything else has them built (:meth:`layer_up`), at the file's offset,
+    which this counts. Building them checks nothing open() would refuse in
+    this mode, so building them later changes no answer.
+
+    It owns its descriptor until it is closed or layered (then ``fd`` is
+    -1); one dropped unclosed closes it, as a dropped ``FileIO`` does."""
+
+    __slots__ = ("buffering", "close_later", "closed", "fd", "info", "name", "position")
+
+    def __init__(
+        self, fd: int, name: str | bytes, info: Info, buffering: int, close_later: Callable[[io.FileIO | int], object]
+    ) -> None:
+        self.fd = fd
+        self.name = name
+        self.info = info
+        self.buffering = buffering
+        self.close_later = close_later
+        self.position = 0  # the descriptor's offset: opened by name, at 0; moved by reads to the end
+        self.closed = False
+
+    @property
+    def size(self) -> int:
+        """The file's size when it was opened: a guide to how much a read to the end takes."""
+        return self.info.st_size
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def moved(self, count: int) -> None:
+        """A read to the end took count bytes from the descriptor."""
+        self.position += count
+
+    def layer_up(self) -> Opened:
+        """open()'s layers on the descriptor (which they own from now on),
+        at its offset; on a closed file, closed layers (the descriptor is
+        gone: nothing is closed twice)."""
+        fd, self.fd = self.fd, -1
+        opened = layer_up(
+            Descriptor(fd, self.name),
+            self.info,
+            self.position,
+            "rb",
+            self.buffering,
+            None,
+            None,
+            None,
+            self.close_later,
+        )
+        if self.closed:
+            assert isinstance(opened.memory, ReadAhead)
+            opened.memory.closed_already()
+        return opened
+
+    def close_soon(self) -> None:
+        """Close on the event loop's thread: the descriptor's close is handed
+        to a worker and not waited for (it was only read)."""
+        if not self.closed:
+            self.closed = True
+            fd, self.fd = self.fd, -1
+            self.close_later(fd)
+
+    def close(self) -> None:
+        """Close here (on a worker)."""
+        if not self.closed:
+            self.closed = True
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
+    def __del__(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
 
 
 def _is_regular(file: Any) -> bool:

@@ -13,7 +13,7 @@ from ...env import default_env
 from .._bulk import OPEN_TO_READ, close_descriptors
 from .._paths import local, plugin_uri
 from .._run import run, run_soon, run_soon_together
-from .._stack import close_opened, open_stack
+from .._stack import Unlayered, close_opened, open_stack
 from ..base import AiofilesContextManager, AsyncBase
 from .binary import AsyncBufferedIOBase, AsyncBufferedReader, AsyncFileIO, AsyncIndirectBufferedIOBase
 from .streams import AsyncStreamFile
@@ -114,10 +114,10 @@ def wrap(
 ) -> AsyncBase:
     """The async file object for a standard library file object."""
     cls: type[AsyncBase]
-    if isinstance(file, io.TextIOBase):
-        cls = AsyncTextIOWrapper
-    elif isinstance(file, (io.BufferedReader, io.BufferedRandom)):
+    if isinstance(file, (Unlayered, io.BufferedReader, io.BufferedRandom)):  # the commonest first
         cls = AsyncBufferedReader
+    elif isinstance(file, io.TextIOBase):
+        cls = AsyncTextIOWrapper
     elif isinstance(file, io.BufferedIOBase):
         cls = AsyncBufferedIOBase
     elif isinstance(file, io.FileIO):
