@@ -463,6 +463,9 @@ class _Batcher:
         items.append(item)
 
     def flush(self) -> None:
+        if not self.pending and not self.unawaited:  # flushed already (read-ahead flushes at once)
+            self.scheduled = False
+            return
         batch, self.pending, self.scheduled = self.pending, [], False
         self.together = {}
         if any(work.combine is not None for work in batch):
@@ -941,6 +944,7 @@ class WorkerPool:
             return None
         work = _Work(fn, args, batcher.backend.new_waiter(), discard)
         batcher.submit(work)
+        batcher.flush()  # now: the caller goes on computing, and the loop may not turn until it needs the result
         return Pending(work, batcher.backend)
 
     def run_soon(self, fn: Callable[..., object], *args: Any) -> None:

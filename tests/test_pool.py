@@ -692,6 +692,40 @@ async def test_calls_run_soon_together_go_as_one_call() -> None:
     assert calls == [[0, 1, 2, 3, 4], [5]]
 
 
+async def test_read_ahead_starts_while_its_caller_computes() -> None:
+    """submit (read-ahead) hands its call to a worker at once, so a caller
+    that goes on computing without giving the loop a turn (splitting lines,
+    checking records) finds it done when it asks. Batched like an awaited
+    call, it would wait for the loop's next turn: it would start only when
+    its result was wanted. Calls made beside it still go as one batch."""
+    pool = _pool.WorkerPool(2)
+    started = threading.Event()
+    try:
+        pending = pool.submit(started.set)
+        assert pending is not None
+        assert started.wait(5), "the read-ahead waited for the loop's turn"  # the loop is busy here
+        assert await pending.result() is None
+        assert await pool.run(lambda: 42, mutating=False) == 42
+        before = pool.stats().wakeups
+        assert sorted(await _run_at_once(pool, 8)) == list(range(8))
+        assert pool.stats().wakeups - before <= 2  # one batch (its delivery may be split in two)
+    finally:
+        pool.shutdown()
+
+
+async def _run_at_once(pool: _pool.WorkerPool, count: int) -> list[int]:
+    """count calls of pool made in one loop iteration, their results."""
+    results: list[int] = []
+
+    async def one(i: int) -> None:
+        results.append(await pool.run(lambda: i, mutating=False))
+
+    async with anyio.create_task_group() as tasks:
+        for i in range(count):
+            tasks.start_soon(one, i)
+    return results
+
+
 @pytest.mark.parametrize("mutating", [False, True], ids=["reads", "writes"])
 async def test_calls_over_the_cap_start_as_room_frees_and_cancelled_ones_never(mutating: bool) -> None:
     """With one slot taken by a slow call, the calls behind it wait for
