@@ -92,9 +92,10 @@ class AsyncBufferedReader(AsyncBufferedIOBase):
         meanwhile (the loop's thread builds them when another call comes
         while this one is on its way); otherwise the layers' read, given
         what was fetched."""
-        if fetched is None and self._unlayered is not None:  # alone, not read in bulk: the same C call, for one file
-            fetched = READ_TO_END.fetch([self._unlayered])[0]
-        unlayered = self._unlayered  # (after the read: the layers may have been built during it)
+        unlayered = self._unlayered
+        if fetched is None and unlayered is not None:  # alone, not read in bulk: the same C call, for one file
+            fetched = READ_TO_END.fetch([unlayered])[0]
+            unlayered = self._unlayered  # the layers may have been built during the read
         if unlayered is not None and fetched is not None and fetched[1]:
             unlayered.moved(len(fetched[0]))
             return fetched[0]
