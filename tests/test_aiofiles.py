@@ -350,7 +350,7 @@ NEWLINES = [None, "", "\n", "\r", "\r\n"]
 pieces = st.sampled_from(["a", "bc", "\n", "\r", "\r\n", "é", "✓", "𝄞", " " * 40, "x" * 3000])
 calls = st.lists(
     st.one_of(
-        st.tuples(st.just("read"), st.integers(-1, 5000)),
+        st.tuples(st.just("read"), st.just(-1) | st.integers(-1, 5000)),  # -1, to the end, the commonest
         st.tuples(st.just("readline"), st.integers(-1, 200)),
         st.tuples(st.just("readlines"), st.integers(-1, 300)),
         st.tuples(st.just("tell")),
@@ -402,10 +402,20 @@ async def _async_call(f: Any, name: str, *args: Any) -> Any:
     encoding=st.sampled_from(ENCODINGS),
     newline=st.sampled_from(NEWLINES),
     steps=calls,
+    in_bulk=st.booleans(),
 )
 def test_reads_match_the_standard_library(  # noqa: PLR0917 (hypothesis passes keywords)
-    tmp_path_factory: pytest.TempPathFactory, text: str, binary: bool, encoding: str, newline: str | None, steps: Any
+    tmp_path_factory: pytest.TempPathFactory,
+    text: str,
+    binary: bool,
+    encoding: str,
+    newline: str | None,
+    steps: Any,
+    in_bulk: bool,
 ) -> None:
+    """Random calls on a random file, through the drop-in and through the
+    standard library, alike; opened alone, or with another file in the same
+    loop iteration (one C call: a binary file then starts unlayered)."""
     folder = tmp_path_factory.mktemp("exact")
     data = text.encode(encoding, "replace")
     mine, theirs = folder / "mine", folder / "theirs"
@@ -417,8 +427,15 @@ def test_reads_match_the_standard_library(  # noqa: PLR0917 (hypothesis passes k
         expected = asyncio.run(_apply(_sync_call, f, theirs, steps, None if binary else encoding))
 
     async def run() -> list[Any]:
-        async with ours.open(mine, mode, **options) as f:
+        if in_bulk:
+            f, other = await asyncio.gather(ours.open(mine, mode, **options), ours.open(theirs, mode, **options))
+            await other.close()
+        else:
+            f = await ours.open(mine, mode, **options)
+        try:
             return await _apply(_async_call, f, mine, steps, None if binary else encoding)
+        finally:
+            await f.close()
 
     assert asyncio.run(run()) == expected
 

@@ -248,17 +248,24 @@ class Unlayered:
     def close_soon(self) -> None:
         """Close on the event loop's thread: the descriptor's close is handed
         to a worker and not waited for (it was only read)."""
-        if not self.closed:
-            self.closed = True
-            fd, self.fd = self.fd, -1
+        fd = self._closing()
+        if fd >= 0:
             self.close_later(fd)
 
     def close(self) -> None:
         """Close here (on a worker)."""
-        if not self.closed:
-            self.closed = True
-            fd, self.fd = self.fd, -1
+        fd = self._closing()
+        if fd >= 0:
             os.close(fd)
+
+    def _closing(self) -> int:
+        """Mark it closed: the descriptor to close, or -1 when there is none
+        (closed already, or owned by its layers)."""
+        if self.closed:
+            return -1
+        self.closed = True
+        fd, self.fd = self.fd, -1
+        return fd
 
     def __del__(self) -> None:
         if self.fd >= 0:
