@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -24,7 +25,7 @@ else:
     Buffer = object
     Self = object
 
-__all__ = ["RandomAccessFile", "ReadOnlyMemoryRegion", "WritableFile"]
+__all__ = ["AheadRead", "RandomAccessFile", "ReadOnlyMemoryRegion", "WritableFile"]
 
 
 class _Handle:
@@ -81,29 +82,58 @@ class _Handle:
 _MOST_AT_ONCE = 64 << 20
 
 
+def _after_reads_ahead(cleanup: Callable[[CData], None], handle: CData) -> None:
+    """A file's cleanup, once no runtime thread reads it any more."""
+    _ffi.runtime().ASYNCFS_WaitReadsOf(handle)
+    cleanup(handle)
+
+
+def _counted(status: CData, count: int, asked: int, *, strict: bool, plugin: str, uri: str) -> int:
+    """What a read of asked bytes that answered count with status read: a
+    short read at the end of the file is no error, unless strict."""
+    code = status.code
+    if code == Code.OUT_OF_RANGE and not strict:
+        return _ffi.check_count(max(count, 0), asked, plugin=plugin, op="read", path=uri)
+    if code != Code.OK:
+        raise _ffi.error_from(status, "read", uri)
+    return _ffi.check_count(count, asked, plugin=plugin, op="read", path=uri)
+
+
 class RandomAccessFile(_Handle):
     """A file opened for reads at any offset (``pread`` semantics)."""
 
     def __init__(self, ops: CData, handle: CData, uri: str, plugin: str = "") -> None:
-        super().__init__(ops.cleanup, handle, uri)
+        super().__init__(partial(_after_reads_ahead, ops.cleanup), handle, uri)
         self._read = ops.read
         self._plugin = plugin
 
     def _read_to(self, offset: int, target: CData, strict: bool) -> int:
+        self._check_readable(offset)
+        status = _ffi.thread_status()
+        asked = len(target)
+        count = int(self._read(self._handle, offset, asked, target, status))
+        return _counted(status, count, asked, strict=strict, plugin=self._plugin, uri=self.uri)
+
+    def _check_readable(self, offset: int) -> None:
         self._check_open("read")
         if offset < 0:
             raise ValueError(f"negative offset {offset} reading {self.uri}")
         if self._read == ffi.NULL:
             _ffi.raise_status(Code.UNIMPLEMENTED, "the plugin does not offer read", "read", self.uri)
-        status = _ffi.thread_status()
-        asked = len(target)
-        count = int(self._read(self._handle, offset, asked, target, status))
-        code = status.code
-        if code == Code.OUT_OF_RANGE and not strict:
-            return _ffi.check_count(max(count, 0), asked, plugin=self._plugin, op="read", path=self.uri)
-        if code != Code.OK:
-            raise _ffi.error_from(status, "read", self.uri)
-        return _ffi.check_count(count, asked, plugin=self._plugin, op="read", path=self.uri)
+
+    def read_ahead(self, offset: int, n: int) -> AheadRead | None:
+        """Start reading up to n bytes at offset on one of the runtime's own
+        threads, which need no interpreter lock: the read is made while the
+        calling thread computes, however long it holds that lock. Take the
+        bytes with :meth:`AheadRead.result`. None when the runtime has no
+        memory for it. Closing the file first waits for the read."""
+        self._check_readable(offset)
+        if n <= 0:
+            raise ValueError(f"read_ahead needs n > 0, not {n}: {self.uri}")
+        started = _ffi.runtime().ASYNCFS_StartRead(self._read, self._handle, offset, n)
+        if started == ffi.NULL:
+            return None
+        return AheadRead(ffi.gc(started, _ffi.runtime().ASYNCFS_DropRead), n, self._plugin, self.uri)
 
     def read_into(self, offset: int, buffer: Buffer, *, strict: bool = False) -> int:
         """Read up to len(buffer) bytes at offset straight into buffer (no
@@ -143,6 +173,40 @@ class RandomAccessFile(_Handle):
         data = bytes(n)
         count = self._read_to(offset, ffi.from_buffer(data), strict)
         return data if count == n else data[:count]
+
+
+class AheadRead:
+    """A read started by :meth:`RandomAccessFile.read_ahead`. Dropping it
+    frees it (never waiting: a runtime thread that is still reading frees
+    it when it is done)."""
+
+    __slots__ = ("_n", "_plugin", "_read", "uri")
+
+    def __init__(self, read: CData, n: int, plugin: str, uri: str) -> None:
+        self._read = read
+        self._n = n
+        self._plugin = plugin
+        self.uri = uri
+
+    def done(self) -> bool:
+        """Whether :meth:`result` would return at once."""
+        return self._read is not None and bool(_ffi.runtime().ASYNCFS_ReadIsDone(self._read))
+
+    def result(self) -> bytes:
+        """The bytes read (fewer at the end of the file), once: waits for the
+        read, or makes it on this thread if no runtime thread has started
+        it. Raises what :meth:`RandomAccessFile.read` would."""
+        read, self._read = self._read, None
+        if read is None:
+            raise ValueError(f"the result of this read-ahead was taken already: {self.uri}")
+        try:
+            status = _ffi.thread_status()
+            data = ffi.new("const char **")
+            count = int(_ffi.runtime().ASYNCFS_FinishRead(read, status, data))
+            count = _counted(status, count, self._n, strict=False, plugin=self._plugin, uri=self.uri)
+            return bytes(ffi.buffer(data[0], count))
+        finally:
+            ffi.release(read)
 
 
 class WritableFile(_Handle):

@@ -2,6 +2,12 @@
  * A tiny valid plugin that the loader tests compile with one defect at a
  * time (-DBREAK_...), plus the variants that must still load.
  */
+#ifdef GATED
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,6 +90,31 @@ static void fs_stat(const TF_Filesystem* filesystem, const char* path,
   TF_SetStatus(status, TF_OK, "");
 }
 #endif
+/* GATED: reads of n bytes of 'g' (files have no end) that say on a line of
+ * $TESTFS_ENTERED that they started, and, at offset 0, wait while the file
+ * $TESTFS_GATE exists: a plugin whose read hangs until the test lets go. */
+#ifdef GATED
+static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset,
+                           size_t n, char* buffer, TF_Status* status) {
+  const char* gate = getenv("TESTFS_GATE");
+  const char* entered = getenv("TESTFS_ENTERED");
+  struct timespec tick = {0, 1000000};
+  (void)file;
+  if (entered != NULL) {
+    FILE* log = fopen(entered, "a");
+    if (log != NULL) {
+      fprintf(log, "%llu\n", (unsigned long long)offset);
+      fclose(log);
+    }
+  }
+  while (offset == 0 && gate != NULL && access(gate, F_OK) == 0)
+    nanosleep(&tick, NULL);
+  memset(buffer, 'g', n);
+  TF_SetStatus(status, TF_OK, "");
+  return (int64_t)n;
+}
+#endif
+
 static void region_cleanup(TF_ReadOnlyMemoryRegion* region) { (void)region; }
 static const void* region_data(const TF_ReadOnlyMemoryRegion* region) {
   (void)region;
@@ -100,7 +131,7 @@ static void fs_new_random_access_file(const TF_Filesystem* filesystem,
   (void)filesystem;
   (void)path;
   (void)file;
-#ifdef LIAR
+#if defined(LIAR) || defined(GATED)
   TF_SetStatus(status, TF_OK, "");
 #else
   TF_SetStatus(status, TF_UNIMPLEMENTED, "test plugin");
@@ -172,6 +203,9 @@ ASYNCFS_PLUGIN_EXPORT void TF_InitPlugin(TF_FilesystemPluginInfo* info) {
   reader->read = reader_read;
   fs->get_file_size = fs_get_file_size;
   fs->stat = fs_stat;
+#endif
+#ifdef GATED
+  reader->read = reader_read;
 #endif
 
   region->cleanup = region_cleanup;

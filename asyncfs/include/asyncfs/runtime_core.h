@@ -169,6 +169,37 @@ int ASYNCFS_ReadFds(const int* fds, int n, char* buffer, const int64_t* starts, 
  * that was interrupted has closed the descriptor). */
 void ASYNCFS_CloseFds(const int* fds, int n);
 
+/* ---- Read-ahead (plugins/runtime/read_ahead.c) ---------------------------
+ * A RandomAccessFile's read made on one of the runtime's own threads, which
+ * need no interpreter lock, while the reader computes: its bytes wait in a
+ * buffer of the runtime's until the reader takes them. */
+
+typedef int64_t (*ASYNCFS_ReadFunction)(const TF_RandomAccessFile* file, uint64_t offset, size_t n,
+                                        char* buffer, TF_Status* status);
+typedef struct ASYNCFS_ReadAhead ASYNCFS_ReadAhead;
+
+/* Queues read(file, offset, n) for a runtime thread; NULL when out of
+ * memory (or read is NULL). The file must stay open until the read is
+ * dropped, or until ASYNCFS_WaitReadsOf(file) returns. */
+ASYNCFS_ReadAhead* ASYNCFS_StartRead(ASYNCFS_ReadFunction read, const TF_RandomAccessFile* file,
+                                     uint64_t offset, size_t n);
+
+/* 1 once the read is done (a check that never waits), else 0. */
+int ASYNCFS_ReadIsDone(const ASYNCFS_ReadAhead* read);
+
+/* Waits for the read (or makes it here, when no thread has taken it yet),
+ * then returns its count, sets status to its status and *data to its bytes,
+ * which stay until the read is dropped. Called at most once per read. */
+int64_t ASYNCFS_FinishRead(ASYNCFS_ReadAhead* read, TF_Status* status, const char** data);
+
+/* Frees the read; never waits (one that is running is freed by its thread
+ * when it ends). */
+void ASYNCFS_DropRead(ASYNCFS_ReadAhead* read);
+
+/* Before file's cleanup: waits for its reads that are running, and ends
+ * those still queued without running them (FAILED_PRECONDITION). */
+void ASYNCFS_WaitReadsOf(const TF_RandomAccessFile* file);
+
 /* ---- TFRecord framing ---------------------------------------------------- */
 
 /* The offset of the first i in [0, n - 12] at which buf[i..i+12) is a valid
