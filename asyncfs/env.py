@@ -278,7 +278,8 @@ class Env:
         (or ``f = await env.open(...)``). Modes r, rb, w, wb, a, ab (t for
         text is the default without b). Options: encoding and errors (text),
         compression ("infer" from the suffix, a codec name, or None),
-        block_size (bytes per plugin call, 1 MiB), readahead (blocks read
+        block_size (bytes per plugin call: 1 MiB, 128 KiB reading a local
+        file as text), readahead (blocks read
         ahead, 2), atomic ("w" modes: a temporary sibling renamed over the
         target on close; True). Inside a transaction, ``txn.open``."""
         from .streams import StreamOpener, open_stream  # noqa: PLC0415 (lazy: see the imports)

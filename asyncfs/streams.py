@@ -31,7 +31,7 @@ from ._backends import native_iteration
 from ._landing import Landing
 from ._marshal import refuse_text
 from .errors import InvalidArgumentError
-from .files import RandomAccessFile
+from .files import AheadRead, RandomAccessFile
 from .filesystem import ModularFileSystem
 
 if TYPE_CHECKING:
@@ -379,7 +379,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         self._decompressor = _compression.decompressor(codec, uri) if codec else None
         self._newline = b"\n"
         self._empty = b""
-        self._ahead: deque[tuple[int, Pending[bytes] | None]] = deque()
+        self._ahead: deque[tuple[int, AheadRead | Pending[bytes] | None]] = deque()
         self._raw_offset = 0  # next raw byte to fetch
         self._raw_eof = False
         self._buf = b""  # decoded bytes not yet consumed start at _buf[_pos]
@@ -397,7 +397,9 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         data = None
         if self._ahead and self._ahead[0][0] == offset:
             pending = self._ahead.popleft()[1]
-            if pending is not None:
+            if isinstance(pending, AheadRead):
+                data = pending.result() if pending.done() else await self._afs.run(pending.result, mutating=False)
+            elif pending is not None:
                 data = await pending.result()
         if data is None:
             await self._drop_ahead()
@@ -410,16 +412,39 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         return data
 
     def _read_ahead(self) -> None:
-        """Keep up to readahead next blocks on their way."""
+        """Keep up to readahead next blocks on their way. Not the read at a
+        local file's end that finds nothing more: the file may grow before
+        the reader gets there, and the standard library asks then (see _more)."""
         start = self._ahead[-1][0] + self._block if self._ahead else self._raw_offset
         while len(self._ahead) < self._readahead and start < self._size:
-            self._ahead.append((start, self._afs.start(self._file.read, start, self._block)))
+            self._ahead.append((start, self._start_read(start)))
             start += self._block
+
+    def _start_read(self, start: int) -> AheadRead | Pending[bytes] | None:
+        """A block's read, started. A local file's goes to a runtime thread:
+        a worker of the pool would start it, and hand it over, only when it
+        gets the interpreter's lock, which a reader busy with the block it
+        has (splitting lines, checking records) gives up only when it waits
+        for the next; so the read would start then. A network store's read
+        waits on the network, not on that lock, and goes to the pool, whose
+        threads grow for such waits."""
+        if not self._afs.network:
+            ahead = self._file.read_ahead(start, self._block)
+            if ahead is not None:
+                return ahead
+        return self._afs.start(self._file.read, start, self._block)
+
+    def _next_ahead(self, start: int) -> int:
+        """Where the block after the one read ahead from start begins: the
+        file's end when it ends inside that block."""
+        return min(start + self._block, self._size) if start < self._size else start + self._block
 
     async def _drop_ahead(self) -> None:
         """Forget read-ahead (after a seek), once it is off the handle."""
         while self._ahead:
             pending = self._ahead.popleft()[1]
+            if isinstance(pending, AheadRead):
+                continue  # dropped; the handle's close waits for it if it is still reading
             if pending is not None:
                 with contextlib.suppress(Exception):  # its error no longer matters
                     await pending.result()  # but the worker must be done with the handle
@@ -889,7 +914,7 @@ async def open_stream(
     encoding: str | None = None,
     errors: str | None = None,
     compression: str | None = "infer",
-    block_size: int = BLOCK_SIZE,
+    block_size: int | None = None,
     readahead: int = 2,
     atomic: bool = True,
     attributes: Mapping[str, str] | None = None,
@@ -901,6 +926,13 @@ async def open_stream(
         raise InvalidArgumentError(f"mode must be one of {', '.join(_MODES)}, not {mode!r}") from None
     if not text and (encoding is not None or errors is not None):
         raise InvalidArgumentError(f"binary mode {mode!r} takes no encoding or errors")
+    if block_size is None:
+        # Local text is read a piece at a time, as it is decoded and split:
+        # a piece read is then not a slice copied out of a block, and the
+        # runtime's threads read the next pieces ahead whatever the reader
+        # does (see AsyncBinaryReader._start_read). Elsewhere a call costs
+        # more (a request, on a network store): a block at a time.
+        block_size = SPLIT if kind == "r" and text and not afs.network else BLOCK_SIZE
     if block_size <= 0:
         raise InvalidArgumentError(f"block_size must be positive, not {block_size}")
     if attributes and kind != "w":
