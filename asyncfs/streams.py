@@ -183,6 +183,44 @@ class _BufferedReader(_Stream, Generic[T]):
             return lines
         return chunk.splitlines(keepends=True) if self._splittable(chunk) else _split_keep(chunk, self._newline)
 
+    def _holds_no_line_end(self) -> bool:
+        """Whether the buffer holds at most the start of a line."""
+        return self._buf.find(self._newline, self._pos) < 0
+
+    async def _split_next(self, keepends: bool) -> tuple[list[T], int] | None:
+        """With the buffer holding at most the start of a line: the whole
+        lines of the next chunk, the first of them completing that start,
+        split from the chunk itself (not copied into the buffer first, then
+        out of it again). The chunk is then the buffer, the position past
+        its first line, and the index of its last newline is returned with
+        them, for _split_ahead. No lines (and -1) when the chunk ends none,
+        or is longer than SPLIT (a binary stream's block): it is added to the
+        buffer. None at the end of the stream."""
+        data = await self._more()
+        if data is None:
+            return None
+        if len(data) > SPLIT:  # a block bigger than a piece: split from the buffer a piece at a time
+            self._append(data)
+            return [], -1
+        newline = self._newline
+        if keepends and self._splittable(data):
+            lines = data.splitlines(keepends=True)
+            tail = self._empty if lines[-1].endswith(newline) else lines.pop()
+        else:
+            lines = data.split(newline)
+            tail = lines.pop()  # after the last newline (empty when the chunk ends with one)
+            if keepends:
+                lines = [line + newline for line in lines]
+        if not lines:
+            self._append(data)
+            return lines, -1
+        first = len(lines[0]) + (0 if keepends else len(newline))
+        start = self._take_buffer()
+        self._buf, self._pos = data, first
+        if start:
+            lines[0] = start + lines[0]
+        return lines, len(data) - len(tail) - 1
+
     def _append(self, data: T) -> None:
         rest = self._buf[self._pos :]
         self._buf_start += self._pos
@@ -273,13 +311,22 @@ class _BufferedReader(_Stream, Generic[T]):
             self._take_back()
             buf, pos = self._buf, self._pos
             end = self._split_end(buf, pos)
-            if end < 0:
-                line = await self.readline()
-                if not line:
+            if end >= 0:
+                lines = self._split(buf[pos : end + 1])
+            elif self._holds_no_line_end():
+                split = await self._split_next(keepends=True)
+                if split is None:  # the end: what is left is the last line, without a newline
+                    rest = self._take_buffer()
+                    if rest:
+                        yield rest
                     return
-                yield line
+                lines, end = split
+                if not lines:  # a chunk inside one line
+                    continue
+            else:  # a line longer than SPLIT
+                yield await self.readline()
                 continue
-            for line in self._split_ahead(self._split(buf[pos : end + 1]), end):
+            for line in self._split_ahead(lines, end):
                 yield line
 
     def iter_lines(self, batch: int = 65536, *, keepends: bool = True) -> LineBatches[T]:
@@ -333,17 +380,22 @@ class LineBatches(Generic[T]):
         while True:
             buf, pos = reader._buf, reader._pos
             end = reader._split_end(buf, pos)
-            if end < 0 and pos == len(buf):  # nothing buffered: the next block
-                if not await reader._fill():
-                    raise StopAsyncIteration
-                continue
-            if end < 0:  # no whole line buffered: one that spans buffers
+            if end >= 0:
+                lines = reader._split(buf[pos : end + 1], self._keepends)
+            elif reader._holds_no_line_end():  # the usual case: the next chunk's lines
+                split = await reader._split_next(self._keepends)
+                if split is None:  # the end: what is left is the last line, without a newline
+                    rest = reader._take_buffer()
+                    if not rest:
+                        raise StopAsyncIteration
+                    return [rest]
+                lines, end = split
+                if not lines:  # a chunk inside one line
+                    continue
+            else:  # a line longer than SPLIT
                 line = await reader.readline()
-                if not line:
-                    raise StopAsyncIteration
                 return [line if self._keepends else line.removesuffix(reader._newline)]
-            lines = reader._split(buf[pos : end + 1], self._keepends)
-            if len(lines) <= self._batch:  # the usual case: SPLIT's worth of lines, one list
+            if len(lines) <= self._batch:  # SPLIT's worth of lines, one list
                 reader._pos = end + 1
                 return lines
             cut = 0 if self._keepends else len(reader._newline)

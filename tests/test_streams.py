@@ -763,7 +763,9 @@ async def test_lines_of_a_big_buffer_split_a_piece_at_a_time(env: asyncfs.Env, b
     async with env.open(f"{base}/big-lines", mode, block_size=1 << 20) as f:
         batches = [batch async for batch in f.iter_lines()]
     assert [line for batch in batches for line in batch] == expected
-    assert max(sum(map(len, batch)) for batch in batches) <= 3 * streams.SPLIT + 1
+    # a list holds one piece's lines, the first of them with the start of
+    # the line that began before the piece (here the long one)
+    assert max(sum(map(len, batch)) for batch in batches) <= 4 * streams.SPLIT + 1
     async with env.open(f"{base}/big-lines", mode, block_size=1 << 20) as f:
         taken: list[Any] = []
         async for batch in f.iter_lines():
