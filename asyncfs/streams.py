@@ -333,8 +333,9 @@ class _BufferedReader(_Stream, Generic[T]):
         """``async for lines in f.iter_lines()``: lists of up to batch lines
         (each with its newline, or without it when keepends is false, as
         ``str.splitlines`` has it), split in C :data:`SPLIT` bytes or
-        characters at a time (so a list holds that much of whole lines
-        unless batch is smaller): one await per list, for code that wants
+        characters at a time (so a list holds that much of whole lines,
+        and the line that began before them, unless batch is smaller): one
+        await per list, for code that wants
         throughput. The position stays exact at each list, so a break then
         a read() loses nothing."""
         if batch < 1:
