@@ -487,11 +487,6 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
                 return ahead
         return self._afs.start(self._file.read, start, self._block)
 
-    def _next_ahead(self, start: int) -> int:
-        """Where the block after the one read ahead from start begins: the
-        file's end when it ends inside that block."""
-        return min(start + self._block, self._size) if start < self._size else start + self._block
-
     async def _drop_ahead(self) -> None:
         """Forget read-ahead (after a seek), once it is off the handle."""
         while self._ahead:
