@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn, Protocol
 
 __all__ = ["Backend", "Waiter", "backend_for", "current_loop", "native_iteration"]
@@ -22,16 +22,42 @@ __all__ = ["Backend", "Waiter", "backend_for", "current_loop", "native_iteration
 
 class Waiter:
     """A one-shot result slot, awaited shielded or abandonable (as it was
-    made: see the module's text). ``abandoned`` is set when the awaiting
-    task gave up on it (it was cancelled during an abandonable wait)."""
+    made: see the module's text). ``abandoned`` is true once the awaiting
+    task gave up on it (it was cancelled during an abandonable wait), or
+    once its owner said so."""
 
-    __slots__ = ("_native", "abandoned", "delivered", "shielded")
+    __slots__ = ("_given_up", "_native", "delivered", "shielded")
 
-    def __init__(self, native: Any, *, shielded: bool = False) -> None:
+    def __init__(self, native: Any, shielded: bool = False) -> None:
         self._native = native
         self.shielded = shielded
-        self.abandoned = False
+        self._given_up = False
         self.delivered = False
+
+    @property
+    def abandoned(self) -> bool:
+        return self._given_up
+
+    @abandoned.setter
+    def abandoned(self, value: bool) -> None:
+        self._given_up = value
+
+
+class _FutureWaiter(Waiter):
+    """An asyncio waiter: the task awaits its future itself, with no
+    coroutine around it (a call then costs one coroutine less, which the
+    garbage collector would otherwise traverse), so a cancelled abandonable
+    wait shows as the future's own cancellation."""
+
+    __slots__ = ()
+
+    @property
+    def abandoned(self) -> bool:
+        return self._given_up or self._native.cancelled()
+
+    @abandoned.setter
+    def abandoned(self, value: bool) -> None:
+        self._given_up = value
 
 
 class Backend(Protocol):
@@ -50,8 +76,8 @@ class Backend(Protocol):
         receive it: the waiting task was cancelled out of an abandonable
         wait."""
 
-    async def wait(self, waiter: Waiter) -> Any:
-        """The waiter's result, awaited as the waiter was made to be."""
+    def wait(self, waiter: Waiter) -> Awaitable[Any]:
+        """The waiter's result, to await as the waiter was made to be."""
 
 
 def _gone() -> NoReturn:
@@ -86,7 +112,7 @@ class AsyncioBackend:
 
     def new_waiter(self, *, shielded: bool = False) -> Waiter:
         loop = self._loop() or _gone()
-        return Waiter(_Uncancellable(loop=loop) if shielded else loop.create_future(), shielded=shielded)
+        return _FutureWaiter(_Uncancellable(loop=loop) if shielded else loop.create_future(), shielded)
 
     def resolve(self, waiter: Waiter, value: object, error: BaseException | None) -> bool:
         future: asyncio.Future[Any] = waiter._native
@@ -99,25 +125,12 @@ class AsyncioBackend:
         waiter.delivered = True
         return True
 
-    async def wait(self, waiter: Waiter) -> Any:
+    def wait(self, waiter: Waiter) -> Awaitable[Any]:
+        """The future itself: a task cancelled while awaiting it cancels it,
+        unless it is an _Uncancellable, whose task asyncio then cancels once
+        it is done (see there)."""
         future: asyncio.Future[Any] = waiter._native
-        if not waiter.shielded:
-            try:
-                return await future
-            except asyncio.CancelledError:
-                waiter.abandoned = True
-                raise
-        cancelled: asyncio.CancelledError | None = None
-        while not future.done():
-            try:
-                await future  # an _Uncancellable: a cancellation of the task comes once it is done
-            except asyncio.CancelledError as exc:
-                cancelled = exc  # keep waiting: the operation must not be left half-done
-            except BaseException:
-                break  # the operation failed; future.result() raises it
-        if cancelled is not None:
-            raise cancelled
-        return future.result()
+        return future
 
 
 class TrioBackend:
@@ -137,7 +150,7 @@ class TrioBackend:
 
     def new_waiter(self, *, shielded: bool = False) -> Waiter:
         # [task, outcome]: the task parks itself; a result may come first
-        return Waiter([None, None], shielded=shielded)
+        return Waiter([None, None], shielded)
 
     def resolve(self, waiter: Waiter, value: object, error: BaseException | None) -> bool:
         outcome = self._outcome
