@@ -8,13 +8,17 @@ disk. The tests run on pytest-asyncio, in strict mode: each says so.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import inspect
 import io
 import os
 import shutil
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -546,5 +550,42 @@ async def test_the_mode_of_io_unsupported_operation(tmp_path: Path) -> None:
             except io.UnsupportedOperation as exc:
                 return str(exc)
         return None
+
+    await same(tmp_path, scenario)
+
+
+def _is_coroutine_function(fn: Any) -> bool:
+    """What decides whether a function's result is awaited: ``inspect``'s
+    check from Python 3.12 (it honours markcoroutinefunction), asyncio's
+    before (which unittest.mock uses there)."""
+    if sys.version_info >= (3, 12):
+        return inspect.iscoroutinefunction(fn)
+    return asyncio.iscoroutinefunction(fn)
+
+
+async def test_the_functions_are_coroutine_functions_that_raise_where_awaited(tmp_path: Path) -> None:
+    """A plain local path's stat returns the pool's call itself, with no
+    coroutine of its own: the functions must still look like aiofiles's
+    ``async def`` to the checks that decide whether to await them
+    (unittest.mock's autospec among them), and a bad argument must still
+    raise where the call is awaited, not where it is made."""
+    for module in ("os", "ospath"):
+        for name in getattr(ours, module).__all__:
+            theirs = getattr(getattr(real, module), name, None)
+            if callable(theirs) and not isinstance(theirs, type):
+                assert _is_coroutine_function(getattr(getattr(ours, module), name)) == _is_coroutine_function(theirs)
+    stat = mock.create_autospec(ours.os.stat, return_value="stat'ed")
+    assert await stat(tmp_path) == "stat'ed"  # an async mock, as of aiofiles's own
+
+    async def scenario(lib: Any, root: Path) -> Any:
+        seen = []
+        for fn in (lib.os.stat, lib.ospath.exists, lib.ospath.getsize):
+            for bad in (3.5, None, b"a\0b", "a\0b", root / "text.txt\0"):
+                pending = fn(bad)  # nothing raised yet
+                try:
+                    seen.append(await pending)
+                except Exception as exc:
+                    seen.append(_outcome(exc))
+        return seen
 
     await same(tmp_path, scenario)

@@ -22,6 +22,7 @@ import os
 import stat as _stat
 from collections.abc import Callable, Coroutine, Sequence
 from functools import partial
+from pathlib import PurePath
 from typing import Any, Generic, TypeVar
 
 from .._ffi import ffi, runtime
@@ -108,6 +109,7 @@ class StatMany(Generic[T]):
     def __init__(self, answer: Callable[[Sequence[int]], T] | None, *, failed: T | None = None) -> None:
         self.answer = answer
         self.failed = failed
+        self._one = self.one  # bound once, not per call
 
     def __call__(self, calls: list[tuple[Any, ...]]) -> list[tuple[Any, BaseException | None]]:
         paths = [path for (path,) in calls]
@@ -154,13 +156,31 @@ class StatMany(Generic[T]):
     def call(self, path: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Coroutine[Any, Any, T] | None:
         """The pool's combined call for fn(path), to await; None when the
         call is not a plain one of a path (see the module's text)."""
-        if args or kwargs or not _LAYOUT:
+        if args or kwargs:
             return None
         if isinstance(path, os.PathLike):
             path = os.fspath(path)
         if not isinstance(path, (str, bytes)):
             return None
-        return default_env().pool.run(self.one, path, mutating=False, combine=self)
+        return self._combined(path)
+
+    def plain(self, path: object) -> Coroutine[Any, Any, T] | None:
+        """:meth:`call` for a path that is certainly local and plain (a
+        ``str`` with no ``://`` in it, or a standard library path object),
+        decided without anything that could raise; None for any other."""
+        if type(path) is str:
+            if "://" in path:
+                return None
+        elif isinstance(path, PurePath):
+            path = str(path)
+        else:
+            return None
+        return self._combined(path)
+
+    def _combined(self, path: str | bytes) -> Coroutine[Any, Any, T] | None:
+        if not _LAYOUT:  # os.stat_result is not what stat_result builds
+            return None
+        return default_env().pool.run(self._one, path, mutating=False, combine=self)
 
 
 # what each function answers, from a path's fields (see ASYNCFS_STAT_FIELDS)
