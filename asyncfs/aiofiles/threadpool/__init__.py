@@ -67,7 +67,7 @@ async def _open(
     uri = plugin_uri(file)
     if uri is not None:
         return await _open_uri(uri, mode, buffering, encoding, errors, newline, atomic)
-    close_later = partial(_close_later, executor)
+    close_later = _CLOSE_ON_POOL if executor is None else partial(_close_later, executor)
     args = (local(file), mode, buffering, encoding, errors, newline, closefd, opener, close_later, atomic)
     opened = await run(
         executor,
@@ -107,6 +107,9 @@ def _close_later(executor: Executor | None, file: io.FileIO | int) -> None:
         run_soon_together(executor, close_descriptors, file)
     else:
         run_soon(executor, file.close)
+
+
+_CLOSE_ON_POOL = partial(_close_later, None)  # made once: the commonest by far
 
 
 def wrap(
