@@ -28,7 +28,7 @@ class Waiter:
 
     __slots__ = ("_given_up", "_native", "delivered", "shielded")
 
-    def __init__(self, native: Any, shielded: bool = False) -> None:
+    def __init__(self, native: Any, *, shielded: bool = False) -> None:
         self._native = native
         self.shielded = shielded
         self._given_up = False
@@ -112,7 +112,7 @@ class AsyncioBackend:
 
     def new_waiter(self, *, shielded: bool = False) -> Waiter:
         loop = self._loop() or _gone()
-        return _FutureWaiter(_Uncancellable(loop=loop) if shielded else loop.create_future(), shielded)
+        return _FutureWaiter(_Uncancellable(loop=loop) if shielded else loop.create_future(), shielded=shielded)
 
     def resolve(self, waiter: Waiter, value: object, error: BaseException | None) -> bool:
         future: asyncio.Future[Any] = waiter._native
@@ -150,7 +150,7 @@ class TrioBackend:
 
     def new_waiter(self, *, shielded: bool = False) -> Waiter:
         # [task, outcome]: the task parks itself; a result may come first
-        return Waiter([None, None], shielded)
+        return Waiter([None, None], shielded=shielded)
 
     def resolve(self, waiter: Waiter, value: object, error: BaseException | None) -> bool:
         outcome = self._outcome
