@@ -600,6 +600,22 @@ static void attempt_drop(attempt* a) {
   s3_credentials_release(a->creds);
 }
 
+/* curl allocates its receive buffer, and its upload buffer, for each transfer
+ * and frees them when it ends: a large one costs a fresh mapping (or a
+ * consolidation of the heap) per request. So only a body that may be large
+ * gets large buffers; a small object's GET, a HEAD, a small PUT and the
+ * answers of the rest fit curl's defaults (16 and 64 KiB). */
+#define SMALL_BODY ((size_t)64 * 1024)
+#define LARGE_BUFFER (256L * 1024)
+
+static long receive_buffer(const s3_request* req) {
+  size_t expected;
+  if (strcmp(req->method, "GET") != 0) return CURL_MAX_WRITE_SIZE;
+  expected = req->out != NULL ? req->out_cap : req->max_body;
+  if (expected == 0 || expected > SMALL_BODY) return LARGE_BUFFER; /* 0: no bound */
+  return CURL_MAX_WRITE_SIZE;
+}
+
 /* The prepared try on h: curl's options. */
 static void attempt_bind(const s3_config* cfg, attempt* a, CURL* h) {
   const s3_request* req = a->req;
@@ -617,8 +633,8 @@ static void attempt_bind(const s3_config* cfg, attempt* a, CURL* h) {
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)((cfg->read_timeout_ms + 999) / 1000));
   curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
   s3_tls_options(cfg, h);
-  curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L * 1024);
-  curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, 1024L * 1024);
+  curl_easy_setopt(h, CURLOPT_BUFFERSIZE, receive_buffer(req));
+  if (req->body_len > SMALL_BODY) curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, 1024L * 1024);
   if (strcmp(req->method, "HEAD") == 0) {
     curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
   } else if (strcmp(req->method, "PUT") == 0) {
