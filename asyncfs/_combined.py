@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._scratch import scratch
 from .errors import StatusError
 from .filesystem import ModularFileSystem
 
@@ -40,7 +41,7 @@ class WholeReads:
 
     def __call__(self, calls: list[tuple[Any, ...]]) -> Outcomes:
         uris = [str(uri) for (uri,) in calls]
-        read, _ = self._fs.read_files(uris, bytearray(len(uris) * SHARE))
+        read, _ = self._fs.read_files(uris, scratch(len(uris) * SHARE))
         return _outcomes([self._alone(uri) if item is None else item for uri, item in zip(uris, read, strict=True)])
 
     def _alone(self, uri: str) -> bytes | StatusError:

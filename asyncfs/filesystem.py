@@ -686,7 +686,9 @@ class ModularFileSystem:
         count = _ffi.check_count(count, size - _HEAD, plugin=plugin, op="read", path=uri)
         return data if count == size - _HEAD else data[: _HEAD + count]
 
-    def read_files(self, uris: Sequence[str], buffer: bytearray) -> tuple[list[bytes | StatusError | None], float]:
+    def read_files(
+        self, uris: Sequence[str], buffer: bytearray | memoryview
+    ) -> tuple[list[bytes | StatusError | None], float]:
         """Whole files, many per call into C (the bulk path of dataset
         prefetch), copied out of buffer; a failure is that file's entry, as
         a StatusError, and a file that did not fit is None: the caller reads
@@ -769,7 +771,7 @@ class ModularFileSystem:
             rt.ASYNCFS_DeleteStatusArray(statuses, n)
 
     def _read_files_natively(
-        self, uris: Sequence[str], buffer: bytearray
+        self, uris: Sequence[str], buffer: bytearray | memoryview
     ) -> tuple[list[bytes | StatusError | None], float]:
         started = time.perf_counter()
         n = len(uris)
@@ -815,7 +817,7 @@ class ModularFileSystem:
         return results
 
     def read_small_first(
-        self, uri: str, scratch: bytearray, reserve: Callable[[int], bool] | None = None
+        self, uri: str, scratch: bytearray | memoryview, reserve: Callable[[int], bool] | None = None
     ) -> bytes | None:
         """The whole file, in one read request when it fits in scratch (the
         size is asked for only when it does not). ``reserve(size)`` is asked

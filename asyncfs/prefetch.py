@@ -44,6 +44,7 @@ from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
+from ._scratch import scratch
 from .errors import InvalidArgumentError, StatusError, UnknownSchemeError
 from .filesystem import ModularFileSystem
 from .streams import Opener
@@ -128,21 +129,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_budgets_afresh_in_child)
 
 
-class _Scratch(threading.local):
-    def __init__(self) -> None:
-        self.size = 0
-        self.buffer = bytearray()
-
-
-_scratch = _Scratch()
 _DEFERRED = object()
-
-
-def _buffer(scratch_size: int) -> bytearray:
-    if _scratch.size != scratch_size:
-        _scratch.buffer = bytearray(scratch_size)
-        _scratch.size = scratch_size
-    return _scratch.buffer
 
 
 def _read(fs: ModularFileSystem, uri: str, budget: Budget, index: int, scratch_size: int) -> object:
@@ -158,7 +145,7 @@ def _read(fs: ModularFileSystem, uri: str, budget: Budget, index: int, scratch_s
         return admitted
 
     try:
-        data = fs.read_small_first(uri, _buffer(scratch_size), reserve)
+        data = fs.read_small_first(uri, scratch(scratch_size), reserve)
     except BaseException:
         budget.release(reserved)
         raise
@@ -195,7 +182,7 @@ def _read_group(
             batch = [None]  # None: on its own
             if bulk:
                 try:
-                    read, took = fs.read_files(uris[start:], _buffer(scratch_size))
+                    read, took = fs.read_files(uris[start:], scratch(scratch_size))
                 except InvalidArgumentError:  # a path no plugin may be handed: each its own answer, on its own
                     bulk = False
                 else:
