@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -732,20 +733,122 @@ int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
 /* A curl multi handle and its easy handles, with the connections the multi
  * keeps open between bulk calls. Its `connections` count in fs->live while
  * it exists, in use or idle. */
+/* The sockets curl wants watched for a bulk's transfers and when it wants
+ * to be called back (its socket and timer callbacks). Driven so, by
+ * curl_multi_socket_action, curl handles only the transfers whose socket is
+ * ready; curl_multi_perform, as before, checked every running transfer's
+ * socket with a poll of its own whenever any was ready (8.5 such system
+ * calls per 4 KiB GET, at 16 requests per bulk). */
+typedef struct watched {
+  struct pollfd* fds;
+  int count;
+  int cap;
+  int64_t timer_due_ms; /* on the now_ms clock; -1: no timer */
+} watched;
+
 typedef struct s3_bulk {
   CURLM* multi;
   CURL** easy;
   int connections;
+  watched watch;
   uint64_t since_ms; /* idle since */
   struct s3_bulk* next;
 } s3_bulk;
+
+static int on_socket(CURL* easy, curl_socket_t s, int what, void* arg, void* socketp) {
+  watched* w = arg;
+  int i;
+  (void)easy;
+  (void)socketp;
+  for (i = 0; i < w->count && w->fds[i].fd != s; ++i) {
+  }
+  if (what == CURL_POLL_REMOVE) {
+    if (i < w->count) w->fds[i] = w->fds[--w->count];
+    return 0;
+  }
+  if (i == w->count) {
+    if (w->count == w->cap) {
+      int cap = w->cap > 0 ? 2 * w->cap : 16;
+      struct pollfd* fds = realloc(w->fds, (size_t)cap * sizeof *fds);
+      if (fds == NULL) return -1; /* curl fails the transfer */
+      w->fds = fds;
+      w->cap = cap;
+    }
+    w->fds[w->count++].fd = s;
+  }
+  w->fds[i].events = (short)(((what & CURL_POLL_IN) ? POLLIN : 0) | ((what & CURL_POLL_OUT) ? POLLOUT : 0));
+  w->fds[i].revents = 0;
+  return 0;
+}
+
+static int on_timer(CURLM* multi, long timeout_ms, void* arg) {
+  watched* w = arg;
+  (void)multi;
+  w->timer_due_ms = timeout_ms < 0 ? -1 : (int64_t)(now_ms() + (uint64_t)timeout_ms);
+  return 0;
+}
+
+static CURLM* bulk_multi(watched* w) {
+  CURLM* multi = curl_multi_init();
+  if (multi == NULL) return NULL;
+  w->timer_due_ms = -1;
+  curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+  curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, w);
+  curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, on_timer);
+  curl_multi_setopt(multi, CURLMOPT_TIMERDATA, w);
+  return multi;
+}
+
+/* What curl asked to be called back for by now. */
+static void bulk_run_timer(s3_bulk* b) {
+  int still;
+  if (b->watch.timer_due_ms >= 0 && (uint64_t)b->watch.timer_due_ms <= now_ms()) {
+    b->watch.timer_due_ms = -1;
+    curl_multi_socket_action(b->multi, CURL_SOCKET_TIMEOUT, 0, &still);
+  }
+}
+
+/* Waits at most wait_ms (less when curl's timer is due sooner) for the
+ * watched sockets, and hands curl those that are ready, then its timer. */
+static void bulk_wait(s3_bulk* b, long wait_ms) {
+  watched* w = &b->watch;
+  struct pollfd* got;
+  int i, k, ready, still;
+  if (w->timer_due_ms >= 0) {
+    uint64_t now = now_ms();
+    long until = (uint64_t)w->timer_due_ms > now ? (long)((uint64_t)w->timer_due_ms - now) : 0;
+    if (until < wait_ms) wait_ms = until;
+  }
+  ready = poll(w->fds, (nfds_t)w->count, (int)wait_ms);
+  if (ready > 0) {
+    /* copied first: curl's socket callback changes the watched set */
+    got = malloc((size_t)ready * sizeof *got);
+    if (got == NULL) return; /* the next wait finds them ready again */
+    for (i = k = 0; i < w->count && k < ready; ++i)
+      if (w->fds[i].revents != 0) got[k++] = w->fds[i];
+    for (i = 0; i < k; ++i) {
+      short r = got[i].revents;
+      int mask;
+      if (r & POLLNVAL) { /* closed without curl saying so: no longer watched */
+        on_socket(NULL, got[i].fd, CURL_POLL_REMOVE, w, NULL);
+        continue;
+      }
+      mask = ((r & (POLLIN | POLLHUP)) ? CURL_CSELECT_IN : 0) | ((r & POLLOUT) ? CURL_CSELECT_OUT : 0) |
+             ((r & POLLERR) ? CURL_CSELECT_ERR : 0);
+      curl_multi_socket_action(b->multi, got[i].fd, mask, &still);
+    }
+    free(got);
+  }
+  bulk_run_timer(b);
+}
 
 static void bulk_free(s3_bulk* b) {
   int i;
   for (i = 0; i < b->connections; ++i)
     if (b->easy[i] != NULL) curl_easy_cleanup(b->easy[i]);
-  curl_multi_cleanup(b->multi);
+  curl_multi_cleanup(b->multi); /* may still tell on_socket to forget a socket */
   free(b->easy);
+  free(b->watch.fds);
   free(b);
 }
 
@@ -811,7 +914,7 @@ static s3_bulk* take_bulk(s3_fs* fs, const s3_config* cfg, int want) {
   free_bulks(expired);
   if (b == NULL) {
     b = calloc(1, sizeof *b);
-    if (b == NULL || (b->multi = curl_multi_init()) == NULL) goto fail;
+    if (b == NULL || (b->multi = bulk_multi(&b->watch)) == NULL) goto fail;
   }
   if (grow > 0) {
     CURL** easy = realloc(b->easy, (size_t)(b->connections + grow) * sizeof *easy);
@@ -897,7 +1000,7 @@ int s3_execute_many(s3_fs* fs, const s3_config* cfg, int n, const s3_request* re
   for (i = 0; i < b->connections; ++i) running[i] = -1;
   while (finished < n) {
     CURLMsg* msg;
-    int left, still, slot;
+    int left, slot;
     long wait_ms = 1000;
     uint64_t now = now_ms();
     for (slot = 0; slot < b->connections; ++slot) {
@@ -922,7 +1025,7 @@ int s3_execute_many(s3_fs* fs, const s3_config* cfg, int n, const s3_request* re
       failed = 1;
       --slot; /* the slot is still free */
     }
-    curl_multi_perform(b->multi, &still);
+    bulk_run_timer(b); /* a request just added starts on curl's timer */
     while ((msg = curl_multi_info_read(b->multi, &left)) != NULL) {
       int outcome, healthy, k = -1;
       if (msg->msg != CURLMSG_DONE) continue;
@@ -946,7 +1049,7 @@ int s3_execute_many(s3_fs* fs, const s3_config* cfg, int n, const s3_request* re
     for (slot = 0; slot < b->connections && running[slot] >= 0; ++slot) {
     }
     if (slot < b->connections && next_new < n) continue; /* room, and requests not yet sent */
-    curl_multi_poll(b->multi, NULL, 0, (int)wait_ms, NULL);
+    bulk_wait(b, wait_ms);
   }
   give_bulk(fs, b);
   free(items);
