@@ -730,15 +730,12 @@ int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
 
 /* ---- many requests on one thread ------------------------------------------- */
 
-/* A curl multi handle and its easy handles, with the connections the multi
- * keeps open between bulk calls. Its `connections` count in fs->live while
- * it exists, in use or idle. */
 /* The sockets curl wants watched for a bulk's transfers and when it wants
  * to be called back (its socket and timer callbacks). Driven so, by
  * curl_multi_socket_action, curl handles only the transfers whose socket is
- * ready; curl_multi_perform, as before, checked every running transfer's
- * socket with a poll of its own whenever any was ready (8.5 such system
- * calls per 4 KiB GET, at 16 requests per bulk). */
+ * ready; curl_multi_perform, which the bulk called before, checked every
+ * running transfer's socket with a poll of its own whenever any was ready
+ * (8.5 such system calls per 4 KiB GET, at 16 requests per bulk). */
 typedef struct watched {
   struct pollfd* fds;
   int count;
@@ -746,6 +743,9 @@ typedef struct watched {
   int64_t timer_due_ms; /* on the now_ms clock; -1: no timer */
 } watched;
 
+/* A curl multi handle and its easy handles, with the connections the multi
+ * keeps open between bulk calls. Its `connections` count in fs->live while
+ * it exists, in use or idle. */
 typedef struct s3_bulk {
   CURLM* multi;
   CURL** easy;
