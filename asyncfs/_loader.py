@@ -49,6 +49,7 @@ __all__ = [
     "PluginMetadata",
     "SchemeTables",
     "core_abi_version",
+    "init_filesystem",
     "init_filesystems",
     "open_plugin",
 ]
@@ -399,21 +400,30 @@ def open_plugin(library: str) -> LoadedPlugin:
     return LoadedPlugin(metadata=metadata, memory_free=info.plugin_memory_free, schemes=schemes)
 
 
+def init_filesystem(tables: SchemeTables, metadata: PluginMetadata) -> CData:
+    """Run the scheme's init op on a new ``TF_Filesystem`` and return it;
+    raise :class:`PluginInitError` when the plugin refuses."""
+    filesystem = ffi.new("TF_Filesystem*")
+    status = _ffi.new_status()
+    tables.filesystem_ops.init(filesystem, status)
+    if status.code != 0:
+        error = _ffi.error_from(status, "init")
+        where = {"library": metadata.library, "scheme": tables.scheme}
+        if metadata.has_metadata:
+            where["plugin"] = metadata.name
+        raise PluginInitError(f"init failed: {error}", status=error, item="filesystem_ops.init", **where)
+    return filesystem
+
+
 def init_filesystems(plugin: LoadedPlugin) -> None:
     """Run each scheme's init op; on a failure, clean up the filesystems
     already initialised and raise :class:`PluginInitError`."""
     done: list[SchemeTables] = []
     for tables in plugin.schemes:
-        filesystem = ffi.new("TF_Filesystem*")
-        status = _ffi.new_status()
-        tables.filesystem_ops.init(filesystem, status)
-        if status.code != 0:
-            error = _ffi.error_from(status, "init")
+        try:
+            tables.filesystem = init_filesystem(tables, plugin.metadata)
+        except PluginInitError:
             for initialised in done:
                 initialised.filesystem_ops.cleanup(initialised.filesystem)
-            where = {"library": plugin.metadata.library, "scheme": tables.scheme}
-            if plugin.metadata.has_metadata:
-                where["plugin"] = plugin.metadata.name
-            raise PluginInitError(f"init failed: {error}", status=error, item="filesystem_ops.init", **where)
-        tables.filesystem = filesystem
+            raise
         done.append(tables)

@@ -29,15 +29,16 @@ __all__ = ["AheadRead", "RandomAccessFile", "ReadOnlyMemoryRegion", "WritableFil
 
 
 class _Handle:
-    """Runs a cleanup function once, on close or at garbage collection."""
+    """Runs a cleanup function once, on close or at garbage collection;
+    until then it keeps its owner (the filesystem that opened it) alive."""
 
     _closed: bool
 
-    def __init__(self, cleanup: Callable[[CData], None], handle: CData, uri: str) -> None:
+    def __init__(self, cleanup: Callable[[CData], None], handle: CData, uri: str, owner: object = None) -> None:
         self._handle = handle
         self.uri = uri
         self._closed = False
-        self._finalizer = weakref.finalize(self, cleanup, handle)
+        self._finalizer = weakref.finalize(self, _clean_up, cleanup, handle, owner)
 
     @property
     def closed(self) -> bool:
@@ -78,6 +79,11 @@ class _Handle:
         return f"<{type(self).__name__} {self.uri!r} {state}>"
 
 
+def _clean_up(cleanup: Callable[[CData], None], handle: CData, owner: object) -> None:
+    """A handle's cleanup; owner, held until now, may go after it."""
+    cleanup(handle)
+
+
 # read_all's largest single read
 _MOST_AT_ONCE = 64 << 20
 
@@ -102,8 +108,8 @@ def _counted(status: CData, count: int, asked: int, *, strict: bool, plugin: str
 class RandomAccessFile(_Handle):
     """A file opened for reads at any offset (``pread`` semantics)."""
 
-    def __init__(self, ops: CData, handle: CData, uri: str, plugin: str = "") -> None:
-        super().__init__(partial(_after_reads_ahead, ops.cleanup), handle, uri)
+    def __init__(self, ops: CData, handle: CData, uri: str, plugin: str = "", owner: object = None) -> None:
+        super().__init__(partial(_after_reads_ahead, ops.cleanup), handle, uri, owner)
         self._read = ops.read
         self._plugin = plugin
 
@@ -213,8 +219,8 @@ class WritableFile(_Handle):
     """A file opened for appending bytes. ``close`` commits; a file dropped
     without close is cleaned up but not closed."""
 
-    def __init__(self, ops: CData, handle: CData, uri: str) -> None:
-        super().__init__(ops.cleanup, handle, uri)
+    def __init__(self, ops: CData, handle: CData, uri: str, owner: object = None) -> None:
+        super().__init__(ops.cleanup, handle, uri, owner)
         self._ops = ops
         self._close_called = False
 
@@ -286,8 +292,8 @@ class ReadOnlyMemoryRegion(_Handle):
     """A file's bytes mapped into memory: :attr:`data` is a read-only
     memoryview over the plugin's memory, valid until :meth:`close`."""
 
-    def __init__(self, ops: CData, handle: CData, uri: str) -> None:
-        super().__init__(ops.cleanup, handle, uri)
+    def __init__(self, ops: CData, handle: CData, uri: str, owner: object = None) -> None:
+        super().__init__(ops.cleanup, handle, uri, owner)
         length = int(ops.length(handle))
         address = ops.data(handle)
         self._view: memoryview | None = memoryview(ffi.buffer(ffi.cast("char*", address), length)).toreadonly()

@@ -11,15 +11,17 @@ Calls into C release the GIL, so threads run plugin calls in parallel.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _fallbacks, _ffi, _plans, _uri
 from ._ffi import CData, ffi
-from ._loader import PluginMetadata, SchemeTables
+from ._loader import PluginMetadata, SchemeTables, init_filesystem
 from ._marshal import (
     Option,
     OptionValue,
@@ -164,7 +166,9 @@ class ModularFileSystem:
         self._ops: dict[str, Any] = {
             name: getattr(ops, name) for name in _FILESYSTEM_OPS if getattr(ops, name) != ffi.NULL
         }
-        self._travelling: dict[str, Option] = {}  # set options a pickle carries
+        # every option set here, in the order set, and whether a pickle carries it
+        self._set: dict[str, tuple[Option, bool]] = {}
+        self._own = False  # made by new_instance, not a registry's
 
     def __repr__(self) -> str:
         return f"<ModularFileSystem {self.scheme!r} from {self.metadata.name}>"
@@ -173,8 +177,28 @@ class ModularFileSystem:
         """Pickles as (scheme, plugin library, travelling options): the
         receiving process serves the scheme from its process-wide registry,
         loading the library there if the scheme is not registered yet, and
-        sets the options there (see :meth:`set_option`)."""
-        return (_rebuild_filesystem, (self.scheme, self.metadata.library, self.travelling_options()))
+        sets the options there (see :meth:`set_option`). One made by
+        :meth:`new_instance` arrives as a new instance of that registry's
+        filesystem, with the options set on it."""
+        return (_rebuild_filesystem, (self.scheme, self.metadata.library, self.travelling_options(), self._own))
+
+    def new_instance(self) -> ModularFileSystem:
+        """Another filesystem of this plugin and scheme, independent of
+        this one: the plugin's init runs again (the s3 plugin reads the
+        environment and the AWS files then), so it has its own state
+        (options, credentials, connections; ``mem://``'s files). The options
+        set on this one are set on it too, each travelling as it does here.
+        The plugin's cleanup op runs when it is garbage-collected, which is
+        after the last of its open files (not at interpreter exit, where a
+        call may still be running on a daemon thread). Every
+        :class:`~asyncfs.Env` serves a network scheme with one of its own."""
+        tables = dataclasses.replace(self._tables, filesystem=init_filesystem(self._tables, self.metadata))
+        fresh = ModularFileSystem(tables, self.metadata, self._free)
+        fresh._own = True
+        weakref.finalize(fresh, tables.filesystem_ops.cleanup, tables.filesystem).atexit = False
+        for option, travels in self._set.values():
+            fresh.set_option(option.name, *option.values, travels=travels)
+        return fresh
 
     # ---- what is offered ---------------------------------------------------
 
@@ -269,7 +293,7 @@ class ModularFileSystem:
         FAILED_PRECONDITION for a directory."""
         handle = ffi.new("TF_RandomAccessFile*")
         self._path_call("new_random_access_file", uri, handle)
-        return RandomAccessFile(self._tables.random_access_file_ops, handle, uri, self.metadata.name)
+        return RandomAccessFile(self._tables.random_access_file_ops, handle, uri, self.metadata.name, owner=self)
 
     def new_writable_file(self, uri: str, *, attributes: Mapping[str, str] | None = None) -> WritableFile:
         """Create or truncate uri for writing; with attributes (name to
@@ -284,7 +308,7 @@ class ModularFileSystem:
         else:
             names, values, _keep = _attribute_arrays(attributes, uri)
             self._path_call("new_writable_file_with_attributes", uri, names, values, len(attributes), handle)
-        return WritableFile(self._tables.writable_file_ops, handle, uri)
+        return WritableFile(self._tables.writable_file_ops, handle, uri, owner=self)
 
     def attributes(self, uri: str) -> dict[str, str]:
         """The attributes of the file at uri (on s3://, ``content-type`` and
@@ -300,13 +324,13 @@ class ModularFileSystem:
         """Open uri for appending, creating it when missing."""
         handle = ffi.new("TF_WritableFile*")
         self._path_call("new_appendable_file", uri, handle)
-        return WritableFile(self._tables.writable_file_ops, handle, uri)
+        return WritableFile(self._tables.writable_file_ops, handle, uri, owner=self)
 
     def new_read_only_memory_region_from_file(self, uri: str) -> ReadOnlyMemoryRegion:
         """Map the whole file at uri into memory (read-only)."""
         handle = ffi.new("TF_ReadOnlyMemoryRegion*")
         self._path_call("new_read_only_memory_region_from_file", uri, handle)
-        return ReadOnlyMemoryRegion(self._tables.read_only_memory_region_ops, handle, uri)
+        return ReadOnlyMemoryRegion(self._tables.read_only_memory_region_ops, handle, uri, owner=self)
 
     # ---- namespace changes ------------------------------------------------------
 
@@ -926,13 +950,13 @@ class ModularFileSystem:
 
     def travelling_options(self) -> tuple[Option, ...]:
         """The options set here that a pickle carries, in the order set."""
-        return tuple(self._travelling.values())
+        return tuple(option for option, travels in self._set.values() if travels)
 
     def _remember(self, options: list[Option], travels: bool | None) -> None:
         for option in options:
-            self._travelling.pop(option.name, None)
-            if travels or (travels is None and not is_secret(option.name)):
-                self._travelling[option.name] = Option(name=option.name, values=tuple(option.values))
+            self._set.pop(option.name, None)
+            carried = travels or (travels is None and not is_secret(option.name))
+            self._set[option.name] = (Option(name=option.name, values=tuple(option.values)), bool(carried))
 
     def set_configuration(self, options: Iterable[Option], *, travels: bool | None = None) -> None:
         """Set several options at once, all or none; ``travels`` as in
@@ -950,13 +974,15 @@ class ModularFileSystem:
         self._remember(items, travels)
 
 
-def _rebuild_filesystem(scheme: str, library: str, options: tuple[Option, ...] = ()) -> ModularFileSystem:
+def _rebuild_filesystem(
+    scheme: str, library: str, options: tuple[Option, ...] = (), own: bool = False
+) -> ModularFileSystem:
     from .registry import default_registry  # noqa: PLC0415 (the registry builds on this module)
 
     registry = default_registry()
     if scheme not in registry.schemes():
         registry.load_plugin(library)
-    fs = registry.get(scheme)
+    fs = registry.get(scheme).new_instance() if own else registry.get(scheme)
     if options:
         fs.set_configuration(options, travels=True)
     return fs
