@@ -136,7 +136,8 @@ class AsyncModularFileSystem:
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickles as its synchronous filesystem; the receiving process runs
-        it on its process-wide Env (:func:`asyncfs.env.default_env`)."""
+        it on the pools of its process-wide Env
+        (:func:`asyncfs.env.default_env`)."""
         return (_rebuild_async, (self.wrapped,))
 
     @property
@@ -446,4 +447,5 @@ def _append(fs: ModularFileSystem, uri: str, data: Buffer) -> None:
 def _rebuild_async(sync: ModularFileSystem) -> AsyncModularFileSystem:
     from .env import default_env  # noqa: PLC0415 (the Env builds on this module)
 
-    return default_env().filesystem(f"{sync.scheme}://" if sync.scheme else "")
+    env = default_env()
+    return AsyncModularFileSystem(sync, env.network_pool if sync.metadata.network else env.pool)

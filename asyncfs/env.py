@@ -38,6 +38,7 @@ from .registry import PluginInfo, Registry, RegistryRecipe, default_registry
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
+    from ._marshal import Option
     from .prefetch import Prefetch, PrefetchRecords
     from .streams import (
         AsyncBinaryReader,
@@ -84,7 +85,12 @@ class Env:
     Plugins whose calls wait on a network (s3://; the ASYNCFS_PLUGIN_NETWORK
     flag) run on a second pool of ``network_workers`` threads (default 64):
     their threads mostly sleep on sockets, and so many requests can be in
-    flight without crowding the few threads that copy local files.
+    flight without crowding the few threads that copy local files. Each Env
+    serves such a scheme with a filesystem of its own, started on first
+    use: it reads the environment then, starts with the options set on the
+    registry's, and its own options, credentials and connections are this
+    Env's (:meth:`ModularFileSystem.new_instance`). Local filesystems are
+    the registry's, shared by its Envs (``mem://`` files included).
 
     Inside a transaction, call the same methods on the
     :class:`~asyncfs.Transaction` instead (``await txn.write_file(...)``):
@@ -123,6 +129,9 @@ class Env:
         self.close_timeout = close_timeout
         self.create_parents = create_parents
         self._filesystems: dict[str, AsyncModularFileSystem] = {}
+        # options a pickle of an Env carried for its network filesystems,
+        # set when each starts here
+        self._carried: dict[str, tuple[Option, ...]] = {}
 
     @property
     def registry(self) -> Registry:
@@ -140,7 +149,11 @@ class Env:
         environment, and ``mem://`` there is that process's own."""
         source = self._registry
         recipe = source.recipe() if isinstance(source, Registry) else source
-        return (_rebuild_env, (recipe, self._options))
+        carried = dict(self._carried)
+        for scheme, fs in list(self._filesystems.items()):
+            if fs.network:
+                carried[scheme] = fs.wrapped.travelling_options()
+        return (_rebuild_env, (recipe, self._options, carried))
 
     async def __aenter__(self) -> Env:
         return self
@@ -205,10 +218,22 @@ class Env:
         scheme = _uri.scheme_of(_uri.check_uri(uri))
         fs = self._filesystems.get(scheme)
         if fs is None:
-            wrapped = self.registry.get(scheme)
-            pool = self.network_pool if wrapped.metadata.network else self.pool
-            fs = self._filesystems[scheme] = AsyncModularFileSystem(wrapped, pool)
+            fs = self._filesystems.setdefault(scheme, self._start(scheme))
         return fs
+
+    def _start(self, scheme: str) -> AsyncModularFileSystem:
+        """The filesystem this Env serves scheme with. A network store's is
+        its own (:meth:`ModularFileSystem.new_instance`): configured from
+        the environment now, with the options set on the registry's, and
+        holding its own credentials and connections, as each client of
+        boto3 or obstore does. Local filesystems are the registry's."""
+        wrapped = self.registry.get(scheme)
+        if not wrapped.metadata.network:
+            return AsyncModularFileSystem(wrapped, self.pool)
+        own = wrapped.new_instance()
+        for option in self._carried.pop(scheme, ()):
+            own.set_option(option.name, *option.values, travels=True)
+        return AsyncModularFileSystem(own, self.network_pool)
 
     def _at(self, uri: StrPath) -> tuple[AsyncModularFileSystem, str]:
         """The filesystem serving uri, and uri as a string."""
@@ -518,9 +543,12 @@ class Env:
         return bool(top.path.strip("/")) and await fs.exists(top.prefix())
 
 
-def _rebuild_env(recipe: RegistryRecipe | None, options: dict[str, Any]) -> Env:
+def _rebuild_env(
+    recipe: RegistryRecipe | None, options: dict[str, Any], carried: dict[str, tuple[Option, ...]] | None = None
+) -> Env:
     env = Env(**options)
     env._registry = recipe
+    env._carried = dict(carried or {})
     return env
 
 

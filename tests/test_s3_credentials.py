@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from ceph_gateway import Gateway
 from credential_fakes import Keys, MetadataFakes
@@ -153,6 +154,24 @@ def test_environment_keys_are_read_per_filesystem(environ: Environ, user: CephUs
     round_trip(new_s3(), bucket)
     with pytest.raises(asyncfs.PermissionDeniedError, match=f"access key id '{first.access_key}'"):
         before.read_file(f"s3://{bucket}/object")
+
+
+def test_each_env_of_one_registry_reads_the_environment_as_it_starts(environ: Environ, user: CephUser) -> None:
+    """As each boto3 client does: an Env made after the keys rotated uses the
+    new ones, on the same registry (the process-wide one, in a service); an
+    Env made before keeps the keys it read."""
+    registry = asyncfs.Registry(builtins=False)
+    registry.load_plugin(_libs.library_path("s3"))
+    first = user.keys[0]
+    environ(AWS_ACCESS_KEY_ID=first.access_key, AWS_SECRET_ACCESS_KEY=first.secret_key)
+    before = asyncfs.Env(registry=registry)
+    bucket = round_trip(before.filesystem("s3://").wrapped)
+    second = user.rotate()
+    environ(AWS_ACCESS_KEY_ID=second.access_key, AWS_SECRET_ACCESS_KEY=second.secret_key)
+    after = asyncfs.Env(registry=registry)
+    assert anyio.run(after.read_file, f"s3://{bucket}/object")
+    with pytest.raises(asyncfs.PermissionDeniedError, match=f"access key id '{first.access_key}'"):
+        anyio.run(before.read_file, f"s3://{bucket}/object")
 
 
 def test_a_profile_gives_keys_region_endpoint_and_addressing(

@@ -432,7 +432,10 @@ typedef struct ASYNCFS_PluginMetadata {
  * through a temporary file and a rename. */
 #define ASYNCFS_PLUGIN_ATOMIC_WRITES 1
 /* Its calls wait on a network: the core runs them on a pool with many
- * threads, apart from the few that serve local filesystems. */
+ * threads, apart from the few that serve local filesystems. It is a client
+ * of a store elsewhere: each Env inits a TF_Filesystem of its own (and
+ * cleans it up after the files opened on it), so all its state is per
+ * TF_Filesystem. */
 #define ASYNCFS_PLUGIN_NETWORK 2
 
 /* Returns a pointer to static storage the core reads but never frees. */

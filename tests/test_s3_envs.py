@@ -1,0 +1,179 @@
+"""Each Env serves s3:// with a filesystem of its own, as each boto3 or
+obstore client is its own: it starts from the environment and the options
+set on the registry's filesystem, its options are its own (two Envs of one
+process can talk to two endpoints), they travel with a pickled Env, and it
+lives as long as the Env or the last file opened on it."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import pickle
+import socket
+import time
+import uuid
+import weakref
+from collections.abc import Iterator
+
+import anyio
+import pytest
+from ceph_gateway import Gateway
+from conftest import configure_s3
+
+import asyncfs
+from asyncfs import _libs
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def s3_registry() -> asyncfs.Registry:
+    """A registry of its own with the built-in plugins, s3 among them."""
+    reason = _libs.unavailable_reason("s3")
+    if reason is not None:
+        pytest.skip(f"the s3 plugin is not built: {reason}")
+    return asyncfs.Registry()
+
+
+def part_size(fs: asyncfs.ModularFileSystem) -> int:
+    (value,) = fs.get_option("part_size").values
+    assert isinstance(value, int)
+    return value
+
+
+def test_each_env_has_its_own_options_starting_from_the_registrys(s3_registry: asyncfs.Registry) -> None:
+    shared = s3_registry.get("s3")
+    shared.set_option("part_size", 6 * MiB)
+    one, two = asyncfs.Env(registry=s3_registry), asyncfs.Env(registry=s3_registry)
+    mine, yours = one.filesystem("s3://").wrapped, two.filesystem("s3://").wrapped
+    assert len({id(mine), id(yours), id(shared)}) == 3
+    assert one.filesystem("s3://b/key").wrapped is mine  # one per Env, not per call
+    assert part_size(mine) == part_size(yours) == 6 * MiB
+
+    mine.set_option("part_size", 7 * MiB)
+    assert (part_size(mine), part_size(yours), part_size(shared)) == (7 * MiB, 6 * MiB, 6 * MiB)
+    shared.set_option("part_size", 9 * MiB)  # reaches Envs that start later only
+    assert part_size(asyncfs.Env(registry=s3_registry).filesystem("s3://").wrapped) == 9 * MiB
+    assert (part_size(mine), part_size(yours)) == (7 * MiB, 6 * MiB)
+
+
+def test_local_filesystems_stay_the_registrys(s3_registry: asyncfs.Registry) -> None:
+    """mem:// holds data, not a client's state: every Env on a registry sees
+    the same files."""
+    one, two = asyncfs.Env(registry=s3_registry), asyncfs.Env(registry=s3_registry)
+    assert one.filesystem("mem://").wrapped is two.filesystem("mem://").wrapped is s3_registry.get("mem")
+
+    async def main() -> bytes:
+        await one.write_file("mem://envs/shared", b"seen by both")
+        return await two.read_file("mem://envs/shared")
+
+    assert anyio.run(main) == b"seen by both"
+
+
+def test_a_pickled_env_carries_its_own_options_but_not_its_secrets(s3_registry: asyncfs.Registry) -> None:
+    env = asyncfs.Env(registry=s3_registry)
+    own = env.filesystem("s3://").wrapped
+    own.set_option("part_size", 7 * MiB)
+    own.set_option("access_key_id", b"AKIDNOTTRAVELLING")
+    own.set_option("region", b"eu-west-3")
+    copy = pickle.loads(pickle.dumps(env)).filesystem("s3://").wrapped
+    assert part_size(copy) == 7 * MiB
+    assert copy.get_option("region").values == (b"eu-west-3",)
+    assert copy.get_option("access_key_id").values != (b"AKIDNOTTRAVELLING",)
+
+    # so does an Env pickled before it used s3://, and one pickled again
+    # before the copy used it
+    again = pickle.loads(pickle.dumps(pickle.loads(pickle.dumps(env))))
+    assert part_size(again.filesystem("s3://").wrapped) == 7 * MiB
+    fresh = pickle.loads(pickle.dumps(asyncfs.Env(registry=s3_registry)))
+    assert part_size(fresh.filesystem("s3://").wrapped) == part_size(s3_registry.get("s3"))
+
+
+@pytest.fixture
+def hanging_endpoint() -> Iterator[str]:
+    """An endpoint that takes connections (the kernel's backlog does) and
+    never answers."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+def test_two_envs_of_one_registry_talk_to_two_endpoints(
+    s3_registry: asyncfs.Registry, s3_gateway: Gateway, hanging_endpoint: str
+) -> None:
+    """One Env's requests hang on a dead endpoint while the other's, on the
+    gateway, finish: setting an endpoint on one Env no longer moves the
+    other."""
+    bucket = f"envs-{uuid.uuid4().hex[:10]}"
+    good, stuck = asyncfs.Env(registry=s3_registry), asyncfs.Env(registry=s3_registry)
+    configure_s3(good.filesystem("s3://").wrapped, s3_gateway)
+    hung = stuck.filesystem("s3://").wrapped
+    configure_s3(hung, s3_gateway)
+    hung.set_option("endpoint", hanging_endpoint.encode())
+    hung.set_option("read_timeout_ms", 3000)
+    hung.set_option("max_attempts", 1)
+
+    async def main() -> tuple[float, list[BaseException]]:
+        await good.makedirs(f"s3://{bucket}")
+        uris = [f"s3://{bucket}/{i}" for i in range(50)]
+        for uri in uris:
+            await good.write_file(uri, uri.encode())
+        failures: list[BaseException] = []
+
+        async def hangs(i: int) -> None:
+            try:
+                await stuck.read_file(f"s3://{bucket}/{i}")
+            except asyncfs.AsyncFSError as error:
+                failures.append(error)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(8):
+                tg.start_soon(hangs, i)
+            await anyio.sleep(0.2)  # the stuck reads are waiting on their socket
+            started = time.monotonic()
+            assert await asyncio.gather(*map(good.read_file, uris)) == [uri.encode() for uri in uris]
+            took = time.monotonic() - started
+            assert not failures
+        await good.rmtree(f"s3://{bucket}")
+        return took, failures
+
+    try:
+        took, failures = anyio.run(main)
+    finally:
+        good.close()
+        stuck.close()
+    assert took < 3.0  # well before the stuck reads time out
+    assert len(failures) == 8
+    assert all(isinstance(f, asyncfs.DeadlineExceededError) for f in failures), failures
+
+
+def test_an_envs_filesystem_lives_as_long_as_its_open_files(s3_registry: asyncfs.Registry, s3_gateway: Gateway) -> None:
+    """Dropping an Env cleans its s3 filesystem up (the plugin's cleanup op:
+    its connections and credentials go), but only after the last file
+    opened on it is closed: a file never reads through a freed client."""
+    bucket = f"envs-{uuid.uuid4().hex[:10]}"
+    env = asyncfs.Env(registry=s3_registry)
+    own = env.filesystem("s3://").wrapped
+    configure_s3(own, s3_gateway)
+    own.create_dir(f"s3://{bucket}")
+    own.write_file(f"s3://{bucket}/kept", b"read after the Env is gone")
+    file = own.new_random_access_file(f"s3://{bucket}/kept")
+    writer = own.new_writable_file(f"s3://{bucket}/written")
+    alive = weakref.ref(own)
+    env.close()
+    del env, own
+    gc.collect()
+    assert alive() is not None
+    assert file.read(0, 100) == b"read after the Env is gone"
+    writer.append(b"closed after the Env is gone")
+    writer.close()
+    file.close()
+    del file, writer
+    gc.collect()
+    assert alive() is None
+
+    check = s3_registry.get("s3")
+    configure_s3(check, s3_gateway)
+    assert check.read_file(f"s3://{bucket}/written") == b"closed after the Env is gone"
+    check.delete_recursively(f"s3://{bucket}")
