@@ -544,13 +544,6 @@ def _combine(batch: list[_Work]) -> list[_Work]:
     return out
 
 
-def _retire(pool: weakref.ref[WorkerPool], counters: _Counters) -> None:
-    """A loop is gone: its counts join its pool's, if the pool still is."""
-    alive = pool()
-    if alive is not None:
-        alive._retired.add(counters)
-
-
 # What a pool that was garbage-collected puts in its queue: each worker
 # that takes it passes it on and leaves.
 _GONE = object()
@@ -698,6 +691,7 @@ class WorkerPool:
         self._monitor: threading.Thread | None = None
         self._batchers: weakref.WeakKeyDictionary[object, _Batcher] = weakref.WeakKeyDictionary()
         self._retired = _Counters()  # of the loops that are gone
+        self._counted: list[tuple[weakref.ref[object], _Counters]] = []  # each live loop's, held past its batcher
         self._gil_bound_until = 0.0  # till then, slow calls are taken to be GIL waits (see _gil_contended)
         _pools.add(self)
 
@@ -887,10 +881,22 @@ class WorkerPool:
         batcher = self._batchers.get(loop)
         if batcher is None:
             batcher = self._batchers[loop] = _Batcher(self, backend_for(loop))
-            # the counts only, and the pool weakly: a loop that lives on
-            # must not keep a pool (an Env made per request) alive
-            weakref.finalize(loop, _retire, weakref.ref(self), batcher.counters)
+            self._count(loop, batcher.counters)
         return batcher
+
+    def _count(self, loop: object, counters: _Counters) -> None:
+        """Keep a new loop's counts, which outlive its batcher, and fold
+        those of the loops that are gone into one. Nothing is left on the
+        loop: one that lives on serves many pools (an Env made per
+        request), and must keep neither them nor anything of theirs."""
+        with self._lock:
+            counted = [(weakref.ref(loop), counters)]
+            for loop_ref, kept in self._counted:
+                if loop_ref() is None:
+                    self._retired.add(kept)
+                else:
+                    counted.append((loop_ref, kept))
+            self._counted = counted
 
     async def _wait_for_room(self, batcher: _Batcher) -> None:
         """Wait for an in-flight slot (the cap is reached: take_slot said no)."""
@@ -1014,9 +1020,10 @@ class WorkerPool:
         """Counters summed over the loops this pool has served."""
         batchers = list(self._batchers.values())
         total = _Counters()
-        total.add(self._retired)
-        for batcher in batchers:
-            total.add(batcher.counters)
+        with self._lock:
+            total.add(self._retired)
+            for _loop, counters in self._counted:
+                total.add(counters)
         return PoolStats(
             operations=total.operations,
             wakeups=total.wakeups,

@@ -946,6 +946,34 @@ def test_a_loop_that_lives_on_keeps_no_pool_alive() -> None:
         loop.close()
 
 
+def test_a_loop_that_lives_on_keeps_nothing_of_the_envs_it_served(tmp_path: Path) -> None:
+    """Each pool used to leave a finalizer on every loop it served (about
+    300 bytes, freed only with the loop), so a service making an Env per
+    request on one loop grew by that much per request, for good."""
+    (path,) = small_files(tmp_path, 1)
+
+    def finalizers() -> int:
+        gc.collect()
+        return sum(isinstance(o, weakref.finalize) for o in gc.get_objects())
+
+    async def one_request() -> None:
+        env = asyncfs.Env(workers=1)
+        assert await env.read_file(path) == b"x" * 4096
+        await env.aclose()
+
+    async def main() -> int:
+        await one_request()
+        before = finalizers()
+        for _ in range(20):
+            await one_request()
+        deadline = time.monotonic() + 5  # a pool goes once its monitor thread has left
+        while finalizers() > before and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        return finalizers() - before
+
+    assert asyncio.run(main()) <= 0
+
+
 def test_an_env_dropped_without_close_lets_its_threads_go() -> None:
     """As with concurrent.futures' executors: the pool's threads hold it
     weakly, so an Env (a pool) that a program forgets to close stops its
