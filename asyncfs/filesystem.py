@@ -168,7 +168,6 @@ class ModularFileSystem:
         }
         # every option set here, in the order set, and whether a pickle carries it
         self._set: dict[str, tuple[Option, bool]] = {}
-        self._own = False  # made by new_instance, not a registry's
 
     def __repr__(self) -> str:
         return f"<ModularFileSystem {self.scheme!r} from {self.metadata.name}>"
@@ -177,10 +176,10 @@ class ModularFileSystem:
         """Pickles as (scheme, plugin library, travelling options): the
         receiving process serves the scheme from its process-wide registry,
         loading the library there if the scheme is not registered yet, and
-        sets the options there (see :meth:`set_option`). One made by
-        :meth:`new_instance` arrives as a new instance of that registry's
-        filesystem, with the options set on it."""
-        return (_rebuild_filesystem, (self.scheme, self.metadata.library, self.travelling_options(), self._own))
+        sets the options there (see :meth:`set_option`). So does one made by
+        :meth:`new_instance` (an Env's): in a worker, the copies that tasks
+        receive share one filesystem and its connections."""
+        return (_rebuild_filesystem, (self.scheme, self.metadata.library, self.travelling_options()))
 
     def new_instance(self) -> ModularFileSystem:
         """Another filesystem of this plugin and scheme, independent of
@@ -194,7 +193,6 @@ class ModularFileSystem:
         :class:`~asyncfs.Env` serves a network scheme with one of its own."""
         tables = dataclasses.replace(self._tables, filesystem=init_filesystem(self._tables, self.metadata))
         fresh = ModularFileSystem(tables, self.metadata, self._free)
-        fresh._own = True
         weakref.finalize(fresh, tables.filesystem_ops.cleanup, tables.filesystem).atexit = False
         for option, travels in self._set.values():
             fresh.set_option(option.name, *option.values, travels=travels)
@@ -974,15 +972,13 @@ class ModularFileSystem:
         self._remember(items, travels)
 
 
-def _rebuild_filesystem(
-    scheme: str, library: str, options: tuple[Option, ...] = (), own: bool = False
-) -> ModularFileSystem:
+def _rebuild_filesystem(scheme: str, library: str, options: tuple[Option, ...] = ()) -> ModularFileSystem:
     from .registry import default_registry  # noqa: PLC0415 (the registry builds on this module)
 
     registry = default_registry()
     if scheme not in registry.schemes():
         registry.load_plugin(library)
-    fs = registry.get(scheme).new_instance() if own else registry.get(scheme)
+    fs = registry.get(scheme)
     if options:
         fs.set_configuration(options, travels=True)
     return fs

@@ -2,7 +2,8 @@
 obstore client is its own: it starts from the environment and the options
 set on the registry's filesystem, its options are its own (two Envs of one
 process can talk to two endpoints), they travel with a pickled Env, and it
-lives as long as the Env or the last file opened on it."""
+lives as long as the Env or the last file opened on it. Pickled alone, it
+arrives as the receiving process's registry's, as any filesystem does."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import asyncio
 import gc
 import pickle
 import socket
+import subprocess
+import sys
 import time
 import uuid
 import weakref
@@ -89,6 +92,29 @@ def test_a_pickled_env_carries_its_own_options_but_not_its_secrets(s3_registry: 
     assert part_size(again.filesystem("s3://").wrapped) == 7 * MiB
     fresh = pickle.loads(pickle.dumps(asyncfs.Env(registry=s3_registry)))
     assert part_size(fresh.filesystem("s3://").wrapped) == part_size(s3_registry.get("s3"))
+
+
+UNPICKLE_TWICE = """
+import pickle, sys
+import asyncfs
+blob = sys.stdin.buffer.read()
+first, second = pickle.loads(blob), pickle.loads(blob)
+shared = first.wrapped is second.wrapped is asyncfs.get_filesystem("s3://")
+print(shared, first.wrapped.get_option("part_size").values[0])
+"""
+
+
+def test_the_copies_tasks_receive_of_an_envs_filesystem_share_one(s3_registry: asyncfs.Registry) -> None:
+    """A Dask task's argument is unpickled once per task: the copies of an
+    Env's s3 filesystem a worker receives are the worker registry's, with
+    the options that travelled, and so share its connections."""
+    own = asyncfs.Env(registry=s3_registry).filesystem("s3://")
+    own.wrapped.set_option("part_size", 7 * MiB)
+    done = subprocess.run(
+        [sys.executable, "-c", UNPICKLE_TWICE], input=pickle.dumps(own), capture_output=True, check=False, timeout=60
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().split() == ["True", str(7 * MiB)]
 
 
 @pytest.fixture
