@@ -87,9 +87,9 @@ class Env:
     their threads mostly sleep on sockets, and so many requests can be in
     flight without crowding the few threads that copy local files. Each Env
     serves such a scheme with a filesystem of its own, started on first
-    use: it reads the environment then, starts with the options set on the
-    registry's, and its own options, credentials and connections are this
-    Env's (:meth:`ModularFileSystem.new_instance`). Local filesystems are
+    use: it reads the environment then, follows the options set on the
+    registry's (except those set on it), and its own options, credentials
+    and connections are this Env's (:meth:`ModularFileSystem.new_instance`). Local filesystems are
     the registry's, shared by its Envs (``mem://`` files included).
 
     Inside a transaction, call the same methods on the
@@ -224,7 +224,7 @@ class Env:
     def _start(self, scheme: str) -> AsyncModularFileSystem:
         """The filesystem this Env serves scheme with. A network store's is
         its own (:meth:`ModularFileSystem.new_instance`): configured from
-        the environment now, with the options set on the registry's, and
+        the environment now, following the options set on the registry's, and
         holding its own credentials and connections, as each client of
         boto3 or obstore does. Local filesystems are the registry's."""
         wrapped = self.registry.get(scheme)

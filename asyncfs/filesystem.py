@@ -168,6 +168,9 @@ class ModularFileSystem:
         }
         # every option set here, in the order set, and whether a pickle carries it
         self._set: dict[str, tuple[Option, bool]] = {}
+        self._inherited: set[str] = set()  # those of them set on the filesystem this one was made from
+        self._heirs: weakref.WeakSet[ModularFileSystem] = weakref.WeakSet()  # made from this one
+        self._options_lock = threading.RLock()
 
     def __repr__(self) -> str:
         return f"<ModularFileSystem {self.scheme!r} from {self.metadata.name}>"
@@ -185,8 +188,9 @@ class ModularFileSystem:
         """Another filesystem of this plugin and scheme, independent of
         this one: the plugin's init runs again (the s3 plugin reads the
         environment and the AWS files then), so it has its own state
-        (options, credentials, connections; ``mem://``'s files). The options
-        set on this one are set on it too, each travelling as it does here.
+        (options, credentials, connections; ``mem://``'s files). It follows
+        the options set on this one, now and later, each travelling as it
+        does here, except those set on it: its own value stands.
         The plugin's cleanup op runs when it is garbage-collected, which is
         after the last of its open files (not at interpreter exit, where a
         call may still be running on a daemon thread). Every
@@ -194,9 +198,27 @@ class ModularFileSystem:
         tables = dataclasses.replace(self._tables, filesystem=init_filesystem(self._tables, self.metadata))
         fresh = ModularFileSystem(tables, self.metadata, self._free)
         weakref.finalize(fresh, tables.filesystem_ops.cleanup, tables.filesystem).atexit = False
-        for option, travels in self._set.values():
-            fresh.set_option(option.name, *option.values, travels=travels)
+        with self._options_lock:
+            for option, travels in self._set.values():
+                fresh._inherit(option, travels)
+            self._heirs.add(fresh)
         return fresh
+
+    def _inherit(self, option: Option, travels: bool) -> None:
+        """An option set on the filesystem this one was made from."""
+        with self._options_lock:
+            if option.name in self._set and option.name not in self._inherited:
+                return  # set here: this one's value stands
+            self._apply([option], together=not self.offers("set_filesystem_configuration_option"))
+            self._remember([option], travels)
+            self._inherited.add(option.name)
+            self._pass_on([option])
+
+    def _pass_on(self, options: list[Option]) -> None:
+        """Options just set here reach the filesystems made from this one."""
+        for heir in list(self._heirs):
+            for option in options:
+                heir._inherit(option, self._set[option.name][1])
 
     # ---- what is offered ---------------------------------------------------
 
@@ -937,14 +959,37 @@ class ModularFileSystem:
         registry serving it) unless the name reads as a secret
         (:func:`is_secret`: S3's ``secret_access_key``, ``session_token``,
         ``access_key_id``): a worker then resolves those from its own
-        environment. ``travels`` overrides that either way."""
-        option = Option(name=name, values=values)
-        raw, keep = option_to_c(option)
+        environment. ``travels`` overrides that either way. The filesystems
+        made from this one (:meth:`new_instance`) follow, except those that
+        set that option themselves."""
+        self._set_own([Option(name=name, values=values)], travels, together=False)
+
+    def _set_own(self, options: list[Option], travels: bool | None, *, together: bool) -> None:
+        with self._options_lock:
+            self._apply(options, together=together)
+            self._remember(options, travels)
+            self._inherited.difference_update(option.name for option in options)
+            self._pass_on(options)
+
+    def _apply(self, options: list[Option], *, together: bool) -> None:
+        """Set options in the plugin: one after another by the op for one,
+        or together (all or none) by the op for several."""
         status = _ffi.thread_status()
-        self._op("set_filesystem_configuration_option")(self._fs, raw, status)
-        del keep
-        _ffi.check(status, "set_filesystem_configuration_option", name)
-        self._remember([option], travels)
+        if not together:
+            for option in options:
+                raw, keep = option_to_c(option)
+                self._op("set_filesystem_configuration_option")(self._fs, raw, status)
+                del keep
+                _ffi.check(status, "set_filesystem_configuration_option", option.name)
+            return
+        array = ffi.new("TF_Filesystem_Option[]", max(len(options), 1))
+        held = []
+        for i, option in enumerate(options):
+            raw, keep = option_to_c(option)
+            array[i] = raw[0]
+            held.append((raw, keep))
+        self._op("set_filesystem_configuration")(self._fs, array, len(options), status)
+        _ffi.check(status, "set_filesystem_configuration")
 
     def travelling_options(self) -> tuple[Option, ...]:
         """The options set here that a pickle carries, in the order set."""
@@ -959,17 +1004,7 @@ class ModularFileSystem:
     def set_configuration(self, options: Iterable[Option], *, travels: bool | None = None) -> None:
         """Set several options at once, all or none; ``travels`` as in
         :meth:`set_option`."""
-        items = list(options)
-        array = ffi.new("TF_Filesystem_Option[]", max(len(items), 1))
-        keep = []
-        for i, option in enumerate(items):
-            raw, held = option_to_c(option)
-            array[i] = raw[0]
-            keep.append((raw, held))
-        status = _ffi.thread_status()
-        self._op("set_filesystem_configuration")(self._fs, array, len(items), status)
-        _ffi.check(status, "set_filesystem_configuration")
-        self._remember(items, travels)
+        self._set_own(list(options), travels, together=True)
 
 
 def _rebuild_filesystem(scheme: str, library: str, options: tuple[Option, ...] = ()) -> ModularFileSystem:

@@ -1,6 +1,6 @@
 """Each Env serves s3:// with a filesystem of its own, as each boto3 or
-obstore client is its own: it starts from the environment and the options
-set on the registry's filesystem, its options are its own (two Envs of one
+obstore client is its own: it starts from the environment and follows the
+options set on the registry's filesystem, its options are its own (two Envs of one
 process can talk to two endpoints), they travel with a pickled Env, and it
 lives as long as the Env or the last file opened on it. Pickled alone, it
 arrives as the receiving process's registry's, as any filesystem does."""
@@ -55,9 +55,15 @@ def test_each_env_has_its_own_options_starting_from_the_registrys(s3_registry: a
 
     mine.set_option("part_size", 7 * MiB)
     assert (part_size(mine), part_size(yours), part_size(shared)) == (7 * MiB, 6 * MiB, 6 * MiB)
-    shared.set_option("part_size", 9 * MiB)  # reaches Envs that start later only
-    assert part_size(asyncfs.Env(registry=s3_registry).filesystem("s3://").wrapped) == 9 * MiB
-    assert (part_size(mine), part_size(yours)) == (7 * MiB, 6 * MiB)
+
+    # the registry's options reach every Env's, now and later, except
+    # where an Env set that option itself
+    shared.set_option("part_size", 9 * MiB)
+    shared.set_configuration([asyncfs.Option("read_ahead", (1 << 16,))])
+    later = asyncfs.Env(registry=s3_registry).filesystem("s3://").wrapped
+    assert (part_size(mine), part_size(yours), part_size(later)) == (7 * MiB, 9 * MiB, 9 * MiB)
+    assert {fs.get_option("read_ahead").values for fs in (mine, yours, later)} == {(1 << 16,)}
+    assert [o.name for o in yours.travelling_options()] == ["part_size", "read_ahead"]
 
 
 def test_local_filesystems_stay_the_registrys(s3_registry: asyncfs.Registry) -> None:
