@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import pickle
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 import weakref
@@ -21,7 +23,7 @@ from collections.abc import Iterator
 import anyio
 import pytest
 from ceph_gateway import Gateway
-from conftest import configure_s3
+from conftest import configure_s3, exit_code_of
 
 import asyncfs
 from asyncfs import _libs
@@ -98,6 +100,40 @@ def test_a_pickled_env_carries_its_own_options_but_not_its_secrets(s3_registry: 
     assert part_size(again.filesystem("s3://").wrapped) == 7 * MiB
     fresh = pickle.loads(pickle.dumps(asyncfs.Env(registry=s3_registry)))
     assert part_size(fresh.filesystem("s3://").wrapped) == part_size(s3_registry.get("s3"))
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_fork_while_another_thread_sets_an_option_leaves_options_settable(s3_registry: asyncfs.Registry) -> None:
+    """A DataLoader forks whenever it likes: a child forked while another
+    thread of the parent was setting an option (holding that filesystem's
+    options lock) must still set options, on the registry's filesystem and
+    an Env's own."""
+    shared = s3_registry.get("s3")
+    own = asyncfs.Env(registry=s3_registry).filesystem("s3://").wrapped
+    holding, release = threading.Event(), threading.Event()
+
+    def set_slowly() -> None:
+        with shared._options_lock, own._options_lock:  # as a set_option passing on to own is
+            holding.set()
+            release.wait(30)
+
+    setter = threading.Thread(target=set_slowly)
+    setter.start()
+    holding.wait(30)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: never back into pytest
+            code = 1
+            try:
+                shared.set_option("part_size", 6 * MiB)
+                own.set_option("read_ahead", 1 << 16)
+                code = 0 if (part_size(own), own.get_option("read_ahead").values) == (6 * MiB, (1 << 16,)) else 2
+            finally:
+                os._exit(code)
+        assert exit_code_of(pid, "the child hung on a lock the parent's thread held") == 0
+    finally:
+        release.set()
+        setter.join()
 
 
 UNPICKLE_TWICE = """
