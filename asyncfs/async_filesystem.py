@@ -447,5 +447,4 @@ def _append(fs: ModularFileSystem, uri: str, data: Buffer) -> None:
 def _rebuild_async(sync: ModularFileSystem) -> AsyncModularFileSystem:
     from .env import default_env  # noqa: PLC0415 (the Env builds on this module)
 
-    env = default_env()
-    return AsyncModularFileSystem(sync, env.network_pool if sync.metadata.network else env.pool)
+    return default_env()._on_pools(sync)

@@ -31,7 +31,7 @@ from .async_filesystem import (
     AsyncWritableFile,
 )
 from .errors import NotFoundError, UnimplementedError
-from .filesystem import FileStatistics, IncompleteWrite
+from .filesystem import FileStatistics, IncompleteWrite, ModularFileSystem
 from .registry import PluginInfo, Registry, RegistryRecipe, default_registry
 
 # streams, prefetch and transactions are imported when first used
@@ -89,8 +89,9 @@ class Env:
     serves such a scheme with a filesystem of its own, started on first
     use: it reads the environment then, follows the options set on the
     registry's (except those set on it), and its own options, credentials
-    and connections are this Env's (:meth:`ModularFileSystem.new_instance`). Local filesystems are
-    the registry's, shared by its Envs (``mem://`` files included).
+    and connections are this Env's (:meth:`ModularFileSystem.new_instance`).
+    Local filesystems are the registry's, shared by its Envs (``mem://``
+    files included).
 
     Inside a transaction, call the same methods on the
     :class:`~asyncfs.Transaction` instead (``await txn.write_file(...)``):
@@ -228,12 +229,15 @@ class Env:
         holding its own credentials and connections, as each client of
         boto3 or obstore does. Local filesystems are the registry's."""
         wrapped = self.registry.get(scheme)
-        if not wrapped.metadata.network:
-            return AsyncModularFileSystem(wrapped, self.pool)
-        own = wrapped.new_instance()
-        for option in self._carried.pop(scheme, ()):
-            own.set_option(option.name, *option.values, travels=True)
-        return AsyncModularFileSystem(own, self.network_pool)
+        if wrapped.metadata.network:
+            wrapped = wrapped.new_instance()
+            for option in self._carried.pop(scheme, ()):
+                wrapped.set_option(option.name, *option.values, travels=True)
+        return self._on_pools(wrapped)
+
+    def _on_pools(self, fs: ModularFileSystem) -> AsyncModularFileSystem:
+        """fs run on this Env's pool for its kind: network or local."""
+        return AsyncModularFileSystem(fs, self.network_pool if fs.metadata.network else self.pool)
 
     def _at(self, uri: StrPath) -> tuple[AsyncModularFileSystem, str]:
         """The filesystem serving uri, and uri as a string."""

@@ -204,12 +204,12 @@ class ModularFileSystem:
             self._heirs.add(fresh)
         return fresh
 
-    def fresh_locks_in_child(self) -> None:
+    def _fresh_locks_in_child(self) -> None:
         """After a fork: a lock that another thread of the parent held would
         never be released in the child (the registry calls this)."""
         self._options_lock = threading.RLock()
         for heir in list(self._heirs):
-            heir.fresh_locks_in_child()
+            heir._fresh_locks_in_child()
 
     def _inherit(self, option: Option, travels: bool) -> None:
         """An option set on the filesystem this one was made from."""

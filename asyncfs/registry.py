@@ -189,7 +189,7 @@ def _fresh_locks_in_child() -> None:
     for registry in list(_registries):
         registry._lock = threading.Lock()
         for fs in registry._filesystems.values():
-            fs.fresh_locks_in_child()  # and the Envs' own filesystems made from it
+            fs._fresh_locks_in_child()  # and the Envs' own filesystems made from it
 
 
 if hasattr(os, "register_at_fork"):
