@@ -91,7 +91,9 @@ class Env:
     registry's (except those set on it), and its own options, credentials
     and connections are this Env's (:meth:`ModularFileSystem.new_instance`).
     Local filesystems are the registry's, shared by its Envs (``mem://``
-    files included).
+    files included), except the schemes named in ``own``, which this Env
+    serves as it serves network ones: ``own={"mem"}`` is a ``mem://`` that
+    no other Env sees (``""`` names bare paths, ``"file"`` ``file://`` URIs).
 
     Inside a transaction, call the same methods on the
     :class:`~asyncfs.Transaction` instead (``await txn.write_file(...)``):
@@ -110,7 +112,10 @@ class Env:
         network_workers: int = 64,
         close_timeout: float = 10.0,
         create_parents: bool = True,
+        own: Iterable[str] = (),
     ) -> None:
+        if isinstance(own, str):
+            raise TypeError(f"own is a collection of schemes, such as {{{own!r}}}, not a str")
         # the registry is resolved on first use, so an Env unpickled in a
         # worker loads its plugins only when it is used there
         self._registry: Registry | RegistryRecipe | None = registry
@@ -122,6 +127,7 @@ class Env:
             "network_workers": network_workers,
             "close_timeout": close_timeout,
             "create_parents": create_parents,
+            "own": tuple(sorted(set(own))),
         }
         self.pool = WorkerPool(workers, max_in_flight=max_in_flight, worker_nice=worker_nice)
         # Threads start on first use: an Env without network stores has none.
@@ -129,8 +135,9 @@ class Env:
         self.copy_chunk = copy_chunk
         self.close_timeout = close_timeout
         self.create_parents = create_parents
+        self._own = frozenset(self._options["own"])
         self._filesystems: dict[str, AsyncModularFileSystem] = {}
-        # options a pickle of an Env carried for its network filesystems,
+        # options a pickle of an Env carried for its own filesystems,
         # set when each starts here
         self._carried: dict[str, tuple[Option, ...]] = {}
 
@@ -152,7 +159,7 @@ class Env:
         recipe = source.recipe() if isinstance(source, Registry) else source
         carried = dict(self._carried)
         for scheme, fs in list(self._filesystems.items()):
-            if fs.network:
+            if self._owns(scheme, fs.wrapped):
                 carried[scheme] = fs.wrapped.travelling_options()
         return (_rebuild_env, (recipe, self._options, carried))
 
@@ -227,13 +234,18 @@ class Env:
         its own (:meth:`ModularFileSystem.new_instance`): configured from
         the environment now, following the options set on the registry's, and
         holding its own credentials and connections, as each client of
-        boto3 or obstore does. Local filesystems are the registry's."""
+        boto3 or obstore does. Local filesystems are the registry's, unless
+        named in ``own``."""
         wrapped = self.registry.get(scheme)
-        if wrapped.metadata.network:
+        if self._owns(scheme, wrapped):
             wrapped = wrapped.new_instance()
             for option in self._carried.pop(scheme, ()):
                 wrapped.set_option(option.name, *option.values, travels=True)
         return self._on_pools(wrapped)
+
+    def _owns(self, scheme: str, fs: ModularFileSystem) -> bool:
+        """Whether this Env serves scheme with a filesystem of its own."""
+        return fs.metadata.network or scheme in self._own
 
     def _on_pools(self, fs: ModularFileSystem) -> AsyncModularFileSystem:
         """fs run on this Env's pool for its kind: network or local."""

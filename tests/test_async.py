@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import gc
 import os
+import pickle
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -130,6 +131,24 @@ async def test_load_plugin_and_listing(env: asyncfs.Env) -> None:
     assert {"", "file", "mem"} <= set(env.schemes())
     names = {p.metadata.name for p in env.plugins()}
     assert {"posix", "memory"} <= names
+
+
+async def test_an_env_can_own_a_local_scheme(mem_root: str) -> None:
+    """Env(own={"mem"}) is a mem:// no other Env sees (a test's own store,
+    a bridge filesystem's own options), and so is its pickled copy's; the
+    schemes it does not name stay the registry's."""
+    async with asyncfs.Env(own={"mem"}) as own, asyncfs.Env() as shared:
+        await shared.write_file(f"{mem_root}/shared", b"the registry's")
+        assert not await own.exists(f"{mem_root}/shared")
+        await own.write_file("mem:///own-store/x", b"its own")
+        assert await own.read_file("mem:///own-store/x") == b"its own"
+        assert not await shared.exists("mem:///own-store")
+        assert own.filesystem("file://").wrapped is shared.filesystem("file://").wrapped
+        copy = pickle.loads(pickle.dumps(own))
+        assert copy.filesystem("mem://").wrapped is not shared.filesystem("mem://").wrapped
+        copy.close()
+    with pytest.raises(TypeError, match="not a str"):
+        asyncfs.Env(own="mem")
 
 
 # ---- fan-out equals the sync adapter ------------------------------------------------
