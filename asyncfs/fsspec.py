@@ -13,8 +13,8 @@ and plugins it loads later (TensorFlow-built ones too).
 :class:`~asyncfs.Env`: the coroutines are asyncfs's, and fsspec's sync
 methods run them on fsspec's own loop. Options that are not fsspec's are the
 plugin's configuration (``endpoint=``, ``region=``, ... for s3): with
-options, the filesystem gets an Env and a registry of its own, so they
-never change another user's plugin. The file objects ``fs.open`` returns
+options, the filesystem gets an Env of its own, which serves its scheme
+with a filesystem of its own, so they never change another user's plugin. The file objects ``fs.open`` returns
 are in :mod:`asyncfs._fsspec_files`. See ``docs/fsspec.md``.
 """
 
@@ -41,7 +41,7 @@ from ._fsspec_files import BridgeFile, DirectFile, DirectWriter, RangeFile, Stag
 from .env import Env, default_env
 from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError, PathIsDirectoryError
 from .filesystem import FileStatistics, ModularFileSystem
-from .registry import PluginInfo, Registry, RegistryRecipe, add_load_listener, default_registry
+from .registry import PluginInfo, RegistryRecipe, add_load_listener, default_registry
 
 __all__ = ["AsyncfsFileSystem", "PREFIX", "filesystem_class", "protocol_for", "register"]
 
@@ -146,9 +146,12 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
     the ``asyncfs+<scheme>`` protocol; this base serves ``file``).
 
     ``env`` is the :class:`~asyncfs.Env` to run on (default: the
-    process-wide one, :func:`asyncfs.env.default_env`); other keyword arguments are the
-    plugin's configuration options, applied to a registry of this
-    filesystem's own. ``asynchronous=True`` is for use from a running
+    process-wide one, :func:`asyncfs.env.default_env`); other keyword
+    arguments are the plugin's configuration options, set on a filesystem of
+    this one's own (a new instance of the process-wide registry's, which
+    follows the options set there except these: ``Env(own=...)``). Options
+    and ``env`` do not go together: an Env's filesystems are configured on
+    the Env. ``asynchronous=True`` is for use from a running
     asyncio loop (``await fs._cat_file(...)``), as with every fsspec
     AsyncFileSystem.
     """
@@ -171,6 +174,11 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
     ) -> None:
         super().__init__(asynchronous=asynchronous, loop=loop, batch_size=batch_size)
         self._options = {k: _option_value(k, v) for k, v in options.items() if k not in _FSSPEC_OPTIONS}
+        if env is not None and self._options:
+            raise InvalidArgumentError(
+                f"{self.protocol}: options ({', '.join(sorted(self._options))}) and env= do not go together; "
+                f"set them on the Env's filesystem (env.filesystem(...).wrapped.set_option) or leave env= out"
+            )
         self._given_env = env
         self._env: Env | None = env
         self._env_lock = threading.Lock()
@@ -187,16 +195,20 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         return self._env
 
     def _own_env(self) -> Env:
-        registry = Registry()
-        fs = registry.get(self._asyncfs_scheme())
-        known = set(fs.configuration_keys())
+        """An Env serving this scheme with a filesystem of its own, which
+        takes the options (on the process-wide registry, so plugins loaded
+        at run time have them too)."""
+        scheme = self._asyncfs_scheme()
+        env = Env(own={scheme})
+        fs = env.filesystem(f"{scheme}://" if scheme else "/").wrapped
+        known = set(fs.configuration_keys()) if fs.offers("get_filesystem_configuration_keys") else set()
         for key, value in self._options.items():
             if key not in known:
                 raise InvalidArgumentError(
                     f"{self.protocol} has no option {key!r}; its options: {', '.join(sorted(known)) or 'none'}"
                 )
             fs.set_option(key, value)
-        return Env(registry=registry)
+        return env
 
     @classmethod
     def _asyncfs_scheme(cls) -> str:
@@ -207,7 +219,7 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         loading the plugins this process's registry had loaded (a given Env
         travels as :class:`~asyncfs.Env` does: as a recipe)."""
         options = {k: v for k, v in self.storage_options.items() if k not in ("env", "loop")}
-        recipe = default_registry().recipe() if self._given_env is None and not self._options else None
+        recipe = default_registry().recipe() if self._given_env is None else None
         return (_rebuild, (self.scheme, options, self._given_env, recipe))
 
     # ---- paths --------------------------------------------------------------------

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 fsspec = pytest.importorskip("fsspec", reason="fsspec is not installed (pip install 'asyncfs[fsspec]')")
 
 from ceph_gateway import Gateway  # noqa: E402
+from conftest import build_plugin  # noqa: E402
 
 import asyncfs  # noqa: E402
 from asyncfs.fsspec import AsyncfsFileSystem, BridgeFile, DirectFile, DirectWriter, filesystem_class, register  # noqa: E402
@@ -524,6 +525,38 @@ def test_pickles_to_a_worker_process(where: tuple[AsyncfsFileSystem, str, dict[s
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout == b"pickled"
     assert pickle.loads(pickle.dumps(fs)) is fs  # same options: fsspec's cached instance
+
+
+def test_options_reach_a_plugin_loaded_at_run_time(tmp_path: Path) -> None:
+    """A third-party plugin's options through the bridge (a GCS plugin's
+    credentials, say): each filesystem given options has a filesystem of
+    the plugin of its own, here and in a worker process it is pickled to,
+    which loads the plugin for it."""
+    library = build_plugin(
+        REPO / "tests/plugins/testfs.c", tmp_path / "libanswers.so", "CONFIGURED", 'SCHEME="answers"'
+    )
+    if "answers" not in asyncfs.default_registry().schemes():
+        asyncfs.load_plugin(library)
+    cls = filesystem_class("answers")
+    plain, seven, forty_two = cls(), cls(answer=7), cls(answer=42)
+    assert [fs.exists("/answer/7") for fs in (plain, seven, forty_two)] == [False, True, False]
+    assert [fs.exists("/answer/42") for fs in (plain, seven, forty_two)] == [False, False, True]
+    assert plain.exists("/answer/0")  # the registry's filesystem kept its own value
+    with pytest.raises(asyncfs.InvalidArgumentError, match=r"no option 'question'.*answer"):
+        cls(question=1).exists("/here")
+
+    code = "import pickle, sys\nfs = pickle.loads(sys.stdin.buffer.read())\nprint(fs.exists('/answer/42'))\n"
+    done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(forty_two), capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.strip() == b"True"
+
+
+def test_options_and_an_env_do_not_go_together() -> None:
+    """Options given with env= used to be dropped without a word."""
+    env = asyncfs.Env()
+    with pytest.raises(asyncfs.InvalidArgumentError, match=r"\(latency_us\) and env="):
+        filesystem_class("mem")(env=env, latency_us=5)
+    env.close()
 
 
 def test_bad_options_are_typed_errors(s3_gateway: Gateway) -> None:

@@ -26,7 +26,11 @@ static void* allocate(size_t size) { return calloc(1, size ? size : 1); }
 static void release(void* ptr) { free(ptr); }
 
 static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
+#ifdef CONFIGURED
+  filesystem->plugin_filesystem = allocate(sizeof(int64_t)); /* "answer" */
+#else
   filesystem->plugin_filesystem = NULL;
+#endif
 #ifdef TEMP_FILE_NAME
   /* as TensorFlow's GCS plugin does: the name is the caller's to free() */
   free(TF_GetTempFileName(""));
@@ -38,11 +42,51 @@ static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
 #endif
 }
 
-static void fs_cleanup(TF_Filesystem* filesystem) { (void)filesystem; }
+static void fs_cleanup(TF_Filesystem* filesystem) {
+  release(filesystem->plugin_filesystem);
+}
+
+/* CONFIGURED: one int option, "answer", kept per filesystem (each init has
+ * its own); "/answer/N" exists when it is N. */
+#ifdef CONFIGURED
+static void fs_configuration_keys(const TF_Filesystem* filesystem, char** keys,
+                                  int* num_keys, TF_Status* status) {
+  (void)filesystem;
+  if (keys != NULL && *num_keys >= 1) {
+    keys[0] = allocate(sizeof "answer");
+    memcpy(keys[0], "answer", sizeof "answer");
+  }
+  *num_keys = 1;
+  TF_SetStatus(status, TF_OK, "");
+}
+
+static void fs_set_option(const TF_Filesystem* filesystem,
+                          const TF_Filesystem_Option* option,
+                          TF_Status* status) {
+  if (strcmp(option->name, "answer") != 0)
+    TF_SetStatus(status, TF_NOT_FOUND, "the only option is answer");
+  else if (option->value->type_tag != TF_Filesystem_Option_Type_Int ||
+           option->value->num_values != 1)
+    TF_SetStatus(status, TF_INVALID_ARGUMENT, "answer is one int");
+  else {
+    *(int64_t*)filesystem->plugin_filesystem = option->value->values[0].int_val;
+    TF_SetStatus(status, TF_OK, "");
+  }
+}
+#endif
 
 static void fs_path_exists(const TF_Filesystem* filesystem, const char* path,
                            TF_Status* status) {
   (void)filesystem;
+#ifdef CONFIGURED
+  if (strncmp(path, "/answer/", 8) == 0) {
+    if (atoll(path + 8) == *(const int64_t*)filesystem->plugin_filesystem)
+      TF_SetStatus(status, TF_OK, "");
+    else
+      TF_SetStatus(status, TF_NOT_FOUND, "not the answer");
+    return;
+  }
+#endif
   if (strcmp(path, "/here") == 0) TF_SetStatus(status, TF_OK, "");
   else if (strcmp(path, "/denied") == 0)
     TF_SetStatus(status, TF_PERMISSION_DENIED, "the credential is refused");
@@ -188,6 +232,10 @@ ASYNCFS_PLUGIN_EXPORT void TF_InitPlugin(TF_FilesystemPluginInfo* info) {
 #endif
   fs->cleanup = fs_cleanup;
   fs->path_exists = fs_path_exists;
+#ifdef CONFIGURED
+  fs->get_filesystem_configuration_keys = fs_configuration_keys;
+  fs->set_filesystem_configuration_option = fs_set_option;
+#endif
   ops->filesystem_ops = fs;
 
 #ifndef BREAK_MISSING_FILE_CLEANUP
