@@ -38,6 +38,7 @@ from fsspec.utils import stringify_path
 from . import _landing
 from ._backends import current_loop
 from ._fsspec_files import BridgeFile, DirectFile, DirectWriter, RangeFile, StagedFile
+from ._fsspec_names import FOREIGN_NAMES, plugin_options
 from .env import Env, default_env
 from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError, PathIsDirectoryError
 from .filesystem import FileStatistics, ModularFileSystem
@@ -173,7 +174,8 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         **options: Any,
     ) -> None:
         super().__init__(asynchronous=asynchronous, loop=loop, batch_size=batch_size)
-        self._options = {k: _option_value(k, v) for k, v in options.items() if k not in _FSSPEC_OPTIONS}
+        given = {k: v for k, v in options.items() if k not in _FSSPEC_OPTIONS}
+        self._options = {k: _option_value(k, v) for k, v in plugin_options(self.scheme, given).items()}
         if env is not None and self._options:
             raise InvalidArgumentError(
                 f"{self.protocol}: options ({', '.join(sorted(self._options))}) and env= do not go together; "
@@ -204,8 +206,10 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         known = set(fs.configuration_keys()) if fs.offers("get_filesystem_configuration_keys") else set()
         for key, value in self._options.items():
             if key not in known:
+                library, names = FOREIGN_NAMES.get(self.scheme, ("", ()))
+                also = f" (and {library}'s {', '.join(names)})" if names else ""
                 raise InvalidArgumentError(
-                    f"{self.protocol} has no option {key!r}; its options: {', '.join(sorted(known)) or 'none'}"
+                    f"{self.protocol} has no option {key!r}; its options: {', '.join(sorted(known)) or 'none'}{also}"
                 )
             fs.set_option(key, value)
         return env

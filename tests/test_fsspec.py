@@ -29,6 +29,7 @@ from ceph_gateway import Gateway  # noqa: E402
 from conftest import build_plugin  # noqa: E402
 
 import asyncfs  # noqa: E402
+from asyncfs._fsspec_names import plugin_options  # noqa: E402
 from asyncfs.fsspec import AsyncfsFileSystem, BridgeFile, DirectFile, DirectWriter, filesystem_class, register  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -578,6 +579,67 @@ def test_pandas_csv_and_parquet_round_trips(where: tuple[AsyncfsFileSystem, str,
     assert pd.read_csv(f"{base}/frame.csv", storage_options=options).equals(frame)
     frame.to_parquet(f"{base}/frame.parquet", storage_options=options)
     assert pd.read_parquet(f"{base}/frame.parquet", storage_options=options).equals(frame)
+
+
+def s3fs_options(gateway: Gateway, secret: str | None = None) -> dict[str, Any]:
+    """The gateway's settings as a storage_options dict written for s3fs."""
+    return {
+        "key": gateway.access_key,
+        "secret": secret or gateway.secret_key,
+        "client_kwargs": {"endpoint_url": gateway.endpoint, "region_name": gateway.region},
+        "config_kwargs": {"s3": {"addressing_style": "path"}, "retries": {"max_attempts": 2}},
+    }
+
+
+def test_storage_options_written_for_s3fs_work_unchanged(s3_gateway: Gateway) -> None:
+    """A pandas user's s3fs storage_options, with s3:// changed to
+    asyncfs+s3:// and nothing else: the keys, endpoint, region and
+    addressing style reach the plugin (a wrong secret is refused by the
+    gateway, so the secret given is the one used)."""
+    pd = pytest.importorskip("pandas", reason="pandas is not installed")
+    native = filesystem_class("s3")(**s3_options(s3_gateway))
+    if not native.exists("asyncfs-stack"):
+        native.mkdir("asyncfs-stack")
+    url = f"asyncfs+s3://asyncfs-stack/{uuid.uuid4().hex}/frame.csv"
+    frame = pd.DataFrame({"a": range(10), "b": [f"row {i}" for i in range(10)]})
+    frame.to_csv(url, index=False, storage_options=s3fs_options(s3_gateway))
+    assert native.cat(url) == frame.to_csv(index=False).encode()
+    assert pd.read_csv(url, storage_options=s3fs_options(s3_gateway)).equals(frame)
+    with pytest.raises(PermissionError):
+        pd.read_csv(url, storage_options=s3fs_options(s3_gateway, secret="not-the-secret"))
+    native.rm(url)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"key": "AKID", "access_key_id": "OTHER"}, r"key and access_key_id both set 'access_key_id'"),
+        ({"client_kwargs": {"use_fips": True}}, r"client_kwargs\['use_fips'\]; it takes endpoint_url"),
+        ({"client_kwargs": "http://x"}, r"client_kwargs must be a dict, not str"),
+        ({"config_kwargs": {"s3": {"addressing_style": "sideways"}}}, r"'path', 'virtual' or 'auto', not 'sideways'"),
+        ({"config_kwargs": {"connect_timeout": "5"}}, r"connect_timeout'\] must be seconds"),
+        ({"requester_pays": True}, r"no option 'requester_pays'.*and s3fs's key, username"),
+    ],
+)
+def test_s3fs_options_asyncfs_cannot_honour_are_typed_errors(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(asyncfs.InvalidArgumentError, match=message):
+        filesystem_class("s3")(skip_instance_cache=True, **options).env.close()
+
+
+_S3FS_NAMES = {"key": "access_key_id", "secret": "secret_access_key", "token": "session_token", "anon": "anonymous"}
+
+
+@given(
+    st.dictionaries(st.sampled_from(sorted(_S3FS_NAMES)), st.text(max_size=8) | st.booleans(), max_size=4),
+    st.dictionaries(st.sampled_from(["endpoint_url", "region_name", "verify"]), st.text(max_size=8), max_size=3),
+)
+def test_s3fs_names_map_to_the_plugins_options(top: dict[str, Any], client: dict[str, Any]) -> None:
+    translated = plugin_options("s3", {**top, "client_kwargs": client})
+    expected = {_S3FS_NAMES[k]: v for k, v in top.items()}
+    names = {"endpoint_url": "endpoint", "region_name": "region", "verify": "ca_bundle"}
+    expected.update({names[k]: v for k, v in client.items()})
+    assert translated == expected
+    assert plugin_options("mem", {**top, "client_kwargs": client}) == {**top, "client_kwargs": client}
 
 
 def test_pyarrow_dataset_with_partitioning(where: tuple[AsyncfsFileSystem, str, dict[str, Any]]) -> None:

@@ -1,0 +1,121 @@
+"""Storage options as fsspec's own filesystems spell them, for the bridge:
+s3fs's names for the s3 plugin's options, so that ``storage_options``
+written for ``s3://`` (pandas, Dask, zarr, a team's config file) work
+unchanged with ``asyncfs+s3://``. Every other scheme's options are its
+plugin's names as they are."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .errors import InvalidArgumentError
+
+__all__ = ["FOREIGN_NAMES", "plugin_options"]
+
+Put = Callable[[str, Any, str], None]  # (plugin option, value, the name it was given as)
+
+# s3fs's keyword arguments, and the keys of its client_kwargs (boto3's
+# client arguments), by the s3 plugin option each sets
+_S3FS = {
+    "key": "access_key_id",
+    "username": "access_key_id",
+    "secret": "secret_access_key",
+    "password": "secret_access_key",
+    "token": "session_token",
+    "anon": "anonymous",
+    "endpoint_url": "endpoint",
+}
+_CLIENT = {
+    "endpoint_url": "endpoint",
+    "region_name": "region",
+    "aws_access_key_id": "access_key_id",
+    "aws_secret_access_key": "secret_access_key",
+    "aws_session_token": "session_token",
+}
+# botocore's Config arguments (s3fs's config_kwargs), seconds as the
+# plugin's milliseconds
+_SECONDS = {"connect_timeout": "connect_timeout_ms", "read_timeout": "read_timeout_ms"}
+_ADDRESSING = {"path": 1, "virtual": 0}
+
+# the names each scheme takes besides its plugin's own, and whose they
+# are, for error messages
+FOREIGN_NAMES: dict[str, tuple[str, tuple[str, ...]]] = {"s3": ("s3fs", (*_S3FS, "client_kwargs", "config_kwargs"))}
+
+
+def plugin_options(scheme: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """options with s3fs's names (scheme ``s3``) as the plugin's. A value
+    given twice, under two names, is an InvalidArgumentError."""
+    if scheme != "s3":
+        return dict(options)
+    out: dict[str, Any] = {}
+    given: dict[str, str] = {}  # by which name each was set
+
+    def put(name: str, value: Any, given_as: str) -> None:
+        if name in out and out[name] != value:
+            raise InvalidArgumentError(
+                f"asyncfs+s3: {given[name]} and {given_as} both set {name!r}, to different values"
+            )
+        out[name], given[name] = value, given_as
+
+    for key, value in options.items():
+        if key == "client_kwargs":
+            _client(_mapping(key, value), put)
+        elif key == "config_kwargs":
+            _config(_mapping(key, value), put)
+        else:
+            put(_S3FS.get(key, key), value, key)
+    return out
+
+
+def _mapping(key: str, value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidArgumentError(f"asyncfs+s3: {key} must be a dict, not {type(value).__name__}")
+    return value
+
+
+def _client(kwargs: Mapping[str, Any], put: Put) -> None:
+    for key, value in kwargs.items():
+        where = f"client_kwargs[{key!r}]"
+        if key in _CLIENT:
+            put(_CLIENT[key], value, where)
+        elif key == "verify":  # boto3's: a bool, or the CA bundle's path
+            if isinstance(value, bool):
+                put("verify_tls", value, where)
+            else:
+                put("ca_bundle", value, where)
+        else:
+            raise _unknown(where, [*_CLIENT, "verify"])
+
+
+def _config(kwargs: Mapping[str, Any], put: Put) -> None:
+    for key, value in kwargs.items():
+        where = f"config_kwargs[{key!r}]"
+        if key in _SECONDS:
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise InvalidArgumentError(f"asyncfs+s3: {where} must be seconds, not {value!r}")
+            put(_SECONDS[key], round(value * 1000), where)
+        elif key == "region_name":
+            put("region", value, where)
+        elif key == "retries":
+            for name, count in _mapping(where, value).items():
+                if name == "max_attempts":
+                    put("max_attempts", count, f"{where}[{name!r}]")
+                elif name != "mode":  # botocore's retry mode: the plugin has one
+                    raise _unknown(f"{where}[{name!r}]", ["max_attempts", "mode"])
+        elif key == "s3":
+            for name, style in _mapping(where, value).items():
+                if name != "addressing_style":
+                    raise _unknown(f"{where}[{name!r}]", ["addressing_style"])
+                if style not in (*_ADDRESSING, "auto"):
+                    raise InvalidArgumentError(
+                        f"asyncfs+s3: {where}['addressing_style'] is 'path', 'virtual' or 'auto', not {style!r}"
+                    )
+                if style != "auto":  # auto: the plugin's own choice
+                    put("path_style", _ADDRESSING[style], f"{where}['addressing_style']")
+        else:
+            raise _unknown(where, [*_SECONDS, "region_name", "retries", "s3"])
+
+
+def _unknown(where: str, known: list[str]) -> InvalidArgumentError:
+    return InvalidArgumentError(f"asyncfs+s3 does not take {where}; it takes {', '.join(known)} there")
