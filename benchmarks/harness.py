@@ -39,20 +39,25 @@ def best_async(
     repeat: int,
     setup: Callable[[], Awaitable[Any]] | None = None,
     loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
+    teardown: Callable[[], Awaitable[Any]] | None = None,
 ) -> float:
     """Best wall time of repeat awaits of make(), on one fresh event loop
     (asyncio's, or loop_factory's: uvloop's, say); setup runs on that loop
-    first, untimed."""
+    first and teardown last, untimed."""
 
     async def timed() -> float:
         if setup is not None:
             await setup()
-        times = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            await make()
-            times.append(time.perf_counter() - start)
-        return min(times)
+        try:
+            times = []
+            for _ in range(repeat):
+                start = time.perf_counter()
+                await make()
+                times.append(time.perf_counter() - start)
+            return min(times)
+        finally:
+            if teardown is not None:
+                await teardown()
 
     loop = (loop_factory or asyncio.new_event_loop)()
     try:

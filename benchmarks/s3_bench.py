@@ -109,8 +109,14 @@ class _Cpu:
 
 
 def _s3fs_run(fs: Any, make: Any, repeat: int) -> float:
-    """s3fs's async API wants its session made on the loop that uses it."""
-    return best_async(make, repeat, setup=lambda: fs.set_session(refresh=True))
+    """s3fs's async API wants its session made on the loop that uses it,
+    and closed there (else aiohttp warns of an unclosed client session)."""
+    return best_async(
+        make,
+        repeat,
+        setup=lambda: fs.set_session(refresh=True),
+        teardown=lambda: fs._s3creator.__aexit__(None, None, None),
+    )
 
 
 def _in_turns(
