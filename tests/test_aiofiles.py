@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import errno
 import importlib
+import inspect
 import io
 import os
 import sys
@@ -59,6 +60,10 @@ def test_the_public_names_match() -> None:
             name for name, value in vars(theirs).items() if getattr(value, "__module__", None) == theirs.__name__
         ]
         assert set(names) <= set(dir(mine)), (theirs.__name__, set(names) - set(dir(mine)))
+    for name in ("os", "ospath"):  # every function they offer, those imported from elsewhere (wrap) too
+        theirs = importlib.import_module(f"aiofiles.{name}")
+        functions = {n for n, value in vars(theirs).items() if not n.startswith("_") and inspect.isfunction(value)}
+        assert functions <= set(dir(importlib.import_module(f"asyncfs.aiofiles.{name}"))), name
     for cls_name in ["AsyncBufferedIOBase", "AsyncBufferedReader", "AsyncFileIO"]:
         theirs_cls, mine_cls = getattr(pairs[5][0], cls_name), getattr(binary, cls_name)
         public = {name for name in dir(theirs_cls) if not name.startswith("_")}

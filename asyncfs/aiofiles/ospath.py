@@ -9,7 +9,7 @@ from os import path
 
 from . import _plugins as plugins
 from . import _stats as stats
-from .base import query
+from .base import query, wrap
 
 __all__ = [
     "abspath",
@@ -24,6 +24,7 @@ __all__ = [
     "ismount",
     "samefile",
     "sameopenfile",
+    "wrap",
 ]
 
 abspath = query(path.abspath)
