@@ -135,7 +135,6 @@ class Env:
         self.copy_chunk = copy_chunk
         self.close_timeout = close_timeout
         self.create_parents = create_parents
-        self._own = frozenset(self._options["own"])
         self._filesystems: dict[str, AsyncModularFileSystem] = {}
         # options a pickle of an Env carried for its own filesystems,
         # set when each starts here
@@ -245,7 +244,7 @@ class Env:
 
     def _owns(self, scheme: str, fs: ModularFileSystem) -> bool:
         """Whether this Env serves scheme with a filesystem of its own."""
-        return fs.metadata.network or scheme in self._own
+        return fs.metadata.network or scheme in self._options["own"]
 
     def _on_pools(self, fs: ModularFileSystem) -> AsyncModularFileSystem:
         """fs run on this Env's pool for its kind: network or local."""
