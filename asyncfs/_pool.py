@@ -268,7 +268,7 @@ class _Batch:
     by the GIL, stay on one thread, where they run fastest. Each worker
     hands back its share with one wake-up."""
 
-    __slots__ = ("deliver", "eager", "gil_bound", "helpers", "items", "limit", "lock", "next", "running")
+    __slots__ = ("computed", "deliver", "eager", "gil_bound", "helpers", "items", "limit", "lock", "next", "running")
 
     def __init__(self, items: list[_Work], deliver: Callable[[list[_Work]], None]) -> None:
         self.items = items
@@ -277,6 +277,7 @@ class _Batch:
         self.next = 0
         self.helpers = 0
         self.gil_bound = False  # its slow calls waited for the GIL, not in C: helpers would only contend
+        self.computed = 0  # its slow calls that kept their thread on a core (see WorkerPool._on_slow)
         self.limit = 1 << 30  # threads it may run on
         self.running = 0  # threads draining it
         self.lock = threading.Lock()
@@ -336,6 +337,11 @@ SLOW_OPERATION = 250e-6
 # a disk), see WorkerPool._computed.
 COMPUTING = 0.5
 SHARE_FLOOR = 0.25
+# How many slow calls of a batch must have computed before it is limited to
+# the cores: one can mislead (a call that faulted its data's pages in took
+# three times the CPU of the others, and a batch of calls that mostly
+# waited went on 2 threads of 32, in about half the runs of its test).
+COMPUTED_CALLS = 2
 # A thread that lets go of the GIL gets it back within this when no other
 # thread is running Python.
 GIL_PROBE = 50e-6
@@ -814,21 +820,27 @@ class WorkerPool:
         """An operation of batch was slow (this thread has drained batch
         since began on the clock, and since cpu_began on its CPU clock). If
         the thread computed meanwhile (C copying from the page cache), the
-        batch gets as many threads as there are cores, except on the network
-        pool: more would only take turns on them (on 2 cores, 4 threads
+        batch gets as many threads as there are cores, and once a second
+        slow call computed too, no more (see COMPUTED_CALLS), except on the
+        network pool: more would only take turns on them (on 2 cores, 4 threads
         reading small files made three times the context switches and read
         a fifth slower). If it waited, for the GIL (short calls on a busy
         loop) it stays where it is; for anything else (a store's latency, a
         disk) it gets all the workers."""
         if not self.network and self._computed(batch, time.thread_time() - cpu_began, end - began):
-            batch.limit = self.cores
+            batch.computed += 1
+            if batch.computed >= COMPUTED_CALLS:
+                batch.limit = self.cores
+            threads = self.cores
         elif batch.gil_bound:
             return
         elif end < self._gil_bound_until or _gil_contended(clock):
             batch.gil_bound = True
             self._gil_bound_until = clock() + GIL_VERDICT  # the batches that follow need no probe
             return
-        for _ in range(batch.helpers_wanted(self.workers)):
+        else:
+            threads = self.workers
+        for _ in range(batch.helpers_wanted(threads)):
             self._queue.put(batch)
 
     @staticmethod

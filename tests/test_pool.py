@@ -807,9 +807,11 @@ async def test_slow_calls_that_compute_run_on_as_many_threads_as_there_are_cores
     """Slow calls that keep a core busy in C (hashing here; reading small
     files from the page cache in use) end up on at most as many threads as
     there are cores, since more would only take turns on them; the other
-    threads leave after their first call. Slow calls that wait (a sleep
-    here; a store's latency in use) keep every worker, as do the calls of
-    the network stores' pool, whatever they do."""
+    threads leave once two calls computed (one can mislead: see
+    test_calls_that_wait_and_compute_a_little_keep_many_workers), after
+    their first or second call. Slow calls that wait (a sleep here; a
+    store's latency in use) keep every worker, as do the calls of the
+    network stores' pool, whatever they do."""
     cores = _pool.available_cores()
     pool = _pool.WorkerPool(cores + 3, network=kind.endswith("pool"))
     data = bytes(4 << 20)
@@ -829,11 +831,10 @@ async def test_slow_calls_that_compute_run_on_as_many_threads_as_there_are_cores
             )
     finally:
         pool.shutdown()
-    went_on = [thread for thread, calls in Counter(threads).items() if calls > 1]
     if kind == "computing":
-        assert len(went_on) <= cores, Counter(threads)
+        assert len([thread for thread, calls in Counter(threads).items() if calls > 2]) <= cores, Counter(threads)
     else:
-        assert len(went_on) > cores, Counter(threads)
+        assert len([thread for thread, calls in Counter(threads).items() if calls > 1]) > cores, Counter(threads)
 
 
 async def test_a_call_stuck_in_a_batch_limited_to_the_cores_stalls_nothing_else() -> None:
@@ -876,7 +877,10 @@ async def test_calls_that_wait_and_compute_a_little_keep_many_workers() -> None:
     """With many more workers than cores, calls that mostly wait (5 ms in
     a sleep, as a store's latency) and compute a little after (hashing, as
     marshalling a listing) are not taken for computing calls: they keep
-    their threads, where two would make them many times slower."""
+    their threads, where two would make them many times slower. The first
+    hash of the data, which faults its pages in, costs about three times
+    the others: one such call alone does not limit the batch (it did, in
+    about half the runs)."""
     cores = _pool.available_cores()
     workers = 8 * cores + 16
     pool = _pool.WorkerPool(workers)
