@@ -11,7 +11,7 @@ import platform
 import sys
 from pathlib import Path
 
-from . import __version__, _libs
+from . import __version__, _libs, _lines
 from ._loader import binding, core_abi_version
 from .registry import Registry
 
@@ -20,6 +20,7 @@ __all__ = ["report"]
 # The environment variables asyncfs or its built-in plugins read.
 _SETTINGS = (
     "ASYNCFS_LIB_DIR",
+    "ASYNCFS_NO_SPEEDUPS",
     "ASYNCFS_LOCK_DIR",
     "AWS_ENDPOINT_URL",
     "AWS_ENDPOINT_URL_S3",
@@ -37,6 +38,15 @@ HOW_TO_GET = {
 }
 
 
+def _speedups() -> str:
+    speedups = _lines.SPEEDUPS
+    if speedups is not None:
+        return f"in C: {speedups.__file__}"
+    if os.environ.get(_lines.NO_SPEEDUPS_ENV):
+        return f"in Python: {_lines.NO_SPEEDUPS_ENV} is set"
+    return "in Python: asyncfs._speedups was not built (no CPython headers when asyncfs was installed: docs/install.md)"
+
+
 def report(registry: Registry) -> str:
     """The text ``asyncfs doctor`` prints."""
     lib_dir = _libs.lib_dir()
@@ -46,6 +56,7 @@ def report(registry: Registry) -> str:
         f"core ABI {core_abi_version()}; status runtime {_libs.library_path('runtime')}",
         f"native libraries from {lib_dir}",
         f"plugins bound {binding()}",
+        f"lines split and handed over {_speedups()}",
     ]
     bundled = lib_dir.parent.parent / "asyncfs.libs"  # where auditwheel puts a wheel's bundled libraries
     if bundled.is_dir():
