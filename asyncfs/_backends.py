@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn, Protocol
 
-__all__ = ["Backend", "Waiter", "backend_for", "current_loop", "native_iteration"]
+__all__ = ["Backend", "Waiter", "backend_for", "current_loop"]
 
 
 class Waiter:
@@ -187,18 +187,6 @@ class TrioBackend:
         finally:
             if shielded:  # a cancellation that came meanwhile is raised now, as on asyncio
                 await lowlevel.checkpoint_if_cancelled()
-
-
-def native_iteration() -> bool:
-    """Whether ``async for`` should get a native async generator: on
-    asyncio (and uvloop), where it is about twice as fast per item. On trio,
-    whose rules warn about an unfinished async generator left behind by a
-    ``break``, iterators are objects with their own ``__anext__``."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # not asyncio: trio
-        return False
-    return True
 
 
 def current_loop() -> object:

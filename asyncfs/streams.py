@@ -17,18 +17,17 @@ from __future__ import annotations
 import codecs
 import contextlib
 import io
-import re
 import sys
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping
 from itertools import islice
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from . import compression as _compression
-from ._backends import native_iteration
 from ._landing import Landing
+from ._lines import Handover, split_keep
 from ._marshal import refuse_text
 from .errors import InvalidArgumentError
 from .files import AheadRead, RandomAccessFile
@@ -68,23 +67,7 @@ SPLIT = 128 * 1024
 HEAD = 64 << 10
 
 
-# str.splitlines also breaks at these; a stream's lines end at "\n" only
-_OTHER_BREAKS = re.compile("[\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
-_ASCII_BREAKS = ("\v", "\f", "\x1c", "\x1d", "\x1e")
 T = TypeVar("T", str, bytes)
-
-
-def _only_newlines(text: str) -> bool:
-    """Whether "\n" is the only line break str.splitlines would see."""
-    if text.isascii():
-        return not any(mark in text for mark in _ASCII_BREAKS)
-    return _OTHER_BREAKS.search(text) is None
-
-
-def _split_keep(chunk: T, newline: T) -> list[T]:
-    """chunk (ending in newline) split after each newline."""
-    parts = chunk.split(newline)[:-1]
-    return [part + newline for part in parts]
 
 
 class _Stream(ABC):
@@ -163,10 +146,6 @@ class _BufferedReader(_Stream, Generic[T]):
         self._append(data)
         return True
 
-    @abstractmethod
-    def _splittable(self, chunk: T) -> bool:
-        """Whether chunk.splitlines() breaks only at newlines."""
-
     def _split_end(self, buf: T, pos: int) -> int:
         """Where the next lines to split at once end in buf: at its last
         newline within SPLIT of pos; -1 when there is none (no whole line
@@ -175,13 +154,11 @@ class _BufferedReader(_Stream, Generic[T]):
 
     def _split(self, chunk: T, keepends: bool = True) -> list[T]:
         """The lines of chunk, which ends with a newline, each keeping it
-        (or without it): split in C, by splitlines() when it breaks only at
-        newlines."""
-        if not keepends:
-            lines = chunk.split(self._newline)
-            lines.pop()  # the empty rest after the last newline
-            return lines
-        return chunk.splitlines(keepends=True) if self._splittable(chunk) else _split_keep(chunk, self._newline)
+        (or without it): split in C (:func:`._lines.split_keep`, or
+        ``str.split``)."""
+        lines = split_keep(chunk, self._newline) if keepends else chunk.split(self._newline)
+        lines.pop()  # the empty rest after the last newline
+        return lines
 
     def _holds_no_line_end(self) -> bool:
         """Whether the buffer holds at most the start of a line."""
@@ -203,14 +180,8 @@ class _BufferedReader(_Stream, Generic[T]):
             self._append(data)
             return [], -1
         newline = self._newline
-        if keepends and self._splittable(data):
-            lines = data.splitlines(keepends=True)
-            tail = self._empty if lines[-1].endswith(newline) else lines.pop()
-        else:
-            lines = data.split(newline)
-            tail = lines.pop()  # after the last newline (empty when the chunk ends with one)
-            if keepends:
-                lines = [line + newline for line in lines]
+        lines = split_keep(data, newline) if keepends else data.split(newline)
+        tail = lines.pop()  # after the last newline (empty when the chunk ends with one)
         if not lines:
             self._append(data)
             return lines, -1
@@ -299,14 +270,20 @@ class _BufferedReader(_Stream, Generic[T]):
             lines += part
         return lines
 
-    def __aiter__(self) -> AsyncIterator[T]:
-        return self._lines() if native_iteration() else self
+    def __aiter__(self) -> Handover[T]:
+        """``async for line in f``: each line with its newline, from a
+        :class:`._lines.Handover` of the lines split ahead (see
+        :meth:`_next_line`)."""
+        return Handover(self._next_line)
 
-    async def _lines(self) -> AsyncIterator[T]:
-        """Whole buffered lines at a time, split in C (asyncio only) and
-        ahead (_split_ahead): any other read takes back those not handed
-        over yet, so a break then a read() loses nothing, and this loop,
-        finding them gone, splits again from where that read left off."""
+    async def _next_line(self, handover: Handover[T]) -> T:
+        """The next line, once handover has handed over the lines split
+        before: the buffer's whole lines up to SPLIT are split at once (in
+        C) and ahead (_split_ahead), and become handover.ahead, which hands
+        them over with no coroutine step. Any other read takes back those
+        not handed over yet, so a break then a read() loses nothing, and a
+        loop that finds them gone splits again from where that read left
+        off. StopAsyncIteration at the end."""
         while True:
             self._take_back()
             buf, pos = self._buf, self._pos
@@ -318,16 +295,15 @@ class _BufferedReader(_Stream, Generic[T]):
                 if split is None:  # the end: what is left is the last line, without a newline
                     rest = self._take_buffer()
                     if rest:
-                        yield rest
-                    return
+                        return rest
+                    raise StopAsyncIteration
                 lines, end = split
                 if not lines:  # a chunk inside one line
                     continue
             else:  # a line longer than SPLIT
-                yield await self.readline()
-                continue
-            for line in self._split_ahead(lines, end):
-                yield line
+                return await self.readline()
+            handover.ahead = ahead = self._split_ahead(lines, end)
+            return next(ahead)
 
     def iter_lines(self, batch: int = 65536, *, keepends: bool = True) -> LineBatches[T]:
         """``async for lines in f.iter_lines()``: lists of up to batch lines
@@ -341,19 +317,6 @@ class _BufferedReader(_Stream, Generic[T]):
         if batch < 1:
             raise ValueError(f"batch must be at least 1, not {batch}")
         return LineBatches(self, batch, keepends)
-
-    async def __anext__(self) -> T:
-        self._take_back()
-        # the common case, a whole line in the buffer, without a nested call
-        end = self._buf.find(self._newline, self._pos)
-        if end >= 0 and not self.closed:
-            line = self._buf[self._pos : end + 1]
-            self._pos = end + 1
-            return line
-        line = await self.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line
 
 
 class LineBatches(Generic[T]):
@@ -569,9 +532,6 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         data = await self.read(len(view))
         view[: len(data)] = data
         return len(data)
-
-    def _splittable(self, chunk: bytes) -> bool:
-        return b"\r" not in chunk  # bytes.splitlines breaks at "\r" too
 
     # ---- position ----------------------------------------------------------------------
 
@@ -838,9 +798,6 @@ class AsyncTextReader(_BufferedReader[str]):
             text = self._decoder.decode(raw, final=not raw)
             if text or not raw:
                 return text or None
-
-    def _splittable(self, chunk: str) -> bool:
-        return _only_newlines(chunk)
 
     async def close(self) -> None:
         await self.binary.close()

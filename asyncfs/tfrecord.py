@@ -17,15 +17,14 @@ C, checksums included (CRC-32C in hardware where the CPU has it).
 from __future__ import annotations
 
 import struct
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 import google_crc32c
 
 from . import _ffi
-from ._backends import native_iteration
+from ._lines import Handover
 from .errors import DataLossError
 from .streams import AsyncBinaryReader, AsyncBinaryWriter, Opener
 
@@ -115,48 +114,44 @@ class TFRecordReader:
         self._at = 0
         self._base = stream.tell()
         self._damaged_length: int | None = None  # a header there failed its checksum: resync after it
-        self._ready: deque[bytes] = deque()
+        self._ready: Iterator[bytes] = iter(())  # records parsed and not taken yet
         # what each call into C fills: record spans, and why parsing stopped
         self._spans = _ffi.ffi.new("int64_t[]", 2 * _PER_CALL)
         self._stop = _ffi.ffi.new("int64_t[3]")
 
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return _each(self._itself) if native_iteration() else self
+    def __aiter__(self) -> Handover[bytes]:
+        """``async for record in reader``: the records, each handed over
+        from the batch parsed with it (see :class:`._lines.Handover`); the
+        stream closes at the end (or at an error). After a ``break``, what
+        was parsed and not taken stays in the reader."""
+        return Handover(self._next_record)
 
-    async def _itself(self) -> TFRecordReader:
-        return self
-
-    async def __anext__(self) -> bytes:
-        """The next record; the stream closes at the end (or at an error)."""
-        if not self._ready and not await self._refill():
-            raise StopAsyncIteration
-        return self._ready.popleft()
-
-    async def _refill(self) -> bool:
-        """Parse the next records into _ready (empty); False at the end.
-        What iteration does: the stream closes at the end, or at an error."""
+    async def _next_record(self, handover: Handover[bytes]) -> bytes:
+        """The next record, once handover has handed over those parsed
+        before: the next batch is parsed and becomes handover.ahead."""
         try:
-            self._ready.extend(await self.read_batch())
+            batch = await self.read_batch()
         except BaseException:
             await self.stream.close()
             raise
-        if not self._ready:
+        if not batch:
             await self.stream.close()
-            return False
-        return True
+            raise StopAsyncIteration
+        handover.ahead = self._ready = iter(batch)
+        return next(self._ready)
 
     async def read(self) -> bytes | None:
         """The next record, or None at the end of the stream."""
-        if not self._ready:
-            self._ready.extend(await self.read_batch())
-        return self._ready.popleft() if self._ready else None
+        for record in self._ready:
+            return record
+        self._ready = iter(await self.read_batch())
+        return next(self._ready, None)
 
     async def read_batch(self) -> list[bytes]:
         """The next records: every whole one in the bytes read so far (the
         stream is read further for at least one), [] at the end."""
-        if self._ready:
-            batch = list(self._ready)
-            self._ready.clear()
+        batch = list(self._ready)
+        if batch:
             return batch
         while True:
             if self._damaged_length is not None:
@@ -280,7 +275,7 @@ def reader(
     compression: str | None = "infer",
     skip_corrupt: bool = False,
     verify: bool = True,
-) -> AsyncIterator[bytes]:
+) -> AsyncIterable[bytes]:
     """The records of uri, in order (opener: an Env, or a Transaction)."""
     return _Records(opener, uri, _compression(compression), skip_corrupt, verify)
 
@@ -293,30 +288,14 @@ class _Records:
         self._opening = (opener, uri, compression, skip_corrupt, verify)
         self._reader: TFRecordReader | None = None
 
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return _each(self._open) if native_iteration() else self
+    def __aiter__(self) -> Handover[bytes]:
+        return Handover(self._next_record)
 
-    async def _open(self) -> TFRecordReader:
+    async def _next_record(self, handover: Handover[bytes]) -> bytes:
+        """The first record, once the file is open; then each batch's (see
+        :meth:`TFRecordReader._next_record`)."""
         if self._reader is None:
             opener, uri, compression, skip_corrupt, verify = self._opening
             stream = await opener.open(uri, "rb", compression=compression)
             self._reader = TFRecordReader(stream, skip_corrupt=skip_corrupt, verify=verify)
-        return self._reader
-
-    async def __anext__(self) -> bytes:
-        reader = self._reader or await self._open()
-        if reader._ready:
-            return reader._ready.popleft()
-        return await reader.__anext__()
-
-
-async def _each(get_reader: Callable[[], Awaitable[TFRecordReader]]) -> AsyncIterator[bytes]:
-    """The records of a reader from a native async generator (asyncio: see
-    :func:`~asyncfs._backends.native_iteration`), as its ``__anext__``
-    gives them: the stream closes at the end or at an error; after a
-    ``break``, what was parsed and not taken stays in the reader."""
-    reader = await get_reader()
-    ready = reader._ready
-    while ready or await reader._refill():
-        while ready:
-            yield ready.popleft()
+        return await self._reader._next_record(handover)
