@@ -192,9 +192,21 @@ class DeadlineExceededError(StatusError, TimeoutError):
     errno_value = _errno.ETIMEDOUT
 
 
+# "s3:/bucket/key": a URI with one slash too few, which is a local path
+_ONE_SLASH_SHORT = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):/(?!/)")
+
+
 class NotFoundError(StatusError, FileNotFoundError):
     code = Code.NOT_FOUND
     errno_value = _errno.ENOENT
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        path = self.path or ""
+        typo = _ONE_SLASH_SHORT.match(path)
+        if typo is not None:
+            text += f" (a local path; the URI would be {typo[1]}://{path[typo.end() :]})"
+        return text
 
 
 class AlreadyExistsError(StatusError, FileExistsError):

@@ -164,6 +164,25 @@ async def test_an_unregistered_rfc3986_scheme_is_unknown_not_local(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(("typed", "meant"), [("s3:/bucket/key", "s3://bucket/key"), ("mem:/a/b", "mem://a/b")])
+async def test_a_uri_one_slash_short_is_a_local_path_and_says_so(
+    env: asyncfs.Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, typed: str, meant: str
+) -> None:
+    """A URI one slash short ("s3:/bucket/key") is a relative local path
+    (in a folder "s3:"), as open() takes it; when it is missing, the error
+    says which URI the caller probably meant."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(asyncfs.NotFoundError) as caught:
+        await env.read_file(typed)
+    assert str(caught.value).endswith(f"(a local path; the URI would be {meant})")
+    assert caught.value.filename == typed
+    await env.write_file(typed, b"here")  # a local path all the same
+    assert (tmp_path / typed).read_bytes() == b"here"
+    with pytest.raises(asyncfs.NotFoundError) as caught:
+        await env.read_file("/no/such/file")
+    assert "the URI would be" not in str(caught.value)
+
+
 # ---- 3. filesystem roots are not transaction roots ------------------------------------
 
 
