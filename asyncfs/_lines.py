@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ._libs import lib_dir
 
-__all__ = ["SPEEDUPS", "Handover", "split_keep"]
+__all__ = ["SPEEDUPS", "WHY_NOT", "Handover", "split_keep"]
 
 T = TypeVar("T", str, bytes)
 
@@ -36,29 +36,34 @@ NAME = "asyncfs._speedups"
 NO_SPEEDUPS_ENV = "ASYNCFS_NO_SPEEDUPS"  # set (to anything but ""): the Python versions, for comparison
 
 
-def _load() -> ModuleType | None:
-    """The extension module, or None when it was not built (or is turned
-    off by NO_SPEEDUPS_ENV)."""
+def _load() -> tuple[ModuleType | None, str]:
+    """The extension module, or None and why not: not built, turned off by
+    NO_SPEEDUPS_ENV, or a file that would not load (built for another
+    interpreter or machine): the Python versions serve then."""
     if os.environ.get(NO_SPEEDUPS_ENV):
-        return None
+        return None, f"{NO_SPEEDUPS_ENV} is set"
     if NAME in sys.modules:
-        return sys.modules[NAME]
+        return sys.modules[NAME], ""
     folder = lib_dir()
     for suffix in EXTENSION_SUFFIXES:
         path = folder / f"_speedups{suffix}"
-        if path.is_file():
-            spec = importlib.util.spec_from_file_location(NAME, path)
-            if spec is None or spec.loader is None:  # pragma: no cover (a file with an extension's suffix)
-                return None
-            module = importlib.util.module_from_spec(spec)
+        if not path.is_file():
+            continue
+        spec = importlib.util.spec_from_file_location(NAME, path)
+        if spec is None or spec.loader is None:  # pragma: no cover (a file with an extension's suffix)
+            continue
+        try:
+            module = importlib.util.module_from_spec(spec)  # an extension module is loaded here
             spec.loader.exec_module(module)
-            sys.modules[NAME] = module
-            return module
-    return None
+        except ImportError as error:
+            return None, f"{path} does not load: {error}"
+        sys.modules[NAME] = module
+        return module, ""
+    return None, "asyncfs._speedups was not built (no CPython headers when asyncfs was installed: docs/install.md)"
 
 
-SPEEDUPS = _load()
-"""``asyncfs._speedups``, or None: what ``asyncfs doctor`` reports."""
+SPEEDUPS, WHY_NOT = _load()
+"""``asyncfs._speedups``, or None and the reason (``asyncfs doctor`` says both)."""
 
 
 def _split_keep(chunk: T, newline: T) -> list[T]:

@@ -39,12 +39,9 @@ HOW_TO_GET = {
 
 
 def _speedups() -> str:
-    speedups = _lines.SPEEDUPS
-    if speedups is not None:
-        return f"in C: {speedups.__file__}"
-    if os.environ.get(_lines.NO_SPEEDUPS_ENV):
-        return f"in Python: {_lines.NO_SPEEDUPS_ENV} is set"
-    return "in Python: asyncfs._speedups was not built (no CPython headers when asyncfs was installed: docs/install.md)"
+    if _lines.SPEEDUPS is not None:
+        return f"in C: {_lines.SPEEDUPS.__file__}"
+    return f"in Python: {_lines.WHY_NOT}"
 
 
 def report(registry: Registry) -> str:

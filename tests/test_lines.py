@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
 import subprocess
 import sys
 import weakref
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -17,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asyncfs import _lines
+from asyncfs import _libs, _lines
 
 pytestmark = pytest.mark.anyio
 
@@ -34,12 +36,7 @@ def anyio_backend(request: pytest.FixtureRequest) -> Any:
 
 def _speedups() -> Any:
     if _lines.SPEEDUPS is None:
-        why = (
-            f"{_lines.NO_SPEEDUPS_ENV} is set"
-            if os.environ.get(_lines.NO_SPEEDUPS_ENV)
-            else "asyncfs._speedups was not built (no CPython headers when asyncfs was installed)"
-        )
-        pytest.skip(why)
+        pytest.skip(_lines.WHY_NOT)
     return _lines.SPEEDUPS
 
 
@@ -254,3 +251,20 @@ def test_a_line_loop_runs_where_the_extension_was_built() -> None:
     env = {k: v for k, v in os.environ.items() if k != _lines.NO_SPEEDUPS_ENV}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert done.stdout.strip() == "asyncfs._speedups ['a\\n', 'b\\n', 'c\\n']"
+
+
+def test_a_module_that_will_not_load_leaves_lines_to_python(tmp_path: Path) -> None:
+    """A _speedups built for another interpreter or machine (here: not a
+    library at all) is named with the reason, and lines are split in Python."""
+    libs = tmp_path / "lib"
+    shutil.copytree(_libs.lib_dir(), libs)
+    for old in libs.glob("_speedups*"):
+        old.unlink()
+    (libs / "_speedups.abi3.so").write_bytes(b"not a library")
+    code = "import asyncfs._lines as l\nprint(l.SPEEDUPS is None, l.Handover.__module__)\nprint(l.WHY_NOT)\n"
+    env = {**os.environ, _libs.LIB_DIR_ENV: str(libs)}
+    env.pop(_lines.NO_SPEEDUPS_ENV, None)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    first, why = done.stdout.splitlines()
+    assert first == "True asyncfs._lines"
+    assert why.startswith(f"{libs / '_speedups.abi3.so'} does not load: ")
