@@ -31,6 +31,7 @@ from ._libs import lib_dir
 __all__ = ["SPEEDUPS", "WHY_NOT", "Handover", "split_keep"]
 
 T = TypeVar("T", str, bytes)
+Item = TypeVar("Item")
 
 NAME = "asyncfs._speedups"
 NO_SPEEDUPS_ENV = "ASYNCFS_NO_SPEEDUPS"  # set (to anything but ""): the Python versions, for comparison
@@ -99,22 +100,22 @@ def _breaks_at_newlines_only(chunk: str | bytes) -> bool:
     return _OTHER_BREAKS.search(chunk) is None
 
 
-class _Handover(Generic[T]):
+class _Handover(Generic[Item]):
     """Handover(more): an async iterator of the items of ``ahead`` (an
     iterator the caller sets), then of ``more(self)``, an awaitable of the
     next item that sets ``ahead`` to the ones after it, or raises
     StopAsyncIteration at the end."""
 
-    def __init__(self, more: Callable[[Any], Awaitable[T]]) -> None:
+    def __init__(self, more: Callable[[Any], Awaitable[Item]]) -> None:
         if not callable(more):
             raise TypeError("Handover(more): more must be callable")
-        self._more: Callable[[Any], Awaitable[T]] = more
-        self.ahead: Iterator[T] | None = None
+        self._more: Callable[[Any], Awaitable[Item]] = more
+        self.ahead: Iterator[Item] | None = None
 
-    def __aiter__(self) -> _Handover[T]:
+    def __aiter__(self) -> _Handover[Item]:
         return self
 
-    def __anext__(self) -> Awaitable[T]:
+    def __anext__(self) -> Awaitable[Item]:
         ahead = self.ahead
         if ahead is not None:
             for item in ahead:
@@ -122,7 +123,7 @@ class _Handover(Generic[T]):
         return self._more(self)
 
 
-async def _ready(item: T) -> T:
+async def _ready(item: Item) -> Item:
     return item
 
 

@@ -40,10 +40,11 @@ import time
 import weakref
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
+from ._lines import Handover
 from ._scratch import scratch
 from .errors import InvalidArgumentError, StatusError, UnknownSchemeError
 from .filesystem import ModularFileSystem
@@ -270,11 +271,11 @@ class _Items(ABC):
 
     _built = False  # set last in __init__: one that refused its arguments has nothing to close
 
-    def __aiter__(self) -> Self:
+    def __aiter__(self) -> AsyncIterator[tuple[str, bytes | Exception]]:
         return self
 
     @abstractmethod
-    async def __anext__(self) -> tuple[str, bytes | Exception]: ...
+    def __anext__(self) -> Awaitable[tuple[str, bytes | Exception]]: ...
 
     @abstractmethod
     def close(self) -> None:
@@ -355,36 +356,25 @@ class Prefetch(_Items):
             heapq.heappush(self._retrying, index)
         self._refused.clear()
 
-    async def __anext__(self) -> tuple[str, bytes | Exception]:
-        if self._held:
-            self.budget.release(self._held)
-            self._held = 0
-            if self._refused:
-                self._retry()  # room was freed
-        ordered = self._ordered
-        if ordered:
-            # only now may the next file pass the budget: the one handed over
-            # is released, so at most one file is ever held beyond the limit
-            self.budget.head = self._next_due
+    def __aiter__(self) -> Handover[tuple[str, bytes | Exception]]:
+        """``async for path, data in ...``: the files ready are handed over
+        from :meth:`_handing_over` by a :class:`._lines.Handover`, with no
+        coroutine step each; :meth:`_next` waits for the next ones."""
+        return Handover(self._next)
+
+    def __anext__(self) -> Awaitable[tuple[str, bytes | Exception]]:
+        return self._next(None)
+
+    async def _next(self, handover: Handover[tuple[str, bytes | Exception]] | None) -> tuple[str, bytes | Exception]:
+        """The next file, once those handed over before are gone: starts
+        reads and waits for them until one is ready; the files ready after
+        it become handover.ahead."""
         while True:
-            if ordered:
-                index = self._next_due
-                item = self._due.pop(index, None)
-                if item is not None:
-                    self._next_due = index + 1
-            else:
-                index, item = self._done.popleft() if self._done else (-1, None)
-            if item is not None:
-                self._delivered += 1
-                path = self._paths[index]
-                if type(item) is bytes:
-                    self._held = len(item)
-                    return path, item
-                assert isinstance(item, BaseException)
-                if self._errors == "raise" or not isinstance(item, Exception):
-                    self.close()
-                    raise item
-                return path, item
+            ready = self._handing_over()
+            for item in ready:
+                if handover is not None:
+                    handover.ahead = ready
+                return item
             if self._delivered == len(self._paths):
                 self.close()
                 raise StopAsyncIteration
@@ -414,6 +404,42 @@ class Prefetch(_Items):
             else:
                 items = [error] * len(indices)
             self._arrive(indices, items)
+
+    def _handing_over(self) -> Iterator[tuple[str, bytes | Exception]]:
+        """The files ready now, as they are due (in order, or as they came):
+        asking for each frees the one handed over before it, whose consumer
+        is back for more. A failed file raises (errors="raise": the prefetch
+        closes) or is handed over as (path, exception)."""
+        ordered = self._ordered
+        while True:
+            if self._held:
+                self.budget.release(self._held)
+                self._held = 0
+                if self._refused:
+                    self._retry()  # room was freed
+            if ordered:
+                # only now may the next file pass the budget: the one handed over
+                # is released, so at most one file is ever held beyond the limit
+                index = self.budget.head = self._next_due
+                item = self._due.pop(index, None)
+                if item is None:
+                    return
+                self._next_due = index + 1
+            elif self._done:
+                index, item = self._done.popleft()
+            else:
+                return
+            self._delivered += 1
+            path = self._paths[index]
+            if type(item) is bytes:
+                self._held = len(item)
+                yield path, item
+                continue
+            assert isinstance(item, BaseException)
+            if self._errors == "raise" or not isinstance(item, Exception):
+                self.close()
+                raise item
+            yield path, item
 
     def _arrive(self, indices: Sequence[int], items: Sequence[object]) -> None:
         """Files read (bytes) or failed (an exception): ready to hand over;
