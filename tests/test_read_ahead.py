@@ -40,6 +40,30 @@ def test_a_read_made_ahead_reads_what_read_reads(sync_fs: asyncfs.ModularFileSys
         f.read_ahead(0, 1)
 
 
+def test_a_read_made_ahead_lends_its_bytes_for_one_call(sync_fs: asyncfs.ModularFileSystem, root: str) -> None:
+    """lend hands the runtime's buffer to one call, as a view released when
+    it returns (a view kept past it is unusable, never freed memory), once;
+    an error it raises comes out, and the read is freed all the same."""
+    data = bytes(range(256)) * 40
+    with sync_fs.new_writable_file(f"{root}/file") as w:
+        w.append(data)
+    kept: list[memoryview] = []
+    with sync_fs.new_random_access_file(f"{root}/file") as f:
+        ahead = f.read_ahead(100, 5000)
+        assert ahead is not None
+        assert ahead.lend(lambda view: (kept.append(view), bytes(view[:3]), len(view))[1:]) == (data[100:103], 5000)
+        with pytest.raises(ValueError, match="released"):
+            kept[0].tobytes()
+        with pytest.raises(ValueError, match="taken already"):
+            ahead.lend(bytes)
+        failing = f.read_ahead(0, 10)
+        assert failing is not None
+        with pytest.raises(ZeroDivisionError):
+            failing.lend(lambda view: len(view) / 0)
+        end = f.read_ahead(len(data) - 2, 10)
+        assert end is not None and end.lend(bytes) == data[-2:]
+
+
 @dataclass
 class Gated:
     """The test plugin built with GATED: reads at offset 0 wait while the

@@ -119,6 +119,40 @@ async def test_lines_across_block_edges(env: asyncfs.Env, base: str, block_size:
         assert await f.readline(limit=4) == b"bb\n"
 
 
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
+@pytest.mark.parametrize("block_size", [5, 4096])
+async def test_text_decoded_from_blocks_lent_by_the_runtime(
+    env: asyncfs.Env, tmp_path: Path, encoding: str, block_size: int
+) -> None:
+    """A local text stream decodes each block read ahead straight from the
+    runtime's buffer (AsyncBinaryReader.read1_lent): characters and "\r\n"
+    split across the blocks' edges decode as io decodes them, and nothing is
+    lost between blocks lent and blocks read (the first, read ahead from the
+    open, and the end)."""
+    path = tmp_path / "text"
+    text = "".join(f"ligne {i} é€😀\r\nsuite\r" for i in range(3000))
+    path.write_bytes(text.encode(encoding))
+    async with env.open(str(path), "r", encoding=encoding, block_size=block_size) as f:
+        got = [line async for line in f]
+    with open(path, encoding=encoding) as theirs:
+        assert got == theirs.readlines()
+    async with env.open(str(path), "r", encoding=encoding, block_size=block_size) as f:
+        batches = [lines async for lines in f.iter_lines()]
+        assert [line for lines in batches for line in lines] == got
+        assert await f.read() == ""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux's /proc")
+async def test_a_file_without_a_size_is_read_when_read(env: asyncfs.Env) -> None:
+    """A local file's first block is read ahead from its open, but not a
+    file whose size says nothing of its bytes (/proc's, a FIFO's: 0): it is
+    read when read, all of it, as io reads it."""
+    async with env.open("/proc/self/status", "r") as f:
+        assert not f.binary._ahead
+        got = await f.read()
+    assert got.startswith("Name:") and got.count("\n") > 10
+
+
 async def test_seek_and_tell_after_partial_reads(env: asyncfs.Env, base: str) -> None:
     data = bytes(range(256)) * 40
     await env.write_file(f"{base}/seek", data)
@@ -861,13 +895,14 @@ async def test_reading_again_at_the_end_sees_what_was_appended_since(env: asyncf
     async with asyncfs.Env() as counted, counted.open(str(path), "rb") as f:  # no other stream's close counted
         calls = counted.pool.stats().operations
         assert len([line async for line in f]) == 7
-        assert counted.pool.stats().operations == calls + 2  # the file's block, and the empty read that ends it
+        # the empty read that ends it (the file's block was read ahead from the open, on a runtime thread)
+        assert counted.pool.stats().operations == calls + 1
         assert await f.readline() == b""
-        assert counted.pool.stats().operations == calls + 3  # asked again
+        assert counted.pool.stats().operations == calls + 2  # asked again
     async with asyncfs.Env() as counted, counted.open(str(path), "r") as f:
         calls = counted.pool.stats().operations
         assert [line async for line in f] == ["one\n", "two\n", "three\n", "four\n", "five\n", "six\n", "seven\n"]
-        assert counted.pool.stats().operations == calls + 2
+        assert counted.pool.stats().operations == calls + 1
         append(b"six\r\nseven")
         assert await f.read() == "six\nseven"
         append(b"\n")
