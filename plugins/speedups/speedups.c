@@ -158,29 +158,34 @@ static void ready_dealloc(Ready* self) {
   Py_DECREF(type);
 }
 
-static PyObject* awaited_twice(void) {
-  PyErr_SetString(PyExc_RuntimeError, "cannot reuse an already awaited item");
-  return NULL;
-}
-
-static PySendResult ready_send(Ready* self, PyObject* arg, PyObject** result) {
-  (void)arg;
-  *result = self->item;
-  self->item = NULL;
+/* What am_send answers for an awaitable holding *slot: the item, once
+ * (the slot is emptied), or an error the second time. */
+static PySendResult hand_over(PyObject** slot, PyObject** result) {
+  *result = *slot;
+  *slot = NULL;
   if (*result == NULL) {
-    awaited_twice();
+    PyErr_SetString(PyExc_RuntimeError, "cannot reuse an already awaited item");
     return PYGEN_ERROR;
   }
   return PYGEN_RETURN;
 }
 
-static PyObject* ready_next(Ready* self) {
+/* The same through tp_iternext, for interpreters that do not call am_send:
+ * the item raised in a StopIteration. */
+static PyObject* hand_over_by_stop(PyObject** slot) {
   PyObject* item;
-  if (ready_send(self, Py_None, &item) == PYGEN_ERROR) return NULL;
+  if (hand_over(slot, &item) == PYGEN_ERROR) return NULL;
   stop_with(item);
   Py_DECREF(item);
   return NULL;
 }
+
+static PySendResult ready_send(Ready* self, PyObject* arg, PyObject** result) {
+  (void)arg;
+  return hand_over(&self->item, result);
+}
+
+static PyObject* ready_next(Ready* self) { return hand_over_by_stop(&self->item); }
 
 static PyType_Slot ready_slots[] = {
     {Py_tp_doc, "An item to await, already there."},
@@ -273,22 +278,10 @@ static PyObject* handover_anext(Handover* self) {
 
 static PySendResult handover_send(Handover* self, PyObject* arg, PyObject** result) {
   (void)arg;
-  *result = self->item;
-  self->item = NULL;
-  if (*result == NULL) {
-    awaited_twice();
-    return PYGEN_ERROR;
-  }
-  return PYGEN_RETURN;
+  return hand_over(&self->item, result);
 }
 
-static PyObject* handover_next(Handover* self) {
-  PyObject* item;
-  if (handover_send(self, Py_None, &item) == PYGEN_ERROR) return NULL;
-  stop_with(item);
-  Py_DECREF(item);
-  return NULL;
-}
+static PyObject* handover_next(Handover* self) { return hand_over_by_stop(&self->item); }
 
 static PyObject* get_ahead(Handover* self, void* closure) {
   (void)closure;
