@@ -423,12 +423,18 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         if data is None:
             await self._drop_ahead()
             data = await self._afs.run(self._file.read, offset, self._block, mutating=False)
-        self._raw_offset += len(data)
-        if len(data) < self._block:
+        self._took_block(len(data))
+        return data
+
+    def _took_block(self, count: int) -> None:
+        """The block at _raw_offset came with count bytes: the next is past
+        it; a short one is the end (for now: see _more), and after a whole
+        one the next blocks are read ahead."""
+        self._raw_offset += count
+        if count < self._block:
             self._raw_eof = True
         else:
             self._read_ahead()
-        return data
 
     def _read_ahead(self) -> None:
         """Keep up to readahead next blocks on their way. Not the read at a
@@ -536,11 +542,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
                 result, count = pending.lend(lambda view: (use(view), len(view)))
                 self._buf_start += len(self._buf) + count
                 self._buf, self._pos = b"", 0
-                self._raw_offset += count
-                if count < self._block:
-                    self._raw_eof = True
-                else:
-                    self._read_ahead()
+                self._took_block(count)
                 return result
         return use(await self.read1(n))
 
@@ -936,7 +938,8 @@ def _open_for_reading(
                 return file, len(first), first
             return file, fs.get_file_size(uri), first
         size = fs.get_file_size(uri)
-        # not a size-less file (a FIFO, /proc): its read may wait forever
+        # not a file of size 0: it has nothing to read ahead, or its size
+        # says nothing of its bytes (/proc's), which are read when read
         return file, size, file.read_ahead(0, min(ahead, size)) if ahead > 0 and size > 0 else None
     except BaseException:
         file.close()
