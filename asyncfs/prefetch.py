@@ -247,12 +247,24 @@ def _one_scheme(paths: list[str]) -> bool:
 # (enough to make the trip through the pool cheap per file, short enough
 # that files which wait on a disk or a mount are not read one after
 # another), at most GROUP_MAX files, and at most a core's share of the
-# prefetch (files from the page cache keep a core busy). The files are cut
-# into equal groups of that size at most, so the last ones are not a tail
-# of small groups, each a trip through the pool. The first group, before
-# anything was measured, has GROUP_FIRST.
-GROUP_SECONDS = 1e-3
-GROUP_MAX = 128
+# prefetch (files from the page cache keep a core busy). Within that, a
+# share that leaves GROUPS_PER_CORE groups to each core, so that both stay
+# busy to the end, unless such groups would be shorter than
+# GROUP_SECONDS_LEAST. The files are cut into equal groups of that size at
+# most, so the last ones are not a tail of small groups, each a trip
+# through the pool. The first group, before anything was measured, has
+# GROUP_FIRST files.
+#
+# Each trip costs the pool's wake-ups and a turn of the loop. With groups
+# of 1 ms (at most 128 files), a prefetch of 20,000 files of 1 KiB from the
+# page cache made 1,300-1,500 voluntary context switches and read at 1.6
+# to 2.1 times the synchronous loop; with these, 200-360 switches and 2.0
+# to 2.7 times (medians of 9, old and new in alternating processes,
+# 2026-11-27: docs/benchmarks.md).
+GROUP_SECONDS = 4e-3
+GROUP_SECONDS_LEAST = 1e-3
+GROUP_MAX = 512
+GROUPS_PER_CORE = 8
 GROUP_FIRST = 4
 # The time per file each local filesystem's last prefetch measured: the
 # next one starts with groups of the right size instead of GROUP_FIRST.
@@ -490,8 +502,14 @@ class Prefetch(_Items):
         a network store that reads many files at once, a NETWORK_SHARES-th
         of in_flight; otherwise one."""
         if not fs.network:
-            measured = GROUP_FIRST if self._per_file is None else int(GROUP_SECONDS / max(self._per_file, 1e-9))
-            most = max(1, min(GROUP_MAX, measured, -(-len(self._paths) // fs.cores)))
+            count, cores = len(self._paths), fs.cores
+            if self._per_file is None:
+                most = min(GROUP_FIRST, -(-count // cores))
+            else:
+                per_file = max(self._per_file, 1e-9)
+                spread = max(-(-count // (cores * GROUPS_PER_CORE)), int(GROUP_SECONDS_LEAST / per_file))
+                most = min(GROUP_MAX, int(GROUP_SECONDS / per_file), spread, -(-count // cores))
+            most = max(1, most)
             left = self._startable()
             return -(-left // -(-left // most))  # equal groups of at most that many: no small ones at the end
         if _reads_in_bulk(fs.wrapped):

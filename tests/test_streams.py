@@ -503,6 +503,35 @@ async def test_prefetch_groups_answer_for_every_file(env: asyncfs.Env, base: str
     assert budget.used == 0 and budget.peak <= (1 << 20) + 12_063
 
 
+@pytest.mark.parametrize(
+    ("per_file", "rule"),
+    [
+        # 4 ms of reading is 400 files; 8 groups a core, unless a group would
+        # then hold less than 1 ms (100 files); never more than a core's share
+        (10e-6, lambda cores: min(400, max(-(-2000 // (8 * cores)), 100), -(-2000 // cores))),
+        # 4 ms is 2000 files, past the cap of 512; 1 ms is 500
+        (2e-6, lambda cores: min(512, max(-(-2000 // (8 * cores)), 500), -(-2000 // cores))),
+    ],
+)
+async def test_prefetch_groups_are_sized_by_the_time_per_file_lately(
+    env: asyncfs.Env, tmp_path: Path, per_file: float, rule: Any
+) -> None:
+    """A local prefetch cuts its files into equal groups, one call into C
+    each, sized by the time per file its filesystem's last prefetch
+    measured (here set): about 4 ms of reading a group, and at least 8
+    groups for each core unless that makes them shorter than 1 ms."""
+    paths = [str(tmp_path / f"f{i:04d}") for i in range(2000)]
+    for path in paths:
+        Path(path).write_bytes(b"d")
+    fs = env.filesystem(paths[0])
+    asyncfs.prefetch._LATELY[fs.wrapped] = per_file
+    before = env.pool.stats().operations
+    got = [data async for _, data in env.prefetch(paths, in_flight=64)]
+    assert got == [b"d"] * 2000
+    size = rule(fs.cores)
+    assert env.pool.stats().operations - before == -(-2000 // size)
+
+
 class _ShrinkingBudget(asyncfs.Budget):
     """A Budget that truncates each file it admits to half its size first:
     the file shrinks between the size prefetch asked for and its read."""
