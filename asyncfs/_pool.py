@@ -696,6 +696,7 @@ class WorkerPool:
         self._draining = 0  # batches workers are running now
         self._monitor: threading.Thread | None = None
         self._batchers: weakref.WeakKeyDictionary[object, _Batcher] = weakref.WeakKeyDictionary()
+        self._last: tuple[weakref.ref[object], _Batcher] | None = None  # the loop asked for last, held weakly
         self._retired = _Counters()  # of the loops that are gone
         self._counted: list[tuple[weakref.ref[object], _Counters]] = []  # each live loop's, held past its batcher
         self._gil_bound_until = 0.0  # till then, slow calls are taken to be GIL waits (see _gil_contended)
@@ -713,6 +714,7 @@ class WorkerPool:
         self._draining = 0
         self._monitor = None
         self._batchers = weakref.WeakKeyDictionary()
+        self._last = None
 
     @property
     def threads(self) -> int:
@@ -890,10 +892,14 @@ class WorkerPool:
         Neither holds the loop: when it is gone, so is its batcher (its
         counters stay in :meth:`stats`)."""
         loop = current_loop()
+        last = self._last  # a program runs one loop: found here, with no weak dictionary's lookup per call
+        if last is not None and last[0]() is loop:
+            return last[1]
         batcher = self._batchers.get(loop)
         if batcher is None:
             batcher = self._batchers[loop] = _Batcher(self, backend_for(loop))
             self._count(loop, batcher.counters)
+        self._last = (weakref.ref(loop), batcher)
         return batcher
 
     def _count(self, loop: object, counters: _Counters) -> None:
