@@ -632,6 +632,18 @@ def _call_each(calls: list[tuple[Callable[..., object], tuple[Any, ...]]]) -> No
         call_quietly(fn, *args)
 
 
+def _unawaited(works: Iterable[_Work]) -> list[tuple[Callable[..., object], tuple[Any, ...]]]:
+    """The calls nobody waits for (:meth:`WorkerPool.run_soon`) among works."""
+    return [call for work in works if work.fn is _call_each for call in work.args[0]]
+
+
+def _run_apart(calls: list[tuple[Callable[..., object], tuple[Any, ...]]]) -> None:
+    """Run calls nobody waits for (a reader's close) on a thread of their
+    own: the pool is shut down, and they must run all the same."""
+    if calls:
+        threading.Thread(target=_call_each, args=(calls,), name="asyncfs-release", daemon=True).start()
+
+
 def _ignore(chunk: list[_Work]) -> None:
     del chunk
 
@@ -724,6 +736,7 @@ class WorkerPool:
 
     def put(self, batch: _Batch) -> None:
         if self._closed:  # work that waited for room while the pool shut down
+            _run_apart(_unawaited(batch.items))
             _fail(batch, [done for work in batch.items for done in work.delivered()], "it waited for room")
             return
         if self._monitor is None:
@@ -975,14 +988,20 @@ class WorkerPool:
         """Run fn(*args) on a worker, in this loop iteration's batch, with
         nobody waiting for it: closing a descriptor that was only read,
         whose close has nothing to report. Never waits for room; an error
-        it raises is dropped."""
-        self._check_open()
+        it raises is dropped. Once the pool is shut down, or when it shuts
+        down before the batch leaves, it runs on a thread of its own: a
+        release is never refused, nor left to the garbage collector."""
+        if self._closed:
+            _run_apart([(fn, args)])
+            return
         self.batcher().run_soon(fn, args)
 
     def run_soon_together(self, fn: Callable[[list[Any]], object], item: Any) -> None:
         """:meth:`run_soon` of fn(items), once for every item given for fn in
         this loop iteration (descriptors to close in one C call)."""
-        self._check_open()
+        if self._closed:
+            _run_apart([(fn, ([item],))])
+            return
         self.batcher().run_soon_together(fn, item)
 
     def sink(self, on_drop: OnDrop | None = None) -> Sink:
@@ -1090,7 +1109,9 @@ class WorkerPool:
             except queue.Empty:
                 break
             if isinstance(queued, _Batch):
-                works = [done for work in queued.rest() for done in work.delivered()]
+                rest = queued.rest()
+                _run_apart(_unawaited(rest))
+                works = [done for work in rest for done in work.delivered()]
                 _fail(queued, works, "no worker thread was free to run this call")
         if abandoned:
             warnings.warn(
@@ -1109,7 +1130,8 @@ def _fail(batch: _Batch, works: list[_Work], why: str) -> None:
     for work in works:
         orphan = _Work(work.fn, (), work.waiter, None, work.group)
         orphan.sink, orphan.tag = work.sink, work.tag
-        orphan.error = UnavailableError(f"abandoned: the Env closed; {why}", op=work.describe())
+        if work.fn is not _call_each:  # calls nobody waits for have nobody to tell (see _run_apart)
+            orphan.error = UnavailableError(f"abandoned: the Env closed; {why}", op=work.describe())
         failed.append(orphan)
     if failed:
         batch.deliver(failed)

@@ -692,6 +692,40 @@ async def test_calls_run_soon_together_go_as_one_call() -> None:
     assert calls == [[0, 1, 2, 3, 4], [5]]
 
 
+@pytest.mark.parametrize("when", ["before its batch left", "after the pool shut down"])
+async def test_calls_nobody_waits_for_run_when_the_pool_shuts_down(when: str) -> None:
+    """run_soon and run_soon_together (a reader's close) are never dropped:
+    queued in a batch that leaves after the pool shut down, or made after
+    that, they run on a thread of their own, and nobody is told of an
+    error (nobody waits for them: an unread error would be reported as
+    never retrieved)."""
+    pool = _pool.WorkerPool(2)
+    await pool.run(len, "started", mutating=False)  # the pool's threads are running
+    ran: list[object] = []
+    done = threading.Event()
+
+    def record(item: object) -> None:
+        ran.append(item)
+        if len(ran) == 3:
+            done.set()
+
+    if when == "before its batch left":
+        pool.run_soon(record, "one")
+        pool.run_soon_together(lambda items: [record(item) for item in items], "two")
+        pool.run_soon(record, "three")
+        pool.shutdown()  # on the loop's thread: the batch leaves after it
+    else:
+        pool.shutdown()
+        pool.run_soon(record, "one")
+        pool.run_soon_together(lambda items: [record(item) for item in items], "two")
+        pool.run_soon(record, "three")
+    with anyio.fail_after(5):
+        while not done.is_set():
+            await anyio.sleep(0.01)
+    await anyio.sleep(0.05)  # the batch's failure, had there been one, reaches the loop
+    assert sorted(map(str, ran)) == ["one", "three", "two"]
+
+
 async def test_read_ahead_starts_while_its_caller_computes() -> None:
     """submit (read-ahead) hands its call to a worker at once, so a caller
     that goes on computing without giving the loop a turn (splitting lines,
