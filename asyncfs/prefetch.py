@@ -503,12 +503,13 @@ class Prefetch(_Items):
         of in_flight; otherwise one."""
         if not fs.network:
             count, cores = len(self._paths), fs.cores
+            share = -(-count // cores)  # a core's
             if self._per_file is None:
-                most = min(GROUP_FIRST, -(-count // cores))
+                most = min(GROUP_FIRST, share)
             else:
                 per_file = max(self._per_file, 1e-9)
                 spread = max(-(-count // (cores * GROUPS_PER_CORE)), int(GROUP_SECONDS_LEAST / per_file))
-                most = min(GROUP_MAX, int(GROUP_SECONDS / per_file), spread, -(-count // cores))
+                most = min(GROUP_MAX, int(GROUP_SECONDS / per_file), spread, share)
             most = max(1, most)
             left = self._startable()
             return -(-left // -(-left // most))  # equal groups of at most that many: no small ones at the end
