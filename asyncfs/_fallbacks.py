@@ -74,16 +74,19 @@ def recursively_create_dir(fs: ModularFileSystem, uri: str) -> None:
 
 
 @contextmanager
-def naming_target(op: str, staged: str, target: str) -> Iterator[None]:
+def naming_target(op: str, staged: str, target: str, landing: str | None = None) -> Iterator[None]:
     """An error about the temporary sibling staged names the target the
-    caller gave instead: the temporary name is ours, not theirs."""
+    caller gave instead: the temporary name is ours, not theirs. landing is
+    the file staged stands beside, when it is not target (the file a link
+    named target leads to)."""
+    beside = target if landing is None else landing
     try:
         yield
     except StatusError as exc:
         if exc.path != staged:
             raise
         # a plugin that names the path in its message named the sibling
-        suffix = staged[len(target) :] if staged.startswith(target) else ""
+        suffix = staged[len(beside) :] if staged.startswith(beside) else ""
         message = exc.message.replace(suffix, "") if suffix else exc.message
         raise type(exc)(message, op=op, path=target) from None
 
@@ -91,12 +94,20 @@ def naming_target(op: str, staged: str, target: str) -> Iterator[None]:
 def write_by_rename(fs: ModularFileSystem, uri: str, data: Buffer, attributes: Mapping[str, str] | None = None) -> None:
     """Write uri as a new file: data goes to a temporary sibling that is
     renamed over uri, so uri holds the old content or the new, never a part
-    (and a file linked elsewhere is replaced, not written in place)."""
-    staged = _uri.staging_name(uri)
+    (a file hard-linked elsewhere is replaced, not written in place). Where
+    uri is a symbolic link, the sibling stands beside the file it leads to
+    and replaces that file, as a plain write would write there; a device or
+    a FIFO, which a rename would replace, is written in place
+    (``ModularFileSystem.landing_path``)."""
+    landing = fs.landing_path(uri)
+    if landing is None:
+        fs.write_file(uri, data, attributes=attributes)
+        return
+    staged = _uri.staging_name(landing)
     try:
-        with naming_target("write_file", staged, uri):
+        with naming_target("write_file", staged, uri, landing):
             fs.write_file(staged, data, attributes=attributes)
-        fs.rename_file(staged, uri)
+        fs.rename_file(staged, landing)
     except BaseException:
         if fs.exists(staged):
             fs.delete_file(staged)
@@ -105,16 +116,18 @@ def write_by_rename(fs: ModularFileSystem, uri: str, data: Buffer, attributes: M
 
 def stream_copy(source: ModularFileSystem, src: str, target: ModularFileSystem, dst: str, chunk: int) -> None:
     """Copy src to dst chunk by chunk (never the whole file in memory) into a
-    temporary sibling that is renamed over dst when the target can rename
-    natively, so a failed copy leaves dst as it was."""
+    temporary sibling that is renamed over dst (over the file dst leads to,
+    where it is a link) when the target can rename natively, so a failed
+    copy leaves dst as it was; in place on a device or a FIFO."""
     if target.isdir(dst):
         raise PathIsDirectoryError("target path is a directory", op="copy_file", path=dst)
-    staged = _uri.staging_name(dst) if target.stages_atomic_writes() else dst
+    landing = target.landing_path(dst) if target.stages_atomic_writes() else None
+    staged = _uri.staging_name(landing) if landing is not None else dst
     buffer = bytearray(chunk)
     view = memoryview(buffer)
     with source.new_random_access_file(src) as reader:
         try:
-            with naming_target("copy_file", staged, dst), target.new_writable_file(staged) as writer:
+            with naming_target("copy_file", staged, dst, landing), target.new_writable_file(staged) as writer:
                 offset = 0
                 while True:
                     count = reader.read_into(offset, buffer)
@@ -123,10 +136,10 @@ def stream_copy(source: ModularFileSystem, src: str, target: ModularFileSystem, 
                         offset += count
                     if count < chunk:
                         break
-            if staged != dst:
-                target.rename_file(staged, dst)
+            if landing is not None:
+                target.rename_file(staged, landing)
         except BaseException:
-            if staged != dst and target.exists(staged):
+            if landing is not None and target.exists(staged):
                 target.delete_file(staged)
             raise
 

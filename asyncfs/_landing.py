@@ -31,13 +31,13 @@ def _stages(fs: ModularFileSystem, atomic: bool) -> bool:
 
 
 def _open_for_writing(
-    fs: ModularFileSystem, uri: str, staged: str | None, attributes: Mapping[str, str] | None
+    fs: ModularFileSystem, uri: str, staged: str | None, landing: str, attributes: Mapping[str, str] | None
 ) -> WritableFile:
     if staged is None:
         return fs.new_writable_file(uri, attributes=attributes)
     if fs.isdir(uri):
         raise PathIsDirectoryError("path is a directory", op="open", path=uri)
-    with naming_target("open", staged, uri):
+    with naming_target("open", staged, uri, landing):
         return fs.new_writable_file(staged, attributes=attributes)
 
 
@@ -50,20 +50,26 @@ class Landing:
     (io's callers close a file whose write raised: fsspec's ``OpenFile``,
     a ``try``/``finally``). Errors name uri, never the staging name."""
 
-    def __init__(self, fs: ModularFileSystem, uri: str, file: WritableFile, staged: str | None) -> None:
+    def __init__(
+        self, fs: ModularFileSystem, uri: str, file: WritableFile, staged: str | None, landing: str | None = None
+    ) -> None:
         self.fs = fs
         self.uri = uri
         self.file = file
         self.staged = staged
+        self.landing = uri if landing is None else landing  # what staged is renamed over: uri, or the file it links to
         self.failure: str | None = None  # what the failed append raised (not the exception: its frames hold buffers)
 
     @classmethod
     def open(
         cls, fs: ModularFileSystem, uri: str, atomic: bool = True, attributes: Mapping[str, str] | None = None
     ) -> Landing:
-        """A new file for uri: staged if atomic and the store stages."""
-        staged = _uri.staging_name(uri) if _stages(fs, atomic) else None
-        return cls(fs, uri, _open_for_writing(fs, uri, staged, attributes), staged)
+        """A new file for uri: staged if atomic and the store stages, beside
+        the file uri leads to where it is a link; in place on a device or a
+        FIFO, which a rename would replace (``ModularFileSystem.landing_path``)."""
+        landing = fs.landing_path(uri) if _stages(fs, atomic) else None
+        staged = _uri.staging_name(landing) if landing is not None else None
+        return cls(fs, uri, _open_for_writing(fs, uri, staged, landing or uri, attributes), staged, landing)
 
     def append(self, data: Buffer) -> None:
         self._refuse_if_failed("write")
@@ -82,7 +88,7 @@ class Landing:
             with self._naming("close"):
                 self.file.close()
             if self.staged is not None:
-                self.fs.rename_file(self.staged, self.uri)
+                self.fs.rename_file(self.staged, self.landing)
         except BaseException:
             self.discard()
             raise
@@ -101,7 +107,7 @@ class Landing:
             raise FailedPreconditionError(message, op=op, path=self.uri)
 
     def _naming(self, op: str) -> AbstractContextManager[None]:
-        return nullcontext() if self.staged is None else naming_target(op, self.staged, self.uri)
+        return nullcontext() if self.staged is None else naming_target(op, self.staged, self.uri, self.landing)
 
 
 def write_whole(

@@ -428,6 +428,25 @@ class ModularFileSystem:
         self._ops["rename_dir"](self._fs, self._path(src), self._path(dst), status)
         _ffi.check(status, "rename_dir", f"{src} -> {dst}")
 
+    def landing_path(self, uri: str) -> str | None:
+        """Where a write of uri that goes to a temporary sibling and is
+        renamed over its target must land, to write what a plain write of
+        uri writes: through the symbolic links uri names, to the file they
+        lead to (the plugin's ``landing_path``; uri itself on a plugin
+        without it, or where uri names no link). None when such a write
+        must go in place instead: uri is a device, a FIFO or a socket,
+        which a rename would replace."""
+        fn = self._ops.get("landing_path")
+        if fn is None:
+            return uri
+        path = self._path(uri)
+        status = _ffi.thread_status()
+        landed = take_string(fn(self._fs, path, status), self._free)
+        _ffi.check(status, "landing_path", uri)
+        if landed is None:
+            return None
+        return uri if encode(landed) == path else self.to_uri(landed, uri)
+
     def copy_file(self, src: str, dst: str) -> None:
         """Copy a file, replacing dst if it is a file."""
         if "copy_file" not in self._ops:

@@ -721,7 +721,7 @@ class AsyncBinaryWriter(_Writer):
     def land_as(self, uri: str, staged: str) -> None:
         """Write to staged and rename it over uri on close (used to append
         to a copy of a file inside a transaction)."""
-        self.uri = self._landing.uri = uri
+        self.uri = self._landing.uri = self._landing.landing = uri
         self._landing.staged = staged
 
     async def write(self, data: Buffer) -> int:

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .. import _uri
+from ..env import default_env
+from ..errors import StatusError
 from ._memory import Descriptor, ReadAhead, WriteBehind
 
 __all__ = ["Info", "Landing", "Opened", "Unlayered", "close_opened", "layer_up", "layered", "open_stack"]
@@ -110,8 +112,10 @@ def open_stack(
     atomic: bool = False,
 ) -> Opened:
     """open(file, ...) on a worker. With atomic, the file opened is a new
-    temporary sibling of file, to land on it by rename. (Nothing is read
-    here: a read sees the file as it is when the read is made.)"""
+    temporary sibling of file (of the file it leads to, where it is a
+    link), to land on it by rename; a device or a FIFO is opened in place.
+    (Nothing is read here: a read sees the file as it is when the read is
+    made.)"""
     spelled = layered(mode, buffering, encoding, errors, newline)
     if atomic:
         if spelled is None or spelled[0] != "w" or not isinstance(file, (str, os.PathLike)):
@@ -119,7 +123,13 @@ def open_stack(
         target = os.fspath(file)
         if not isinstance(target, str):
             raise ValueError(f"atomic=True takes a str path, not {target!r}")
-        landing = Landing(_uri.staging_name(target), target)
+        try:
+            landed = default_env().filesystem(target).wrapped.landing_path(target)  # through links, as open() writes
+        except StatusError:  # a loop of links: open() says so, as it would
+            landed = None
+        if landed is None:  # a device or a FIFO, which a rename would replace: written in place
+            return open_stack(target, mode, buffering, encoding, errors, newline, True, opener, close_later)
+        landing = Landing(_uri.staging_name(landed), landed)
         opened = open_stack(landing.staged, mode, buffering, encoding, errors, newline, True, opener, close_later)
         opened.landing = landing
         if opened.memory is not None:

@@ -495,6 +495,98 @@ static int check_file_pair(const char* src, const char* dst,
   return 0;
 }
 
+/* Linux follows at most this many symbolic links in one lookup. */
+#define LANDING_HOPS 40
+
+/* The end of the chain of symbolic links that path names, read link by
+ * link (the file there need not exist), allocated with
+ * plugin_memory_allocate; *hops is how many links were followed, and
+ * *opened whether one was /proc's, which names an open file rather than a
+ * path (/dev/stdout leads to /proc/self/fd/1). NULL with status set on a
+ * loop of links or without memory. */
+static char* follow_links(const char* path, int* hops, int* opened, TF_Status* status) {
+  char* at = plugin_strdup(path);
+  char link[PATH_MAX];
+  *opened = 0;
+  for (*hops = 0; at != NULL && *hops <= LANDING_HOPS; ++*hops) {
+    struct stat st;
+    ssize_t n;
+    char* next;
+    if (lstat(at, &st) != 0 || !S_ISLNK(st.st_mode)) {
+      plugin_set_ok(status);
+      return at;
+    }
+    if (strncmp(at, "/proc/", 6) == 0) *opened = 1;
+    n = readlink(at, link, sizeof link);
+    if (n < 0 || (size_t)n >= sizeof link) {
+      plugin_memory_free(at);
+      TF_SetStatusFromIOError(status, n < 0 ? errno : ENAMETOOLONG, path);
+      return NULL;
+    }
+    if (link[0] == '/') { /* from the root; otherwise from the link's folder */
+      next = plugin_memory_allocate((size_t)n + 1);
+      if (next != NULL) memcpy(next, link, (size_t)n);
+    } else {
+      const char* slash = strrchr(at, '/');
+      size_t folder = slash != NULL ? (size_t)(slash - at) + 1 : 0;
+      next = plugin_memory_allocate(folder + (size_t)n + 1);
+      if (next != NULL) {
+        memcpy(next, at, folder);
+        memcpy(next + folder, link, (size_t)n);
+      }
+      n += (ssize_t)folder;
+    }
+    if (next != NULL) next[n] = '\0';
+    plugin_memory_free(at);
+    at = next;
+  }
+  if (at == NULL) {
+    plugin_set_oom(status);
+    return NULL;
+  }
+  plugin_memory_free(at);
+  TF_SetStatusFromIOError(status, ELOOP, path);
+  return NULL;
+}
+
+/* Where a write of path that is staged beside its target and renamed over
+ * it must land, to write what open(path, O_WRONLY | O_CREAT) writes: the
+ * file path leads to through its symbolic links (follow_links), allocated
+ * with plugin_memory_allocate. NULL with status OK when the write must go
+ * in place: path leads to a device, a FIFO or a socket, which a rename
+ * would replace, or to a file open in some process, through /proc (the
+ * file a shell sent standard output to: written in place, as by that
+ * shell, not replaced under it), or through links that do not read as a
+ * path to it. NULL with status set on a loop of links or without memory.
+ * Anything else wrong with the path (a missing folder, no permission) is
+ * left for the write to report, as open() would. */
+static char* landing_of(const char* path, TF_Status* status) {
+  struct stat target, landed;
+  int exists = stat(path, &target) == 0, hops, opened;
+  char* at;
+  if (exists && !S_ISREG(target.st_mode) && !S_ISDIR(target.st_mode)) {
+    plugin_set_ok(status);
+    return NULL;
+  }
+  at = follow_links(path, &hops, &opened, status);
+  if (at != NULL && opened) {
+    plugin_memory_free(at);
+    return NULL;
+  }
+  if (at != NULL && exists && hops > 0 &&
+      (stat(at, &landed) != 0 || landed.st_dev != target.st_dev || landed.st_ino != target.st_ino)) {
+    plugin_memory_free(at);
+    return NULL;
+  }
+  return at;
+}
+
+static char* fs_landing_path(const TF_Filesystem* filesystem, const char* path,
+                             TF_Status* status) {
+  (void)filesystem;
+  return landing_of(path, status);
+}
+
 static void fs_rename_file(const TF_Filesystem* filesystem, const char* src,
                            const char* dst, TF_Status* status) {
   (void)filesystem;
@@ -598,29 +690,57 @@ static int copy_fd(int in, int out, off_t size) {
   }
 }
 
+/* Copies in (size bytes) into dst, opened in place: a device or a FIFO,
+ * which a staged copy's rename would replace. Closes in. */
+static void copy_in_place(int in, int64_t size, const char* dst, TF_Status* status) {
+  int out = open(dst, O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (out < 0 || copy_fd(in, out, size) != 0) {
+    TF_SetStatusFromIOError(status, errno, dst);
+    if (out >= 0) close(out);
+    close(in);
+    return;
+  }
+  close(in);
+  if (close(out) != 0) {
+    TF_SetStatusFromIOError(status, errno, dst);
+    return;
+  }
+  plugin_set_ok(status);
+}
+
 static void fs_copy_file(const TF_Filesystem* filesystem, const char* src,
                          const char* dst, TF_Status* status) {
   static unsigned long counter;
   char tmp[4096];
   struct stat st;
+  char* landing;
   int in, out = -1, attempt;
   (void)filesystem;
   if (posix_check_staged_path(filesystem, dst, status) != 0) return;
   if (check_file_pair(src, dst, status) != 0) return;
+  landing = landing_of(dst, status); /* through dst's links, as a write of dst */
+  if (landing == NULL && TF_GetCode(status) != TF_OK) return;
   in = open_regular(src, &st, status);
-  if (in < 0) return;
+  if (in < 0) {
+    plugin_memory_free(landing);
+    return;
+  }
+  if (landing == NULL) {
+    copy_in_place(in, st.st_size, dst, status);
+    return;
+  }
   for (attempt = 0; attempt < 100 && out < 0; ++attempt) {
     unsigned long n = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
-    const char* slash = strrchr(dst, '/');
-    size_t dir_len = slash != NULL ? (size_t)(slash - dst) + 1 : 0;
+    const char* slash = strrchr(landing, '/');
+    size_t dir_len = slash != NULL ? (size_t)(slash - landing) + 1 : 0;
     int written;
-    if (strlen(dst + dir_len) + 40 > NAME_MAX) /* keep the sibling's name legal */
+    if (strlen(landing + dir_len) + 40 > NAME_MAX) /* keep the sibling's name legal */
       written = snprintf(tmp, sizeof tmp, "%.*s.~asyncfs-copy.%016llx.%ld.%lu",
-                         (int)dir_len, dst,
-                         (unsigned long long)plugin_hash(dst + dir_len, strlen(dst + dir_len)),
+                         (int)dir_len, landing,
+                         (unsigned long long)plugin_hash(landing + dir_len, strlen(landing + dir_len)),
                          (long)getpid(), n);
     else
-      written = snprintf(tmp, sizeof tmp, "%s.~asyncfs-copy.%ld.%lu", dst,
+      written = snprintf(tmp, sizeof tmp, "%s.~asyncfs-copy.%ld.%lu", landing,
                          (long)getpid(), n);
     if (written >= (int)sizeof tmp) {
       errno = ENAMETOOLONG;
@@ -631,23 +751,18 @@ static void fs_copy_file(const TF_Filesystem* filesystem, const char* src,
   }
   if (out < 0) {
     TF_SetStatusFromIOError(status, errno, dst);
-    close(in);
-    return;
-  }
-  if (copy_fd(in, out, st.st_size) != 0) {
+  } else if (copy_fd(in, out, st.st_size) != 0) {
     TF_SetStatusFromIOError(status, errno, dst);
-    close(in);
     close(out);
     unlink(tmp);
-    return;
-  }
-  close(in);
-  if (close(out) != 0 || rename(tmp, dst) != 0) {
+  } else if (close(out) != 0 || rename(tmp, landing) != 0) {
     TF_SetStatusFromIOError(status, errno, dst);
     unlink(tmp);
-    return;
+  } else {
+    plugin_set_ok(status);
   }
-  plugin_set_ok(status);
+  close(in);
+  plugin_memory_free(landing);
 }
 
 static void fs_path_exists(const TF_Filesystem* filesystem, const char* path,
@@ -930,7 +1045,8 @@ static const TF_FilesystemOps posix_filesystem_ops = {
     PLUGIN_FILESYSTEM_OPS(fs_, fs_),
     PLUGIN_TRANSACTION_OPS,
     PLUGIN_CONFIGURATION_OPS,
-    .rename_dir = fs_rename_dir};
+    .rename_dir = fs_rename_dir,
+    .landing_path = fs_landing_path};
 
 static const plugin_scheme posix_schemes[] = {
     {"", &posix_filesystem_ops, &posix_reader_ops, &posix_writer_ops,

@@ -361,6 +361,16 @@ typedef struct TF_FilesystemOps {
    * old file, or none. */
   void (*write_files)(const TF_Filesystem* filesystem, const char* const* paths, int n,
                       const char* const* datas, const size_t* lengths, TF_Status** statuses);
+  /* 44: asyncfs extension (filesystem ops API 6). Where a write of path
+   * that goes to a temporary sibling and is renamed over its target (an
+   * atomic write, a copy) must land to write what new_writable_file(path)
+   * would write: through the symbolic links that path names, to the file
+   * they lead to, which need not exist yet. Returns it, allocated with
+   * plugin_memory_allocate (path itself where it names no link). NULL with
+   * status OK when such a write cannot be staged and renamed and must go in
+   * place: path is a device, a FIFO or a socket, which a rename would
+   * replace. NULL with status set on an error (a loop of links). */
+  char* (*landing_path)(const TF_Filesystem* filesystem, const char* path, TF_Status* status);
 } TF_FilesystemOps;
 
 /* ---- Versions ----------------------------------------------------------- */
@@ -368,7 +378,7 @@ typedef struct TF_FilesystemOps {
  * entries are appended. The core refuses a table whose ABI differs from its
  * own and warns (then loads) when only the API differs. */
 
-#define TF_FILESYSTEM_OPS_API 5
+#define TF_FILESYSTEM_OPS_API 6
 #define TF_FILESYSTEM_OPS_ABI 0
 #define TF_RANDOM_ACCESS_FILE_OPS_API 0
 #define TF_RANDOM_ACCESS_FILE_OPS_ABI 0
