@@ -744,10 +744,13 @@ class ModularFileSystem:
         try:  # the file is open
             _ffi.check_count(count, _HEAD, plugin=plugin, op="read", path=uri)
             reported = int(scratch.size[0])
-            size = max(_ffi.check_count(reported, _ffi.UNBOUNDED, plugin=plugin, op="file size", path=uri), _HEAD)
+            size = _ffi.check_count(reported, _ffi.UNBOUNDED, plugin=plugin, op="file size", path=uri)
         except BaseException:
             file_ops.cleanup(handle)
             raise
+        if size < _HEAD:  # smaller than what was read: a size that says nothing (a pipe's, a terminal's)
+            with RandomAccessFile(file_ops, handle, uri, plugin, owner=self) as rest:
+                return ffi.unpack(head, _HEAD) + rest.read_all(_HEAD, first=_HEAD)  # type: ignore[no-any-return]
         data = bytes(size)  # a file shrinking meanwhile reads short
         target = ffi.from_buffer(data)
         ffi.memmove(target, head, _HEAD)

@@ -505,8 +505,10 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
             return await super().read(n)
         self._ready()
         start = self.tell()
+        wanted = self._size - start
+        if wanted <= 0:  # past the size seen at the open (a pipe has none): onward from what is buffered
+            return await super().read(n)
         await self._drop_ahead()
-        wanted = max(self._size - start, 0)
         data, ended = await self._afs.run(_read_rest, self._file, start, wanted, mutating=False)
         self._raw_offset = self._buf_start = start + len(data)
         self._buf, self._pos = b"", 0

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -47,14 +48,61 @@ static const plugin_schema posix_schema = {"posix", posix_options, 1,
 typedef struct posix_reader {
   int fd;
   int64_t size_at_open; /* a regular file's size when opened; -1 otherwise */
+  /* A pipe or a terminal (/dev/stdin, a shell's <(...)) cannot be read at
+   * an offset: it is read onward, each read from where the one before it
+   * ended (position), one at a time. */
+  pthread_mutex_t onward;
+  int64_t position;
 } posix_reader;
 
 static void reader_cleanup(TF_RandomAccessFile* file) {
   posix_reader* r = file->plugin_file;
   if (r == NULL) return;
   close(r->fd);
+  if (r->size_at_open < 0) pthread_mutex_destroy(&r->onward);
   free(r);
   file->plugin_file = NULL;
+}
+
+/* A read of n bytes at offset of a file that has no offsets (pread said
+ * ESPIPE): read(2) until n bytes or the end, if offset is where the reads
+ * before it ended; FAILED_PRECONDITION for any other offset, which such a
+ * file cannot give (OUT_OF_RANGE would read as its end). */
+static int64_t read_onward(posix_reader* r, uint64_t offset, size_t n,
+                           char* buffer, TF_Status* status) {
+  size_t done = 0;
+  pthread_mutex_lock(&r->onward);
+  if ((int64_t)offset != r->position) {
+    char message[160];
+    snprintf(message, sizeof message,
+             "a pipe or a terminal is read onward only: asked for byte %llu, "
+             "next is byte %lld",
+             (unsigned long long)offset, (long long)r->position);
+    pthread_mutex_unlock(&r->onward);
+    TF_SetStatus(status, TF_FAILED_PRECONDITION, message);
+    return -1;
+  }
+  while (done < n) {
+    ssize_t got = read(r->fd, buffer + done, n - done);
+    if (got > 0) {
+      done += (size_t)got;
+    } else if (got == 0) {
+      break;
+    } else if (errno != EINTR) {
+      r->position += (int64_t)done;
+      pthread_mutex_unlock(&r->onward);
+      TF_SetStatusFromIOError(status, errno, "read");
+      return -1;
+    }
+  }
+  r->position += (int64_t)done;
+  pthread_mutex_unlock(&r->onward);
+  if (done < n) {
+    TF_SetStatus(status, TF_OUT_OF_RANGE, "read past the end of the file");
+  } else {
+    plugin_set_ok(status);
+  }
+  return (int64_t)done;
 }
 
 /* Large reads go in slices: a kernel copy of many megabytes cannot be
@@ -64,11 +112,13 @@ static void reader_cleanup(TF_RandomAccessFile* file) {
 
 static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset,
                            size_t n, char* buffer, TF_Status* status) {
-  const posix_reader* r = file->plugin_file;
+  posix_reader* r = file->plugin_file;
   size_t done = 0;
   while (done < n) {
     size_t want = n - done < READ_SLICE ? n - done : READ_SLICE;
     ssize_t got = pread(r->fd, buffer + done, want, (off_t)(offset + done));
+    if (got < 0 && errno == ESPIPE && r->size_at_open < 0 && done == 0)
+      return read_onward(r, offset, n, buffer, status);
     if (got > 0) {
       done += (size_t)got;
       /* A short read that ends where the file ended when it was opened is
@@ -246,6 +296,8 @@ static void fs_new_random_access_file(const TF_Filesystem* filesystem,
   }
   r->fd = fd;
   r->size_at_open = S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1;
+  r->position = 0;
+  if (r->size_at_open < 0) pthread_mutex_init(&r->onward, NULL); /* only these may be read onward */
   file->plugin_file = r;
   plugin_set_ok(status);
 }

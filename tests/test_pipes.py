@@ -1,0 +1,90 @@
+"""Files that cannot be read at an offset, a pipe's read end named by a path
+(``/dev/stdin`` under a shell's ``|``, a shell's ``<(...)``): read onward,
+whole or as a stream, as ``open(path).read()`` reads them, by every way
+asyncfs reads a file; a read that asks to go back says it cannot."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+import asyncfs
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(not os.path.isdir("/dev/fd"), reason="names a pipe through /dev/fd"),
+]
+
+DATA = bytes(range(256)) * 1200  # 300 KiB: more than read_file's first read and a stream's block
+
+
+@contextlib.contextmanager
+def pipe(data: bytes) -> Iterator[str]:
+    """The path of a pipe's read end that data is written to (by a thread)."""
+    read_end, write_end = os.pipe()
+
+    def write() -> None:
+        with contextlib.suppress(BrokenPipeError), os.fdopen(write_end, "wb") as out:  # a reader that left early
+            out.write(data)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        yield f"/dev/fd/{read_end}"
+    finally:
+        os.close(read_end)  # a writer still writing gets EPIPE and ends
+        writer.join(10)
+
+
+@pytest.mark.parametrize("size", [0, 10, 65536, 65537, len(DATA)])
+async def test_read_file_reads_a_pipe_to_its_end(size: int) -> None:
+    async with asyncfs.Env() as env:
+        with pipe(DATA[:size]) as path:
+            assert await env.read_file(path) == DATA[:size]
+
+
+async def test_a_stream_reads_a_pipe_onward_in_binary_and_text() -> None:
+    lines = b"".join(b"line %d\n" % i for i in range(50_000))
+    async with asyncfs.Env() as env:
+        with pipe(DATA) as path:
+            async with env.open(path, "rb") as f:
+                assert await f.read(1000) == DATA[:1000]
+                assert await f.read() == DATA[1000:]
+                assert await f.read() == b""
+        with pipe(lines) as path:
+            async with env.open(path, "r") as text:
+                assert [line async for line in text] == lines.decode().splitlines(keepends=True)
+
+
+async def test_prefetch_reads_a_pipe_among_files(tmp_path: os.PathLike[str]) -> None:
+    plain = os.path.join(tmp_path, "plain")
+    with open(plain, "wb") as f:
+        f.write(b"plain")
+    async with asyncfs.Env() as env:
+        with pipe(DATA) as path:
+            got = {name: data async for name, data in env.prefetch([plain, path, plain])}
+    assert got == {plain: b"plain", path: DATA}
+
+
+async def test_going_back_in_a_pipe_says_it_cannot() -> None:
+    async with asyncfs.Env() as env:
+        with pipe(DATA) as path:
+            async with env.open(path, "rb", block_size=4096, readahead=0) as f:
+                assert await f.read(8192) == DATA[:8192]
+                await f.seek(0)
+                with pytest.raises(asyncfs.FailedPreconditionError, match="read onward only"):
+                    await f.read(10)
+
+
+def test_the_cli_cats_standard_input() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncfs.cli", "cat", "/dev/stdin"], input=DATA, capture_output=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == DATA
