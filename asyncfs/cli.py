@@ -83,10 +83,11 @@ def _parser() -> argparse.ArgumentParser:
     du.add_argument("-s", "--summarize", action="store_true", help="only a total for each argument")
     du.add_argument("uris", nargs="+", metavar="URI")
     command("stat", "size, kind and modification time").add_argument("uri")
-    cat = command("cat", "write files to standard output, bytes as stored")
+    cat = command("cat", "write files to standard output, bytes as stored (- is standard input)")
     cat.add_argument("--decompress", action="store_true", help="inflate by the suffix (.gz, .zst, ...)")
     cat.add_argument("uris", nargs="+", metavar="URI")
-    for name, about in (("cp", "copy files, or trees with -r"), ("mv", "move files or folders")):
+    moves = (("cp", "copy files, or trees with -r (- is standard input or output)"), ("mv", "move files or folders"))
+    for name, about in moves:
         move = command(name, about)
         if name == "cp":
             move.add_argument("-r", "--recursive", action="store_true", help="copy folders and what they hold")
@@ -360,9 +361,33 @@ def _quiet_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
+def _standard_streams(args: argparse.Namespace) -> None:
+    """``-`` names standard input among cat's and cp's sources (as for cat,
+    and aws s3 cp): /dev/stdin, which asyncfs reads onward. As cp's DST it
+    is standard output, which cp then writes as cat does: into the stream,
+    never replacing or cutting the file a shell sent it to (``>>``)."""
+    if args.command == "cp" and args.dst == "-":
+        if args.recursive or args.dry_run:
+            raise CommandError("- (standard output) takes files, without -r or -n")
+        args.command, args.uris, args.decompress = "cat", args.sources, False
+    if args.command == "cat":
+        args.uris = [_standard_input(uri) for uri in args.uris]
+    elif args.command == "cp":
+        args.sources = [_standard_input(uri) for uri in args.sources]
+
+
+def _standard_input(arg: str) -> str:
+    if arg != "-":
+        return arg
+    if not os.path.exists("/dev/stdin"):
+        raise CommandError("- (standard input) is /dev/stdin, which this system does not have")
+    return "/dev/stdin"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        _standard_streams(args)
         return asyncio.run(_run(args))
     except BrokenPipeError:  # before OSError, of which it is one
         _quiet_stdout()

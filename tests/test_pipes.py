@@ -88,3 +88,21 @@ def test_the_cli_cats_standard_input() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == DATA
+
+
+def _cli(*args: str, data: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "asyncfs.cli", *args], input=data, capture_output=True, check=False)
+
+
+def test_a_dash_is_standard_input_to_cat_and_cp_and_standard_output_to_cp(tmp_path: os.PathLike[str]) -> None:
+    target = os.path.join(tmp_path, "from-stdin")
+    done = _cli("cat", "-", data=b"piped")
+    assert (done.returncode, done.stdout) == (0, b"piped"), done.stderr
+    done = _cli("cp", "-", target, "--progress", "off", data=DATA)
+    assert done.returncode == 0, done.stderr
+    with open(target, "rb") as f:
+        assert f.read() == DATA
+    done = _cli("cp", target, "-")
+    assert (done.returncode, done.stdout) == (0, DATA), done.stderr
+    done = _cli("cp", "-r", target, "-")
+    assert done.returncode != 0 and b"without -r" in done.stderr
