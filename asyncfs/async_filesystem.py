@@ -261,9 +261,6 @@ class AsyncModularFileSystem:
     async def copy_file(self, src: str, dst: str) -> None:
         await self._mutate(self.wrapped.copy_file, src, dst)
 
-    async def landing_path(self, uri: str) -> str | None:
-        return await self._read(self.wrapped.landing_path, uri)
-
     async def path_exists(self, uri: str) -> None:
         await self._read(self.wrapped.path_exists, uri)
 
