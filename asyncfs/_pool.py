@@ -36,7 +36,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from ._backends import Backend, Waiter, backend_for, current_loop
 from .errors import AbandonedOperationWarning, EnvClosedError, UnavailableError
@@ -44,6 +44,8 @@ from .errors import AbandonedOperationWarning, EnvClosedError, UnavailableError
 __all__ = ["ALONE", "Combiner", "Pending", "PoolStats", "Sink", "WorkerPool", "call_quietly", "default_workers"]
 
 T = TypeVar("T")
+# What a slow call did with its thread (see WorkerPool._verdict).
+Verdict = Literal["computed", "waited", "unclear"]
 
 
 def available_cores() -> int:
@@ -268,7 +270,19 @@ class _Batch:
     by the GIL, stay on one thread, where they run fastest. Each worker
     hands back its share with one wake-up."""
 
-    __slots__ = ("computed", "deliver", "eager", "gil_bound", "helpers", "items", "limit", "lock", "next", "running")
+    __slots__ = (
+        "computed",
+        "deliver",
+        "eager",
+        "gil_bound",
+        "helpers",
+        "items",
+        "limit",
+        "lock",
+        "next",
+        "running",
+        "waited",
+    )
 
     def __init__(self, items: list[_Work], deliver: Callable[[list[_Work]], None]) -> None:
         self.items = items
@@ -278,7 +292,8 @@ class _Batch:
         self.helpers = 0
         self.gil_bound = False  # its slow calls waited for the GIL, not in C: helpers would only contend
         self.computed = 0  # its slow calls that kept their thread on a core (see WorkerPool._on_slow)
-        self.limit = 1 << 30  # threads it may run on
+        self.waited = 0  # and those that let go of it (for a store, a disk)
+        self.limit = _UNLIMITED  # threads it may run on
         self.running = 0  # threads draining it
         self.lock = threading.Lock()
 
@@ -295,10 +310,13 @@ class _Batch:
 
     def take(self) -> _Work | None:
         """The next operation, or None when none is left or this thread is
-        one more than the limit (it stops draining)."""
+        one more than the limit (it stops draining, and may be called in
+        again if the limit is lifted)."""
         with self.lock:
             if self.next >= len(self.items) or self.running > self.limit:
                 self.running -= 1
+                if self.running >= self.limit:
+                    self.helpers = max(0, self.helpers - 1)
                 return None
             self.next += 1
             return self.items[self.next - 1]
@@ -318,6 +336,20 @@ class _Batch:
         with self.lock:
             return len(self.items) - self.next
 
+    def judge_slow_call(self, verdict: Verdict, cores: int) -> bool:
+        """Count a slow call as one that computed or one that waited, and
+        limit the batch to the cores while more of its slow calls computed
+        than waited, two at least (see COMPUTED_CALLS). Whether that lifted
+        a limit."""
+        with self.lock:
+            if verdict == "computed":
+                self.computed += 1
+            elif verdict == "waited":
+                self.waited += 1
+            limited = self.limit != _UNLIMITED
+            self.limit = cores if COMPUTED_CALLS <= self.computed > self.waited else _UNLIMITED
+            return limited and self.limit == _UNLIMITED
+
     def helpers_wanted(self, workers: int) -> int:
         """How many more workers to call in (workers in all, this one
         included), counting them as called."""
@@ -334,14 +366,26 @@ class _Batch:
 SLOW_OPERATION = 250e-6
 # A thread that spent more than this part of its share of the cores on a
 # batch computed (a copy from the page cache) rather than waited (a store,
-# a disk), see WorkerPool._computed.
+# a disk), see WorkerPool._verdict.
 COMPUTING = 0.5
 SHARE_FLOOR = 0.25
+# A thread that spent less than this part of its time on a core waited. One
+# between the two is not counted either way: a computing thread on a
+# machine that other processes keep busy gets less than its share (on 2
+# cores with 2 busy loops beside, hashing threads spent 0.3 to 0.5 of
+# their time on a core after half to nine tenths of their calls, where
+# sleeping ones spend a hundredth: counted as waits, those lifted their
+# batch's limit to the cores).
+WAITED = 0.1
 # How many slow calls of a batch must have computed before it is limited to
 # the cores: one can mislead (a call that faulted its data's pages in took
 # three times the CPU of the others, and a batch of calls that mostly
-# waited went on 2 threads of 32, in about half the runs of its test).
+# waited went on 2 threads of 32, in about half the runs of its test). Nor
+# can two when most of the batch's slow calls waited: a garbage collection
+# or a page fault of a few milliseconds in two of 32 calls that sleep did
+# that once in CI, and in each of 12 runs of a test that makes them.
 COMPUTED_CALLS = 2
+_UNLIMITED = 1 << 30
 # A thread that lets go of the GIL gets it back within this when no other
 # thread is running Python.
 GIL_PROBE = 50e-6
@@ -820,33 +864,38 @@ class WorkerPool:
         with state.lock:
             state.batch = None
 
-    def _computed(self, batch: _Batch, cpu: float, wall: float) -> bool:
+    def _verdict(self, batch: _Batch, cpu: float, wall: float) -> Verdict:
         """Whether a thread of batch that spent cpu seconds on a core in
         wall seconds computed (copies from the page cache: its share of the
-        cores, all of one when there are no more threads than cores) rather
-        than waited (a store, a disk: a few percent). The share counted on
-        is at least SHARE_FLOOR: with many more threads than cores, a
-        computing thread's share is as small as a waiting one's time on a
-        core (32 threads of 5 ms sleeps and some Python were once taken for
-        computing, and went on 2 threads), so such a batch is not limited."""
-        return cpu > COMPUTING * wall * max(SHARE_FLOOR, min(1.0, self.cores / max(1, batch.running)))
+        cores, all of one when there are no more threads than cores) or
+        waited (a store, a disk: a few percent), or is not clearly either
+        (see WAITED). The share counted on is at least SHARE_FLOOR: with
+        many more threads than cores, a computing thread's share is as
+        small as a waiting one's time on a core (32 threads of 5 ms sleeps
+        and some Python were once taken for computing, and went on 2
+        threads), so such a batch is not limited."""
+        if cpu > COMPUTING * wall * max(SHARE_FLOOR, min(1.0, self.cores / max(1, batch.running))):
+            return "computed"
+        return "waited" if cpu < WAITED * wall else "unclear"
 
     def _on_slow(self, batch: _Batch, began: float, cpu_began: float, end: float, clock: Callable[[], float]) -> None:
         """An operation of batch was slow (this thread has drained batch
         since began on the clock, and since cpu_began on its CPU clock). If
         the thread computed meanwhile (C copying from the page cache), the
-        batch gets as many threads as there are cores, and once a second
-        slow call computed too, no more (see COMPUTED_CALLS), except on the
-        network pool: more would only take turns on them (on 2 cores, 4 threads
+        batch gets as many threads as there are cores, and while most of
+        its slow calls computed, two at least, no more (see COMPUTED_CALLS),
+        except on the network pool: more would only take turns on them (on 2 cores, 4 threads
         reading small files made three times the context switches and read
         a fifth slower). If it waited, for the GIL (short calls on a busy
         loop) it stays where it is; for anything else (a store's latency, a
-        disk) it gets all the workers."""
-        if not self.network and self._computed(batch, time.thread_time() - cpu_began, end - began):
-            batch.computed += 1
-            if batch.computed >= COMPUTED_CALLS:
-                batch.limit = self.cores
+        disk) it gets all the workers, a limit to the cores lifted once as
+        many of its slow calls waited as computed."""
+        verdict = "waited" if self.network else self._verdict(batch, time.thread_time() - cpu_began, end - began)
+        lifted = batch.judge_slow_call(verdict, self.cores)
+        if verdict == "computed":
             threads = self.cores
+        elif lifted:
+            threads = self.workers  # the threads that left for the limit come back
         elif batch.gil_bound:
             return
         elif end < self._gil_bound_until or _gil_contended(clock):
