@@ -621,7 +621,9 @@ def test_storage_options_written_for_s3fs_work_unchanged(s3_gateway: Gateway) ->
         ({"requester_pays": True}, r"no option 'requester_pays'.*and s3fs's key, username"),
     ],
 )
-def test_s3fs_options_asyncfs_cannot_honour_are_typed_errors(options: dict[str, Any], message: str) -> None:
+def test_s3fs_options_asyncfs_cannot_honour_are_typed_errors(
+    options: dict[str, Any], message: str, s3_plugin: None
+) -> None:
     with pytest.raises(asyncfs.InvalidArgumentError, match=message):
         filesystem_class("s3")(skip_instance_cache=True, **options).env.close()
 

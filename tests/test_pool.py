@@ -476,14 +476,12 @@ print(sorted(o.name for o in s3.travelling_options()), sorted(o.name for o in fs
 """
 
 
-def test_options_travel_with_a_pickle_but_secrets_only_when_asked() -> None:
+def test_options_travel_with_a_pickle_but_secrets_only_when_asked(s3_plugin: None) -> None:
     """Dask and Ray workers get the endpoint, region and tuning set in the
     client; keys set there stay there unless set with travels=True."""
     import pickle  # noqa: PLC0415
 
     registry = asyncfs.Registry()
-    if "s3" not in registry.schemes():
-        pytest.skip(f"the s3 plugin is not built: {registry.unavailable().get('s3')}")
     s3 = registry.get("s3")
     s3.set_option("region", b"eu-west-3")
     s3.set_option("secret_access_key", b"hunter2-stays-home")

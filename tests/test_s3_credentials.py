@@ -33,10 +33,7 @@ from asyncfs import _libs
 Environ = Callable[..., None]
 
 
-@pytest.fixture(autouse=True)
-def s3_plugin_built(registry: asyncfs.Registry) -> None:
-    if "s3" not in registry.schemes():
-        pytest.skip(f"the s3 plugin is not built: {registry.unavailable().get('s3')}")
+pytestmark = pytest.mark.usefixtures("s3_plugin")  # every test here needs it
 
 
 @pytest.fixture

@@ -26,17 +26,13 @@ from ceph_gateway import Gateway
 from conftest import configure_s3, exit_code_of
 
 import asyncfs
-from asyncfs import _libs
 
 MiB = 1 << 20
 
 
 @pytest.fixture
-def s3_registry() -> asyncfs.Registry:
+def s3_registry(s3_plugin: None) -> asyncfs.Registry:
     """A registry of its own with the built-in plugins, s3 among them."""
-    reason = _libs.unavailable_reason("s3")
-    if reason is not None:
-        pytest.skip(f"the s3 plugin is not built: {reason}")
     return asyncfs.Registry()
 
 
