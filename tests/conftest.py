@@ -136,9 +136,9 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> asyncfs.Registry:
 
 
 @pytest.fixture(scope="session")
-def s3_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    """Ceph's S3 gateway on loopback for the session (skips, saying why, when
-    Ceph is not installed)."""
+def s3_gateway(tmp_path_factory: pytest.TempPathFactory, s3_plugin: None) -> Iterator[Gateway]:
+    """Ceph's S3 gateway on loopback for the session, for the s3 plugin
+    (skips, saying why, when Ceph is not installed or the plugin not built)."""
     reason = missing_reason()
     if reason is not None:
         pytest.skip(reason)
