@@ -38,6 +38,8 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
+import anyio
+
 from . import __version__, core_abi_version
 from ._plans import has_glob_meta
 from ._uri import join, parse_uri
@@ -230,12 +232,14 @@ async def _stat(env: Env, uri: str) -> int:
 
 
 async def _cat(env: Env, uris: Sequence[str], decompress: bool) -> int:
+    """Each file's bytes to standard output, written from a thread: a pipe
+    whose reader is slow (``| less``) blocks the write, never the loop."""
     out = sys.stdout.buffer
     for uri in uris:
         async with env.open(uri, "rb", compression="infer" if decompress else None) as f:
             while chunk := await f.read(1 << 20):
-                out.write(chunk)
-    out.flush()
+                await anyio.to_thread.run_sync(out.write, chunk)
+    await anyio.to_thread.run_sync(out.flush)
     return 0
 
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+import types
 from pathlib import Path
 
+import anyio
 import pytest
 from conftest import REPO, build_plugin
 
-from asyncfs import _libs, _lines
+import asyncfs as asyncfs_module
+from asyncfs import _libs, _lines, cli
 
 
 def asyncfs(*args: str) -> subprocess.CompletedProcess[str]:
@@ -259,3 +263,41 @@ def test_cat_moves_bytes_as_stored_unless_asked_to_decompress(tree: Path) -> Non
     )
     assert gzip.decompress(raw.stdout) == b"inflated\n"
     assert ok("cat", "--decompress", str(tree / "x.txt.gz")) == "inflated\n"
+
+
+@pytest.mark.anyio
+async def test_cat_writes_standard_output_off_the_event_loop(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader that takes its time (``| less``) holds up cat's writes, not
+    its event loop: a task beside it ticked through 0.3 s of slow writes
+    (written on the loop, it ticked only between them)."""
+    big = tree / "big.bin"
+    big.write_bytes(os.urandom(3 << 20))  # three writes of 1 MiB
+
+    class SlowReader:
+        def __init__(self) -> None:
+            self.data = bytearray()
+
+        def write(self, chunk: bytes) -> int:
+            time.sleep(0.1)
+            self.data += chunk
+            return len(chunk)
+
+        def flush(self) -> None:
+            pass
+
+    out = SlowReader()
+    monkeypatch.setattr(sys, "stdout", types.SimpleNamespace(buffer=out))
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0.01)
+            ticks += 1
+
+    async with asyncfs_module.Env() as env, anyio.create_task_group() as tg:
+        tg.start_soon(tick)
+        assert await cli._cat(env, [str(big)], decompress=False) == 0
+        tg.cancel_scope.cancel()
+    assert out.data == big.read_bytes()
+    assert ticks >= 10, ticks
