@@ -31,7 +31,7 @@ def _stages(fs: ModularFileSystem, atomic: bool) -> bool:
 
 
 def _open_for_writing(
-    fs: ModularFileSystem, uri: str, staged: str | None, landing: str, attributes: Mapping[str, str] | None
+    fs: ModularFileSystem, uri: str, staged: str | None, landing: str | None, attributes: Mapping[str, str] | None
 ) -> WritableFile:
     if staged is None:
         return fs.new_writable_file(uri, attributes=attributes)
@@ -69,7 +69,7 @@ class Landing:
         FIFO, which a rename would replace (``ModularFileSystem.landing_path``)."""
         landing = fs.landing_path(uri) if _stages(fs, atomic) else None
         staged = _uri.staging_name(landing) if landing is not None else None
-        return cls(fs, uri, _open_for_writing(fs, uri, staged, landing or uri, attributes), staged, landing)
+        return cls(fs, uri, _open_for_writing(fs, uri, staged, landing, attributes), staged, landing)
 
     def append(self, data: Buffer) -> None:
         self._refuse_if_failed("write")
