@@ -113,6 +113,7 @@ class RandomAccessFile(_Handle):
     def __init__(self, ops: CData, handle: CData, uri: str, plugin: str = "", owner: object = None) -> None:
         super().__init__(partial(_after_reads_ahead, ops.cleanup), handle, uri, owner)
         self._read = ops.read
+        self._read_if_ready = ops.read_if_ready
         self._plugin = plugin
 
     def _read_to(self, offset: int, target: CData, strict: bool) -> int:
@@ -128,6 +129,44 @@ class RandomAccessFile(_Handle):
             raise ValueError(f"negative offset {offset} reading {self.uri}")
         if self._read == ffi.NULL:
             _ffi.raise_status(Code.UNIMPLEMENTED, "the plugin does not offer read", "read", self.uri)
+
+    @property
+    def reads_if_ready(self) -> bool:
+        """Whether the plugin offers :meth:`read_if_ready` (its
+        ``read_if_ready`` op: API 1 of the random access file table)."""
+        return bool(self._read_if_ready != ffi.NULL)
+
+    def read_if_ready(self, offset: int, n: int) -> bytes | None:
+        """:meth:`read` when the store holds the bytes at hand (the page
+        cache, memory), made without waiting on a device or a network, so
+        it may run on an event loop's thread; None when they are not all at
+        hand, or the plugin does not offer it (:meth:`read` then reads them,
+        on a worker)."""
+        if n <= 0:
+            self._check_readable(offset)
+            return b""
+        data = bytes(n)  # read straight into, as in read
+        count = self._read_if_ready_to(offset, ffi.from_buffer(data))
+        if count is None:
+            return None
+        return data if count == n else data[:count]
+
+    def read_if_ready_into(self, offset: int, buffer: Buffer) -> int | None:
+        """:meth:`read_if_ready` straight into buffer: how many bytes were
+        read (fewer: the end of the file), or None."""
+        with ffi.from_buffer(buffer, require_writable=True) as target:
+            return self._read_if_ready_to(offset, target)
+
+    def _read_if_ready_to(self, offset: int, target: CData) -> int | None:
+        self._check_readable(offset)
+        if self._read_if_ready == ffi.NULL:
+            return None
+        status = _ffi.thread_status()
+        asked = len(target)
+        count = int(self._read_if_ready(self._handle, offset, asked, target, status))
+        if status.code == Code.UNAVAILABLE:
+            return None
+        return _counted(status, count, asked, strict=False, plugin=self._plugin, uri=self.uri)
 
     def read_ahead(self, offset: int, n: int) -> AheadRead | None:
         """Start reading up to n bytes at offset on one of the runtime's own

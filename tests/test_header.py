@@ -72,7 +72,9 @@ def test_filesystem_ops_are_tensorflows_33_then_the_appended_ones() -> None:
 
 
 def test_tables_and_handles_match_tensorflow() -> None:
-    assert fields("TF_RandomAccessFileOps") == ["cleanup", "read"]
+    # TensorFlow's two entries, then asyncfs's appended read_if_ready (API 1)
+    assert fields("TF_RandomAccessFileOps") == ["cleanup", "read", "read_if_ready"]
+    assert ffi.offsetof("TF_RandomAccessFileOps", "read_if_ready") == 2 * ffi.sizeof("void*")
     assert fields("TF_WritableFileOps") == ["cleanup", "append", "tell", "flush", "sync", "close"]
     assert fields("TF_ReadOnlyMemoryRegionOps") == ["cleanup", "data", "length"]
     assert fields("TF_TransactionToken") == ["token", "owner"]

@@ -173,11 +173,15 @@ def test_api_mismatch_warns_and_loads(registry: asyncfs.Registry, build) -> None
 def test_older_header_loads_without_appended_entries(registry: asyncfs.Registry, build) -> None:  # type: ignore[no-untyped-def]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        registry.load_plugin(build("OLDER_HEADER"))
+        registry.load_plugin(build("OLDER_HEADER", "GATED"))
     fs = registry.get("testfs")
-    # the entry past the table size the plugin reported reads as not offered
+    # the entries past the table sizes the plugin reported read as not offered
     assert not fs.offers("abort_transaction")
     assert fs.offers("path_exists")
+    with fs.new_random_access_file("testfs://file") as f:
+        assert not f.reads_if_ready
+        assert f.read_if_ready(0, 4) is None  # (the entry it left past its table aborts)
+        assert f.read(0, 4) == b"gggg"
 
 
 def test_plugins_use_only_the_runtime(build) -> None:  # type: ignore[no-untyped-def]

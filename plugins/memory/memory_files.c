@@ -24,25 +24,51 @@ static void reader_cleanup(TF_RandomAccessFile* file) {
   file->plugin_file = NULL;
 }
 
-static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset,
-                           size_t n, char* buffer, TF_Status* status) {
-  const mem_handle* h = file->plugin_file;
+/* The read under the store's read lock, which the caller holds. */
+static int64_t read_locked(const mem_handle* h, uint64_t offset, size_t n,
+                           char* buffer, TF_Status* status) {
   size_t len, count = 0;
-  mem_inject_latency(h->fs);
-  pthread_rwlock_rdlock(&h->fs->lock);
   len = h->node->content != NULL ? h->node->content->len : 0;
   if (offset < len) {
     count = len - (size_t)offset;
     if (count > n) count = n;
     memcpy(buffer, h->node->content->data + offset, count);
   }
-  pthread_rwlock_unlock(&h->fs->lock);
   if (count < n) {
     TF_SetStatus(status, TF_OUT_OF_RANGE, "read past the end of the file");
   } else {
     plugin_set_ok(status);
   }
   return (int64_t)count;
+}
+
+static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset,
+                           size_t n, char* buffer, TF_Status* status) {
+  const mem_handle* h = file->plugin_file;
+  int64_t count;
+  mem_inject_latency(h->fs);
+  pthread_rwlock_rdlock(&h->fs->lock);
+  count = read_locked(h, offset, n, buffer, status);
+  pthread_rwlock_unlock(&h->fs->lock);
+  return count;
+}
+
+/* read, unless it would wait: for the latency the store was configured to
+ * fake, or for a writer that holds the lock. */
+static int64_t reader_read_if_ready(const TF_RandomAccessFile* file,
+                                    uint64_t offset, size_t n, char* buffer,
+                                    TF_Status* status) {
+  const mem_handle* h = file->plugin_file;
+  int64_t count;
+  if (plugin_config_int(&h->fs->base.config,
+                        offsetof(mem_settings, latency_us)) > 0 ||
+      pthread_rwlock_tryrdlock(&h->fs->lock) != 0) {
+    TF_SetStatus(status, TF_UNAVAILABLE, "not ready without waiting");
+    return -1;
+  }
+  count = read_locked(h, offset, n, buffer, status);
+  pthread_rwlock_unlock(&h->fs->lock);
+  return count;
 }
 
 /* ---- writable files ------------------------------------------------------ */
@@ -295,7 +321,9 @@ void mem_new_read_only_memory_region_from_file(
 /* ---- tables ----------------------------------------------------------------- */
 
 const TF_RandomAccessFileOps mem_reader_ops = {
-    .cleanup = reader_cleanup, .read = reader_read};
+    .cleanup = reader_cleanup,
+    .read = reader_read,
+    .read_if_ready = reader_read_if_ready};
 
 const TF_WritableFileOps mem_writer_ops = {
     .cleanup = writer_cleanup,

@@ -23,6 +23,7 @@
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "asyncfs/filesystem_interface.h"
@@ -138,6 +139,44 @@ static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset,
   }
   plugin_set_ok(status);
   return (int64_t)done;
+}
+
+/* read from the page cache only: preadv2's RWF_NOWAIT answers EAGAIN where
+ * the device would be waited for. All n bytes, or all up to the end; a part
+ * is UNAVAILABLE, as is anything else that goes wrong (the caller's read
+ * then says what), and a pipe, which is read onward under a lock. */
+static int64_t reader_read_if_ready(const TF_RandomAccessFile* file,
+                                    uint64_t offset, size_t n, char* buffer,
+                                    TF_Status* status) {
+#if defined(RWF_NOWAIT) && defined(__GLIBC__) /* glibc 2.26+; elsewhere never ready */
+  posix_reader* r = file->plugin_file;
+  size_t done = 0;
+  while (r->size_at_open >= 0 && done < n) {
+    size_t want = n - done < READ_SLICE ? n - done : READ_SLICE;
+    struct iovec part = {buffer + done, want};
+    ssize_t got = preadv2(r->fd, &part, 1, (off_t)(offset + done), RWF_NOWAIT);
+    if (got > 0) {
+      done += (size_t)got;
+      if ((size_t)got < want && (int64_t)(offset + done) == r->size_at_open) {
+        TF_SetStatus(status, TF_OUT_OF_RANGE, "read past the end of the file");
+        return (int64_t)done;
+      }
+    } else if (got == 0) {
+      TF_SetStatus(status, TF_OUT_OF_RANGE, "read past the end of the file");
+      return (int64_t)done;
+    } else if (errno != EINTR) {
+      break;
+    }
+  }
+  if (r->size_at_open >= 0 && done == n) {
+    plugin_set_ok(status);
+    return (int64_t)done;
+  }
+#else
+  (void)file, (void)offset, (void)n, (void)buffer;
+#endif
+  TF_SetStatus(status, TF_UNAVAILABLE, "not in the page cache");
+  return -1;
 }
 
 /* ---- writable files ------------------------------------------------------ */
@@ -1080,7 +1119,9 @@ static int fs_get_matching_paths(const TF_Filesystem* filesystem,
 /* ---- registration -------------------------------------------------------- */
 
 static const TF_RandomAccessFileOps posix_reader_ops = {
-    .cleanup = reader_cleanup, .read = reader_read};
+    .cleanup = reader_cleanup,
+    .read = reader_read,
+    .read_if_ready = reader_read_if_ready};
 
 static const TF_WritableFileOps posix_writer_ops = {
     .cleanup = writer_cleanup,

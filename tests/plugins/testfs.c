@@ -159,6 +159,16 @@ static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset,
 }
 #endif
 
+#ifdef OLDER_HEADER
+/* Past the table size an OLDER_HEADER plugin reports: never called. */
+static int64_t reader_read_never(const TF_RandomAccessFile* file,
+                                 uint64_t offset, size_t n, char* buffer,
+                                 TF_Status* status) {
+  (void)file, (void)offset, (void)n, (void)buffer, (void)status;
+  abort();
+}
+#endif
+
 static void region_cleanup(TF_ReadOnlyMemoryRegion* region) { (void)region; }
 static const void* region_data(const TF_ReadOnlyMemoryRegion* region) {
   (void)region;
@@ -221,10 +231,14 @@ ASYNCFS_PLUGIN_EXPORT void TF_InitPlugin(TF_FilesystemPluginInfo* info) {
   ops->random_access_file_ops_api = TF_RANDOM_ACCESS_FILE_OPS_API + 1;
 #endif
 #ifdef OLDER_HEADER
-  /* built against a header without the appended abort_transaction entry */
+  /* built against a header without the appended abort_transaction entry,
+   * nor read_if_ready */
   ops->filesystem_ops_size = offsetof(TF_FilesystemOps, abort_transaction);
+  ops->random_access_file_ops_size =
+      offsetof(TF_RandomAccessFileOps, read_if_ready);
   /* memory past the size it reported: the core must not copy it */
   fs->abort_transaction = fs_abort;
+  reader->read_if_ready = reader_read_never;
 #endif
 
 #ifndef BREAK_MISSING_INIT

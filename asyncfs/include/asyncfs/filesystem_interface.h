@@ -176,6 +176,14 @@ typedef struct TF_RandomAccessFileOps {
    * TF_OUT_OF_RANGE and still returns the count read; errors return -1. */
   int64_t (*read)(const TF_RandomAccessFile* file, uint64_t offset, size_t n,
                   char* buffer, TF_Status* status);
+  /* asyncfs extension (API 1), optional: read as read does, but only from
+   * what the store holds at hand (the page cache, memory), never waiting on
+   * a device or a network; it may run on an event loop's thread. When the
+   * bytes are not all at hand, or waiting would be needed for anything
+   * (a lock another thread holds), it sets TF_UNAVAILABLE and returns -1,
+   * and the caller reads with read, where waiting is fine. */
+  int64_t (*read_if_ready)(const TF_RandomAccessFile* file, uint64_t offset,
+                           size_t n, char* buffer, TF_Status* status);
 } TF_RandomAccessFileOps;
 
 typedef struct TF_WritableFileOps {
@@ -380,7 +388,7 @@ typedef struct TF_FilesystemOps {
 
 #define TF_FILESYSTEM_OPS_API 6
 #define TF_FILESYSTEM_OPS_ABI 0
-#define TF_RANDOM_ACCESS_FILE_OPS_API 0
+#define TF_RANDOM_ACCESS_FILE_OPS_API 1
 #define TF_RANDOM_ACCESS_FILE_OPS_ABI 0
 #define TF_WRITABLE_FILE_OPS_API 0
 #define TF_WRITABLE_FILE_OPS_ABI 0
