@@ -235,6 +235,7 @@ def _validate_scheme(ops: CData, where: dict[str, Any]) -> SchemeTables:
 
     api_versions: dict[str, int] = {}
     copies: dict[str, CData | None] = {}
+    other_apis: list[str] = []
     for table in _TABLES:
         if getattr(ops, table.attr) == ffi.NULL:
             copies[table.attr] = None
@@ -249,14 +250,15 @@ def _validate_scheme(ops: CData, where: dict[str, Any]) -> SchemeTables:
         api, core_api = int(getattr(ops, f"{table.attr}_api")), getattr(rt, table.api_const)
         api_versions[table.attr] = api
         if api != core_api:
-            warnings.warn(
-                f"plugin {where['library']}, scheme {scheme!r}: {table.attr} is built for "
-                f"API {api}, the core has API {core_api}; loading it, with entries past "
-                "its table size treated as not offered",
-                PluginAPIMismatchWarning,
-                stacklevel=4,
-            )
+            other_apis.append(f"{table.attr} is built for API {api}, the core has API {core_api}")
         copies[table.attr] = _copy_table(ops, table, where)
+    if other_apis:  # one warning for the scheme (a TensorFlow plugin's tables differ in two)
+        warnings.warn(
+            f"plugin {where['library']}, scheme {scheme!r}: {'; '.join(other_apis)}; loading it, "
+            "with entries past its tables' sizes treated as not offered",
+            PluginAPIMismatchWarning,
+            stacklevel=4,
+        )
 
     if copies["filesystem_ops"] is None:
         raise MissingTableError("no filesystem ops table", item="filesystem_ops", **where)
