@@ -25,6 +25,8 @@ from itertools import islice
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from anyio.lowlevel import checkpoint
+
 from . import compression as _compression
 from ._landing import Landing
 from ._lines import Handover, split_keep
@@ -65,6 +67,14 @@ SPLIT = 128 * 1024
 # then whole in the reader, and its size needs no request of its own; a
 # bigger one's first bytes are the reader's first buffer.
 HEAD = 64 << 10
+# A local file's bytes are read on the event loop's thread, AT_HAND at a
+# time, while its plugin has them at hand (``RandomAccessFile.read_if_ready``:
+# in the page cache, in memory), and its block is at most AT_HAND_MOST. Such
+# a read copies, and wakes no thread: reading a cached file 64 KiB at a time
+# took 0.8 ms where reads on other threads took 2.5-3.2 ms. After every
+# AT_HAND_MOST bytes read so, the loop's other tasks get a turn.
+AT_HAND_MOST = 1 << 20
+AT_HAND = SPLIT
 
 
 T = TypeVar("T", str, bytes)
@@ -403,6 +413,13 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         self._pos = 0
         self._buf_start = 0  # stream offset of _buf[0]
         self._eof = False
+        # blocks are read on the loop's thread while the plugin has them at
+        # hand; once one is not, it and the next are read ahead on other threads
+        # (see AT_HAND_MOST); an uncompressed file whose first block was not
+        # at hand when it was opened is read ahead from the start
+        cold = isinstance(first, AheadRead) and codec is None
+        self._at_hand = not afs.network and block_size <= AT_HAND_MOST and file.reads_if_ready and not cold
+        self._since_turn = 0  # bytes read at hand since the loop's other tasks last had a turn
         if isinstance(first, AheadRead):
             self._ahead.append((0, first))
         elif first is not None:
@@ -412,6 +429,14 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
     # ---- fetching ----------------------------------------------------------------------
 
     async def _raw_block(self) -> bytes:
+        if await self._at_hand_turn():
+            asked = min(self._block, AT_HAND)
+            data = self._file.read_if_ready(self._raw_offset, asked)
+            if data is not None:
+                self._since_turn += len(data)
+                self._took_block(len(data), asked)
+                return data
+            self._at_hand = False
         offset = self._raw_offset
         data = None
         if self._ahead and self._ahead[0][0] == offset:
@@ -426,14 +451,27 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         self._took_block(len(data))
         return data
 
-    def _took_block(self, count: int) -> None:
-        """The block at _raw_offset came with count bytes: the next is past
-        it; a short one is the end (for now: see _more), and after a whole
-        one the next blocks are read ahead."""
+    async def _at_hand_turn(self) -> bool:
+        """Whether the next block is read at hand (see AT_HAND): the plugin
+        had the ones before at hand, and none is on its way. Every
+        AT_HAND_MOST bytes read so, the loop's other tasks get a turn first,
+        as they would while a block was read on another thread."""
+        if not self._at_hand or self._ahead:
+            return False
+        if self._since_turn >= AT_HAND_MOST:
+            self._since_turn = 0
+            await checkpoint()
+        return True
+
+    def _took_block(self, count: int, asked: int = 0) -> None:
+        """The block at _raw_offset (or the asked bytes read at hand) came
+        with count bytes: the next is past it; a short one is the end (for
+        now: see _more), and after a whole one the next blocks are read
+        ahead, unless they are read at hand."""
         self._raw_offset += count
-        if count < self._block:
+        if count < (asked or self._block):
             self._raw_eof = True
-        else:
+        elif not self._at_hand:
             self._read_ahead()
 
     def _read_ahead(self) -> None:
@@ -924,14 +962,16 @@ def _read_rest(file: RandomAccessFile, start: int, wanted: int) -> tuple[bytes, 
 
 
 def _open_for_reading(
-    fs: ModularFileSystem, uri: str, head: int, ahead: int
+    fs: ModularFileSystem, uri: str, head: int, ahead: int, raw: bool
 ) -> tuple[RandomAccessFile, int, bytes | AheadRead | None]:
     """The file opened, its size, and its first bytes: with head > 0, its
     first head bytes, read with the open (on s3, from the open's own GET: a
     file shorter than head is then whole, and its size needs no request of
-    its own); else, with ahead > 0, the read of its first ahead bytes
-    started on a runtime thread (see AsyncBinaryReader._start_read), so
-    that they are read while the loop takes the open back, not after."""
+    its own); else, with ahead > 0, the first ahead bytes if the plugin
+    has them at hand and the file is read as it is stored (raw: not
+    decompressed), or else their read started on a runtime thread (see
+    AsyncBinaryReader._start_read), so that they are read while the loop
+    takes the open back, not after."""
     file = fs.new_random_access_file(uri)
     try:
         if head > 0:
@@ -942,7 +982,12 @@ def _open_for_reading(
         size = fs.get_file_size(uri)
         # not a file of size 0: it has nothing to read ahead, or its size
         # says nothing of its bytes (/proc's), which are read when read
-        return file, size, file.read_ahead(0, min(ahead, size)) if ahead > 0 and size > 0 else None
+        if ahead <= 0 or size <= 0:
+            return file, size, None
+        # bytes at hand are read here and now: a read ahead would have to
+        # wake a runtime thread, and the loop might wait for it
+        at_hand = file.read_if_ready(0, min(ahead, size)) if raw else None
+        return file, size, at_hand or file.read_ahead(0, min(ahead, size))
     except BaseException:
         file.close()
         raise
@@ -996,7 +1041,7 @@ async def open_stream(
         head = min(HEAD, block_size) if afs.network and codec is None else 0
         ahead = block_size if readahead > 0 and not afs.network else 0
         file, size, first = await afs.run(
-            _open_for_reading, fs, uri, head, ahead, mutating=False, discard=_close_opened
+            _open_for_reading, fs, uri, head, ahead, codec is None, mutating=False, discard=_close_opened
         )
         reader = AsyncBinaryReader(
             afs, file, uri, size, block_size=block_size, readahead=readahead, codec=codec, first=first

@@ -1,0 +1,225 @@
+"""Reads made at hand, on the calling thread (``RandomAccessFile.read_if_ready``,
+the ``read_if_ready`` entry appended to the random access file table, API 1):
+posix reads what the page cache holds, memory what its store holds, and
+neither ever waits; a stream reads a local file so, on the event loop's
+thread, until the bytes are not at hand, then ahead on other threads, and
+loses nothing on the way."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import asyncfs
+from asyncfs import streams
+
+pytestmark = pytest.mark.anyio
+
+TEXT = b"".join(b"%08d %s\n" % (i, b"x" * (i % 61)) for i in range(80_000))  # 3.1 MB of lines
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def at_hand(
+    f: asyncfs.RandomAccessFile, offset: int, n: int, read: Callable[..., bytes | None] | None = None
+) -> bytes | None:
+    """f.read_if_ready (or read), asked up to five times: the page cache may
+    answer "not now" while another thread holds a page (rarely: 2 in
+    120,000 reads of a cached file here)."""
+    for _ in range(5):
+        got = read(f, offset, n) if read is not None else f.read_if_ready(offset, n)
+        if got is not None:
+            return got
+    return None
+
+
+# ---- the entry ---------------------------------------------------------------------------------
+
+
+def test_read_if_ready_reads_what_read_reads(sync_fs: asyncfs.ModularFileSystem, root: str) -> None:
+    data = bytes(range(256)) * 600
+    with sync_fs.new_writable_file(f"{root}/file") as w:
+        w.append(data)
+    cases = [(0, 4096), (4096, 65536), (len(data) - 10, 100), (len(data), 10), (len(data) + 5, 1), (7, 0)]
+    with sync_fs.new_random_access_file(f"{root}/file") as f:
+        if sync_fs.scheme in ("file", "mem"):  # the built-ins that have bytes at hand
+            assert f.reads_if_ready
+        if not f.reads_if_ready:
+            assert f.read_if_ready(0, 10) is None  # read then reads them
+            return
+        assert [at_hand(f, offset, n) for offset, n in cases] == [f.read(offset, n) for offset, n in cases]
+        buffer = bytearray(100)
+        assert f.read_if_ready_into(len(data) - 40, buffer) == 40
+        assert bytes(buffer[:40]) == data[-40:]
+    with pytest.raises(ValueError, match="closed"):
+        f.read_if_ready(0, 1)
+
+
+def test_a_pipe_is_never_at_hand() -> None:
+    """A pipe is read onward, under a lock: never on the loop's thread."""
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"abc")
+    os.close(write_end)
+    try:
+        with asyncfs.get_filesystem("file://").new_random_access_file(f"/dev/fd/{read_end}") as f:
+            assert f.reads_if_ready
+            assert f.read_if_ready(0, 3) is None
+            assert f.read(0, 3) == b"abc"
+    finally:
+        os.close(read_end)
+
+
+def test_a_store_made_slow_is_not_at_hand() -> None:
+    """The memory plugin's latency_us fakes a store that waits: what waits
+    is not at hand."""
+    fs = asyncfs.Registry().get("mem")  # an instance of its own: the option stays here
+    fs.recursively_create_dir("mem://b")
+    with fs.new_writable_file("mem://b/f") as w:
+        w.append(b"data")
+    with fs.new_random_access_file("mem://b/f") as f:
+        assert f.read_if_ready(0, 4) == b"data"
+        fs.set_option("latency_us", 1000)
+        assert f.read_if_ready(0, 4) is None
+        assert f.read(0, 4) == b"data"
+
+
+# ---- streams -----------------------------------------------------------------------------------
+
+
+class Spied:
+    """Counts a stream's plugin reads: made at hand, made on a worker, and
+    started ahead on a runtime thread; with cold_after, the reads at hand
+    after that many answer "not at hand"."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, cold_after: int | None) -> None:
+        self.at_hand: list[int] = []  # offsets asked at hand
+        self.not_at_hand = 0
+        self.worker = 0
+        self.ahead = 0
+        cls = asyncfs.RandomAccessFile
+        read_if_ready, read, read_ahead = cls.read_if_ready, cls.read, cls.read_ahead
+
+        def spied_read_if_ready(file: asyncfs.RandomAccessFile, offset: int, n: int) -> bytes | None:
+            self.at_hand.append(offset)
+            refused = cold_after is not None and len(self.at_hand) > cold_after
+            got = None if refused else at_hand(file, offset, n, read_if_ready)
+            self.not_at_hand += got is None
+            return got
+
+        def spied_read(file: asyncfs.RandomAccessFile, *args: Any, **kwargs: Any) -> bytes:
+            self.worker += 1
+            return read(file, *args, **kwargs)
+
+        def spied_read_ahead(file: asyncfs.RandomAccessFile, *args: Any) -> Any:
+            self.ahead += 1
+            return read_ahead(file, *args)
+
+        monkeypatch.setattr(cls, "read_if_ready", spied_read_if_ready)
+        monkeypatch.setattr(cls, "read", spied_read)
+        monkeypatch.setattr(cls, "read_ahead", spied_read_ahead)
+
+
+async def read_back(env: asyncfs.Env, uri: str, mode: str) -> bytes:
+    """The stream's content: 64 KiB reads (binary), or its lines (text)."""
+    async with env.open(uri, mode) as f:
+        if mode == "r":
+            return "".join([line async for line in f]).encode()
+        parts = []
+        while chunk := await f.read(65536):
+            parts.append(chunk)
+        return b"".join(parts)
+
+
+def _stored(env: asyncfs.Env, where: str, tmp_path: Path) -> Callable[[str, bytes], Any]:
+    async def store(name: str, data: bytes) -> str:
+        uri = f"{tmp_path}/{name}" if where == "file" else f"mem://at-hand-{tmp_path.name}/{name}"
+        await env.write_file(uri, data)
+        return uri
+
+    return store
+
+
+@pytest.mark.parametrize("where", ["file", "mem"])
+@pytest.mark.parametrize("mode", ["rb", "r", "gzip"])
+@pytest.mark.parametrize("cold_after", [None, 0, 1, 7])
+async def test_a_stream_reads_at_hand_then_ahead_and_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, mode: str, cold_after: int | None
+) -> None:
+    """All at hand (cold_after None): no read on a worker, none ahead.
+    Once a read at hand is refused (after cold_after of them), that block
+    and the rest are read ahead, and none is asked at hand again. The bytes
+    are the file's either way, raw, as lines, and decompressed."""
+    async with asyncfs.Env() as env:
+        store = _stored(env, where, tmp_path)
+        if mode == "gzip":
+            uri = await store("data.gz", gzip.compress(TEXT, compresslevel=0))  # stored: several blocks
+        else:
+            uri = await store("data", TEXT)
+        spied = Spied(monkeypatch, cold_after)
+        assert await read_back(env, uri, "r" if mode == "r" else "rb") == TEXT
+    if cold_after is None:
+        assert spied.not_at_hand == 0
+        assert len(spied.at_hand) > 10
+        assert (spied.worker, spied.ahead) == (0, 1 if mode == "gzip" else 0)  # a compressed file's first block
+    else:
+        assert spied.not_at_hand == 1
+        assert len(spied.at_hand) == cold_after + 1  # none asked after the refusal
+        assert spied.worker + spied.ahead > 1
+
+
+async def test_a_stream_of_a_file_not_in_the_page_cache_reads_it_ahead(tmp_path: Path) -> None:
+    """The real thing: a file the kernel dropped from its page cache."""
+    path = tmp_path / "cold"
+    data = os.urandom(4 << 20)
+    with path.open("wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+        os.posix_fadvise(out.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.preadv(fd, [bytearray(4096)], 2 << 20, os.RWF_NOWAIT)
+        pytest.skip("the kernel kept the file in its page cache (or cannot say it is not there)")
+    except (BlockingIOError, OSError):
+        pass
+    finally:
+        os.close(fd)
+    async with asyncfs.Env() as env:
+        assert await read_back(env, str(path), "rb") == data
+
+
+async def test_reading_at_hand_gives_the_loops_other_tasks_turns(tmp_path: Path) -> None:
+    """A read of many cached blocks at hand never waits, and so would keep
+    the loop to itself: every AT_HAND_MOST bytes, the other tasks get a turn."""
+    path = tmp_path / "big"
+    size = 8 << 20
+    data = os.urandom(size)
+    path.write_bytes(data)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await anyio.sleep(0)
+
+    async with asyncfs.Env() as env, env.open(str(path), "rb") as f, anyio.create_task_group() as tasks:
+        tasks.start_soon(tick)
+        await anyio.sleep(0)
+        before = ticks
+        parts = []
+        while part := await f.read(65536):  # each from what one read at hand brought
+            parts.append(part)
+        turns = ticks - before
+        tasks.cancel_scope.cancel()
+    assert b"".join(parts) == data
+    assert turns >= size // streams.AT_HAND_MOST - 2
