@@ -538,8 +538,14 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
     async def read(self, n: int = -1) -> bytes:
         """Up to n bytes (all the rest when n < 0); empty at the end. All
         the rest of an uncompressed file is one plugin call on a worker,
-        straight into the bytes returned: no copy, and nothing on the loop."""
+        straight into the bytes returned: no copy, and nothing on the loop.
+        Up to AT_HAND_MOST of them, when the plugin has them at hand, are
+        one read on the loop's thread."""
         if n >= 0 or self._decompressor is not None or self._eof:
+            if 0 < n <= AT_HAND_MOST and self._decompressor is None:
+                at_hand = await self._read_at_hand(n)
+                if at_hand is not None:
+                    return at_hand
             return await super().read(n)
         self._ready()
         start = self.tell()
@@ -556,6 +562,24 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         self._raw_eof = self._eof = False  # it goes on past what was read (it grew since it was opened)
         more = await super().read(-1)
         return data + more if more else data
+
+    async def _read_at_hand(self, n: int) -> bytes | None:
+        """read(n) as one read at hand from the position, when the buffer
+        holds fewer than n bytes (they are read again, with the rest: no
+        join), or None: the buffer holds them, or they are not at hand."""
+        self._ready()
+        if len(self._buf) - self._pos >= n or not await self._at_hand_turn():
+            return None
+        start = self._buf_start + self._pos
+        data = self._file.read_if_ready(start, n)
+        if data is None:
+            self._at_hand = False
+            return None
+        self._since_turn += len(data)
+        self._buf_start, self._buf, self._pos = start + len(data), b"", 0
+        self._raw_offset = start
+        self._took_block(len(data), n)
+        return data
 
     async def read1(self, n: int = -1) -> bytes:
         """Up to n bytes (any number, when n < 0) with at most one block
