@@ -834,6 +834,29 @@ async def test_a_binary_file_builds_its_layers_only_when_asked_what_they_answer(
 
 
 @pytest.mark.asyncio
+async def test_a_read_to_the_end_of_a_cached_file_is_made_on_the_loops_thread(tmp_path: Path) -> None:
+    """read() of a binary file the page cache holds is made when it is
+    called, on the loop's thread (preadv2 with RWF_NOWAIT, which never waits
+    for the disk), and leaves the descriptor where read() leaves it; a file
+    that grew since its open is read to its new end on a worker."""
+    path = tmp_path / "f"
+    data = bytes(range(256)) * 40
+    path.write_bytes(data)
+    f, other = await asyncio.gather(ours.open(path, "rb"), ours.open(path, "rb"))  # in bulk: unlayered
+    start = _hops()
+    assert await f.read() == data
+    assert _hops() == start
+    with open(path, "ab") as writer:
+        writer.write(b"more")
+    assert await f.read() == b"more"  # past the size at the open: on a worker
+    assert await f.tell() == len(data) + 4
+    assert await f.read() == b""  # the descriptor stands at the end: the layers read from there
+    assert await other.read() == data + b"more"
+    await f.close()
+    await other.close()
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize("alone", [True, False], ids=["a read alone", "reads in bulk"])
 async def test_layers_built_while_a_read_to_the_end_is_in_c_take_what_it_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, alone: bool
@@ -858,12 +881,18 @@ async def test_layers_built_while_a_read_to_the_end_is_in_c_take_what_it_read(
             return real_runtime.ASYNCFS_ReadFds(*args)
 
     monkeypatch.setattr(_bulk, "runtime", HeldInside)
+    from asyncfs.aiofiles._stack import Unlayered  # noqa: PLC0415
+
+    monkeypatch.setattr(Unlayered, "read_at_hand", lambda self: None)  # the page cache's answer: not at hand
     path = tmp_path / "f"
     path.write_bytes(b"0123456789" * 500)
     f, other = await asyncio.gather(ours.open(path, "rb"), ours.open(path, "rb"))
     reading = asyncio.gather(f.read()) if alone else asyncio.gather(f.read(), other.read())
-    while not inside.is_set():
+    for _ in range(10_000):
+        if inside.is_set():
+            break
         await asyncio.sleep(0.001)
+    assert inside.is_set(), "the read never reached its C call"
     assert f._unlayered is not None
     telling = asyncio.ensure_future(f.tell())  # builds the layers now, here
     await asyncio.sleep(0)

@@ -37,6 +37,11 @@ _LINE_ENDS: dict[str | None, bytes] = {None: b"\n", "": b"\n", "\n": b"\n", "\r"
 
 # ASCII-compatible encodings, with the most bytes a character read takes
 # ("\r\n" read as "\n" is two bytes)
+# read() of an unlayered file is made on the loop's thread when the page
+# cache holds all of it and it is at most AT_HAND_MOST bytes: preadv2 with
+# RWF_NOWAIT refuses (EAGAIN) where it would wait for the disk (Linux)
+_NOWAIT: int = getattr(os, "RWF_NOWAIT", 0) if hasattr(os, "preadv") else 0
+AT_HAND_MOST = 1 << 20
 _WIDTHS = {"utf-8": 4, "utf-8-sig": 4, "ascii": 2, "iso8859-1": 2, "cp1252": 2, "iso8859-15": 2}
 
 
@@ -233,6 +238,25 @@ class Unlayered:
     def moved(self, count: int) -> None:
         """A read to the end took count bytes from the descriptor."""
         self.position += count
+
+    def read_at_hand(self) -> bytes | None:
+        """read() to the end, made here, on the loop's thread, when the
+        page cache holds all of it (see _NOWAIT): no trip to a worker, as
+        the standard library's read() makes it when called. None when it
+        does not, is not possible here, or the file grew past its size at
+        the open: a worker reads it then, as it would have."""
+        want = self.info.st_size - self.position + 1  # one byte more: the end seen
+        if not _NOWAIT or want > AT_HAND_MOST:
+            return None
+        buffer = bytearray(want)
+        try:
+            count = os.preadv(self.fd, [buffer], self.position, _NOWAIT)
+        except OSError:  # not in the page cache (EAGAIN), or not on this filesystem
+            return None
+        if count == want:  # grown: not the end
+            return None
+        self.position = os.lseek(self.fd, self.position + count, os.SEEK_SET)  # where read() leaves it
+        return bytes(memoryview(buffer)[:count])
 
     def layer_up(self) -> Opened:
         """open()'s layers on the descriptor (which they own from now on),

@@ -82,6 +82,10 @@ class AsyncBufferedReader(AsyncBufferedIOBase):
         unlayered = self._unlayered
         if unlayered is None or unlayered.closed or type(size) is not int or size >= 0:
             return await super().read(size)
+        if self._sent == self._done:  # no call on a worker uses the descriptor
+            data = unlayered.read_at_hand()
+            if data is not None:
+                return data
         # to the end, with the others of this loop iteration, in one C call
         return await self._call(self._read_to_end, None, read=True, combine=READ_TO_END)
 
