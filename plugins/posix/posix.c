@@ -111,15 +111,31 @@ static int64_t read_onward(posix_reader* r, uint64_t offset, size_t n,
  * event loop's thread for milliseconds. */
 #define READ_SLICE ((size_t)256 << 10)
 
-static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset,
-                           size_t n, char* buffer, TF_Status* status) {
-  posix_reader* r = file->plugin_file;
+/* preadv2's RWF_NOWAIT (glibc 2.26+); 0 elsewhere: nothing is at hand. */
+#if defined(RWF_NOWAIT) && defined(__GLIBC__)
+#define NOWAIT RWF_NOWAIT
+#else
+#define NOWAIT 0
+#endif
+
+/* The reads' shared loop: n bytes at offset, in slices, or all up to the
+ * end (TF_OUT_OF_RANGE, with the count). flags are preadv2's (RWF_NOWAIT:
+ * from the page cache only); 0 is a plain pread. A failure returns -1 with
+ * errno set and status untouched: the caller says what it means. */
+static int64_t read_at(const posix_reader* r, uint64_t offset, size_t n,
+                       char* buffer, int flags, TF_Status* status) {
   size_t done = 0;
   while (done < n) {
     size_t want = n - done < READ_SLICE ? n - done : READ_SLICE;
-    ssize_t got = pread(r->fd, buffer + done, want, (off_t)(offset + done));
-    if (got < 0 && errno == ESPIPE && r->size_at_open < 0 && done == 0)
-      return read_onward(r, offset, n, buffer, status);
+    ssize_t got;
+#if NOWAIT
+    struct iovec part = {buffer + done, want};
+    got = flags != 0 ? preadv2(r->fd, &part, 1, (off_t)(offset + done), flags)
+                     : pread(r->fd, buffer + done, want, (off_t)(offset + done));
+#else
+    (void)flags;
+    got = pread(r->fd, buffer + done, want, (off_t)(offset + done));
+#endif
     if (got > 0) {
       done += (size_t)got;
       /* A short read that ends where the file ended when it was opened is
@@ -133,7 +149,6 @@ static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset,
       TF_SetStatus(status, TF_OUT_OF_RANGE, "read past the end of the file");
       return (int64_t)done;
     } else if (errno != EINTR) {
-      TF_SetStatusFromIOError(status, errno, "pread");
       return -1;
     }
   }
@@ -141,40 +156,29 @@ static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset,
   return (int64_t)done;
 }
 
-/* read from the page cache only: preadv2's RWF_NOWAIT answers EAGAIN where
- * the device would be waited for. All n bytes, or all up to the end; a part
- * is UNAVAILABLE, as is anything else that goes wrong (the caller's read
- * then says what), and a pipe, which is read onward under a lock. */
+static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset,
+                           size_t n, char* buffer, TF_Status* status) {
+  posix_reader* r = file->plugin_file;
+  int64_t count = read_at(r, offset, n, buffer, 0, status);
+  if (count >= 0) return count;
+  if (errno == ESPIPE && r->size_at_open < 0)
+    return read_onward(r, offset, n, buffer, status);
+  TF_SetStatusFromIOError(status, errno, "pread");
+  return -1;
+}
+
+/* read from the page cache only: RWF_NOWAIT makes preadv2 answer EAGAIN
+ * where the device would be waited for. All n bytes, or all up to the end;
+ * a part is UNAVAILABLE, as is anything else that goes wrong (the caller's
+ * read then says what), and a pipe, which is read onward under a lock. */
 static int64_t reader_read_if_ready(const TF_RandomAccessFile* file,
                                     uint64_t offset, size_t n, char* buffer,
                                     TF_Status* status) {
-#if defined(RWF_NOWAIT) && defined(__GLIBC__) /* glibc 2.26+; elsewhere never ready */
-  posix_reader* r = file->plugin_file;
-  size_t done = 0;
-  while (r->size_at_open >= 0 && done < n) {
-    size_t want = n - done < READ_SLICE ? n - done : READ_SLICE;
-    struct iovec part = {buffer + done, want};
-    ssize_t got = preadv2(r->fd, &part, 1, (off_t)(offset + done), RWF_NOWAIT);
-    if (got > 0) {
-      done += (size_t)got;
-      if ((size_t)got < want && (int64_t)(offset + done) == r->size_at_open) {
-        TF_SetStatus(status, TF_OUT_OF_RANGE, "read past the end of the file");
-        return (int64_t)done;
-      }
-    } else if (got == 0) {
-      TF_SetStatus(status, TF_OUT_OF_RANGE, "read past the end of the file");
-      return (int64_t)done;
-    } else if (errno != EINTR) {
-      break;
-    }
+  const posix_reader* r = file->plugin_file;
+  if (NOWAIT != 0 && r->size_at_open >= 0) {
+    int64_t count = read_at(r, offset, n, buffer, NOWAIT, status);
+    if (count >= 0) return count;
   }
-  if (r->size_at_open >= 0 && done == n) {
-    plugin_set_ok(status);
-    return (int64_t)done;
-  }
-#else
-  (void)file, (void)offset, (void)n, (void)buffer;
-#endif
   TF_SetStatus(status, TF_UNAVAILABLE, "not in the page cache");
   return -1;
 }
