@@ -430,13 +430,9 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
 
     async def _raw_block(self) -> bytes:
         if await self._at_hand_turn():
-            asked = min(self._block, AT_HAND)
-            data = self._file.read_if_ready(self._raw_offset, asked)
-            if data is not None:
-                self._since_turn += len(data)
-                self._took_block(len(data), asked)
-                return data
-            self._at_hand = False
+            at_hand = self._take_at_hand(self._raw_offset, min(self._block, AT_HAND))
+            if at_hand is not None:
+                return at_hand
         offset = self._raw_offset
         data = None
         if self._ahead and self._ahead[0][0] == offset:
@@ -462,6 +458,19 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
             self._since_turn = 0
             await checkpoint()
         return True
+
+    def _take_at_hand(self, offset: int, n: int) -> bytes | None:
+        """The n bytes at offset, read at hand, and the raw position past
+        them; None when they are not at hand: they, and the blocks after
+        them, are then read ahead."""
+        data = self._file.read_if_ready(offset, n)
+        if data is None:
+            self._at_hand = False
+            return None
+        self._since_turn += len(data)
+        self._raw_offset = offset
+        self._took_block(len(data), n)
+        return data
 
     def _took_block(self, count: int, asked: int = 0) -> None:
         """The block at _raw_offset (or the asked bytes read at hand) came
@@ -571,14 +580,9 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         if len(self._buf) - self._pos >= n or not await self._at_hand_turn():
             return None
         start = self._buf_start + self._pos
-        data = self._file.read_if_ready(start, n)
-        if data is None:
-            self._at_hand = False
-            return None
-        self._since_turn += len(data)
-        self._buf_start, self._buf, self._pos = start + len(data), b"", 0
-        self._raw_offset = start
-        self._took_block(len(data), n)
+        data = self._take_at_hand(start, n)
+        if data is not None:
+            self._buf_start, self._buf, self._pos = start + len(data), b"", 0
         return data
 
     async def read1(self, n: int = -1) -> bytes:

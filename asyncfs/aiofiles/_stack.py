@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from .. import _uri
 from ..env import default_env
 from ..errors import StatusError
+from ..streams import AT_HAND_MOST
 from ._memory import Descriptor, ReadAhead, WriteBehind
 
 __all__ = ["Info", "Landing", "Opened", "Unlayered", "close_opened", "layer_up", "layered", "open_stack"]
@@ -41,7 +42,6 @@ _LINE_ENDS: dict[str | None, bytes] = {None: b"\n", "": b"\n", "\n": b"\n", "\r"
 # cache holds all of it and it is at most AT_HAND_MOST bytes: preadv2 with
 # RWF_NOWAIT refuses (EAGAIN) where it would wait for the disk (Linux)
 _NOWAIT: int = getattr(os, "RWF_NOWAIT", 0) if hasattr(os, "preadv") else 0
-AT_HAND_MOST = 1 << 20
 _WIDTHS = {"utf-8": 4, "utf-8-sig": 4, "ascii": 2, "iso8859-1": 2, "cp1252": 2, "iso8859-15": 2}
 
 
