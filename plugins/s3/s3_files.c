@@ -267,7 +267,7 @@ void s3_new_random_access_file(const TF_Filesystem* filesystem,
   file->plugin_file = reader_open(filesystem, path, "open", status);
 }
 
-const TF_RandomAccessFileOps s3_random_access_file_ops = {reader_cleanup, reader_read};
+const TF_RandomAccessFileOps s3_random_access_file_ops = {.cleanup = reader_cleanup, .read = reader_read};
 
 /* ---- many whole objects at once ---------------------------------------------- */
 
