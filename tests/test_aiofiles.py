@@ -637,6 +637,84 @@ async def test_stat_and_exists_in_a_task_each_are_the_standard_librarys(tmp_path
     assert default_env().pool.stats().operations == before + 4  # the executor's call is not the pool's
 
 
+class _NeverAtHand:
+    """The runtime, but each stat it is asked to make at hand is refused,
+    as on a network filesystem or a kernel without openat2."""
+
+    def __init__(self, lib: Any) -> None:
+        self._lib = lib
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._lib, name)
+
+    def ASYNCFS_StatIfReady(self, path: bytes, fields: Any) -> int:
+        return errno.EAGAIN
+
+
+def test_a_stat_at_hand_is_the_standard_librarys_or_refused(tmp_path: Path) -> None:
+    """ASYNCFS_StatIfReady answers each path as os.stat does (its fields,
+    or its errno), or refuses with EAGAIN; never anything else. A path on
+    a filesystem whose attributes may need a round trip (procfs stands for
+    one here: it is not on the list) is always refused."""
+    from asyncfs._ffi import ffi, runtime  # noqa: PLC0415 (the runtime's C call under test)
+    from asyncfs.aiofiles._paths import c_path  # noqa: PLC0415
+    from asyncfs.aiofiles._stats import FIELDS, _os_error, stat_result  # noqa: PLC0415
+
+    answered = 0
+    for path in map(os.fspath, _odd_paths(tmp_path)):
+        name = c_path(path)
+        if name is None:
+            continue
+        fields = ffi.new("int64_t[]", FIELDS)
+        code = runtime().ASYNCFS_StatIfReady(name, fields)
+        if code == errno.EAGAIN:
+            continue
+        answered += 1
+        got = stat_result(ffi.unpack(fields, FIELDS)) if code == 0 else _os_error(code, path)
+        assert _described(got) == _standard(os.stat, [path])[0], path
+    if sys.platform == "linux":
+        assert runtime().ASYNCFS_StatIfReady(b"/proc/self/status", ffi.new("int64_t[]", FIELDS)) == errno.EAGAIN
+    print(f"{answered} of the odd paths were answered at hand")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("at_hand", [True, False], ids=["at-hand", "refused"])
+async def test_stats_at_hand_and_refused_are_the_standard_librarys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at_hand: bool
+) -> None:
+    """Through the public functions, in a task each: what the kernel has
+    at hand is answered on the loop's thread (no worker is asked for a
+    file just stat'ed), and a refusal goes to a worker with the same
+    answer."""
+    from asyncfs._ffi import runtime  # noqa: PLC0415
+    from asyncfs.aiofiles import _stats  # noqa: PLC0415 (the module under test, not public)
+
+    if not at_hand:
+        monkeypatch.setattr(_stats, "runtime", lambda: _NeverAtHand(runtime()))
+    paths = _odd_paths(tmp_path) * 2
+    for name, fn in (("stat", ours.os.stat), ("exists", ours.ospath.exists), ("isdir", ours.ospath.isdir)):
+        outcomes = await asyncio.gather(*(fn(path) for path in paths), return_exceptions=True)
+        expected = getattr(os, name, None) or getattr(os.path, name)
+        assert [_described(outcome) for outcome in outcomes] == _standard(expected, paths), name
+    cached = tmp_path / "file"
+    os.stat(cached)
+    before = default_env().pool.stats().operations
+    assert (await ours.os.stat(cached)).st_size == 5
+    asked = default_env().pool.stats().operations - before
+    if at_hand and sys.platform == "linux" and _at_hand_here(cached):
+        assert asked == 0
+    else:
+        assert asked == 1
+
+
+def _at_hand_here(path: Path) -> bool:
+    """Whether the runtime answers a stat of path at hand (a kernel with
+    openat2 and RESOLVE_CACHED, a local filesystem it lists)."""
+    from asyncfs._ffi import ffi, runtime  # noqa: PLC0415
+
+    return bool(runtime().ASYNCFS_StatIfReady(os.fsencode(path), ffi.new("int64_t[]", 16)) == 0)
+
+
 @settings(max_examples=int(os.environ.get("ASYNCFS_HYPOTHESIS_EXAMPLES", "150")), deadline=None)
 @given(
     names=st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=8),

@@ -21,13 +21,14 @@ from __future__ import annotations
 import os
 import stat as _stat
 from collections.abc import Callable, Coroutine, Sequence
+from errno import EAGAIN
 from functools import partial
 from pathlib import PurePath
 from typing import Any, Generic, TypeVar
 
 from .._ffi import ffi, runtime
 from ..env import default_env
-from ._paths import packed_c_paths
+from ._paths import c_path, packed_c_paths
 
 __all__ = [
     "FIELDS",
@@ -180,7 +181,24 @@ class StatMany(Generic[T]):
     def _combined(self, path: str | bytes) -> Coroutine[Any, Any, T] | None:
         if not _LAYOUT:  # os.stat_result is not what stat_result builds
             return None
-        return default_env().pool.run(self._one, path, mutating=False, combine=self)
+        return self._at_hand_or_pooled(path)
+
+    async def _at_hand_or_pooled(self, path: str | bytes) -> T:
+        """The answer from what the kernel holds in memory, on the loop's
+        thread (ASYNCFS_StatIfReady never waits); else from a worker, with
+        the other stats of the loop's iteration."""
+        name = c_path(path)
+        if name is not None:
+            fields = ffi.new("int64_t[]", FIELDS)
+            errno = runtime().ASYNCFS_StatIfReady(name, fields)
+            if errno == 0:
+                answer = self.answer
+                return True if answer is None else answer(ffi.unpack(fields, FIELDS))  # type: ignore[return-value]
+            if errno != EAGAIN:
+                if self.failed is not None:
+                    return self.failed
+                raise _os_error(errno, path)
+        return await default_env().pool.run(self._one, path, mutating=False, combine=self)
 
 
 # what each function answers, from a path's fields (see ASYNCFS_STAT_FIELDS)

@@ -146,6 +146,15 @@ int64_t ASYNCFS_SafeStrnlen(const char* s, size_t max);
  * many failed. */
 int ASYNCFS_StatPaths(const char* paths, int n, int64_t* fields, int* errors);
 
+/* stat(2) of one path, as ASYNCFS_StatPaths makes it, made only when the
+ * kernel can answer from what it holds in memory, so that it never waits
+ * and may run on an event loop's thread: 0 and the path's fields; an errno
+ * the path's walk through cached entries gave (ENOENT, ENOTDIR, EACCES,
+ * ELOOP, ENAMETOOLONG); or EAGAIN when the answer is not at hand (a step
+ * not cached, a network filesystem, no openat2): ask ASYNCFS_StatPaths on
+ * a worker. Always EAGAIN off Linux. */
+int ASYNCFS_StatIfReady(const char* path, int64_t* fields);
+
 /* open(2) of each of the n regular files at the paths packed as for
  * ASYNCFS_StatPaths, for reading, as the standard library's FileIO opens
  * mode "r" (O_RDONLY and close-on-exec, interrupted calls retried), then
