@@ -650,6 +650,18 @@ class _NeverAtHand:
     def ASYNCFS_StatIfReady(self, path: bytes, fields: Any) -> int:
         return errno.EAGAIN
 
+    def ASYNCFS_OpenIfReady(self, path: bytes, fields: Any) -> int:
+        return -errno.EAGAIN
+
+
+def _never_at_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every stat and open the drop-in would make at hand goes to the pool."""
+    from asyncfs._ffi import runtime  # noqa: PLC0415
+    from asyncfs.aiofiles import _bulk, _stats  # noqa: PLC0415 (the modules under test, not public)
+
+    for module in (_stats, _bulk):
+        monkeypatch.setattr(module, "runtime", lambda: _NeverAtHand(runtime()))
+
 
 def test_a_stat_at_hand_is_the_standard_librarys_or_refused(tmp_path: Path) -> None:
     """ASYNCFS_StatIfReady answers each path as os.stat does (its fields,
@@ -686,11 +698,8 @@ async def test_stats_at_hand_and_refused_are_the_standard_librarys(
     at hand is answered on the loop's thread (no worker is asked for a
     file just stat'ed), and a refusal goes to a worker with the same
     answer."""
-    from asyncfs._ffi import runtime  # noqa: PLC0415
-    from asyncfs.aiofiles import _stats  # noqa: PLC0415 (the module under test, not public)
-
     if not at_hand:
-        monkeypatch.setattr(_stats, "runtime", lambda: _NeverAtHand(runtime()))
+        _never_at_hand(monkeypatch)
     paths = _odd_paths(tmp_path) * 2
     for name, fn in (("stat", ours.os.stat), ("exists", ours.ospath.exists), ("isdir", ours.ospath.isdir)):
         outcomes = await asyncio.gather(*(fn(path) for path in paths), return_exceptions=True)
@@ -707,12 +716,28 @@ async def test_stats_at_hand_and_refused_are_the_standard_librarys(
         assert asked == 1
 
 
-def _at_hand_here(path: Path) -> bool:
-    """Whether the runtime answers a stat of path at hand (a kernel with
-    openat2 and RESOLVE_CACHED, a local filesystem it lists)."""
-    from asyncfs._ffi import ffi, runtime  # noqa: PLC0415
+_LOCAL_TYPES = {"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "tmpfs", "ramfs", "overlay"}
 
-    return bool(runtime().ASYNCFS_StatIfReady(os.fsencode(path), ffi.new("int64_t[]", 16)) == 0)
+
+def _at_hand_here(path: Path) -> bool:
+    """Whether a stat or open of path (just made, so cached) should be at
+    hand, decided apart from the runtime: Linux 5.12 or later (openat2's
+    RESOLVE_CACHED), and a filesystem on the runtime's list, by the type
+    /proc/self/mountinfo gives the mount that holds path."""
+    if sys.platform != "linux":
+        return False
+    if tuple(int(part) for part in os.uname().release.split(".")[:2] if part.isdigit()) < (5, 12):
+        return False
+    where = os.path.realpath(path)
+    best, fstype = "", ""
+    with open("/proc/self/mountinfo") as mounts:
+        for line in mounts:
+            fields = line.split()
+            point = fields[4].encode().decode("unicode_escape")  # octal escapes of spaces
+            inside = where == point or where.startswith(point.rstrip("/") + "/")
+            if inside and len(point) >= len(best):
+                best, fstype = point, fields[fields.index("-") + 1]
+    return fstype in _LOCAL_TYPES
 
 
 @settings(max_examples=int(os.environ.get("ASYNCFS_HYPOTHESIS_EXAMPLES", "150")), deadline=None)
@@ -776,6 +801,7 @@ async def test_opens_of_many_paths_in_one_call_are_the_standard_librarys(
     ordinary way, answered the same)."""
     from asyncfs.aiofiles._bulk import OpenToRead  # noqa: PLC0415 (the module under test, not public)
 
+    _never_at_hand(monkeypatch)  # else a cached file is opened at hand (below)
     c_calls = _counting(monkeypatch, OpenToRead, "_open")
     paths = [path for path in _odd_paths(tmp_path) if "fifo" not in str(path)]  # a FIFO's open waits for a writer
     (tmp_path / "text").write_bytes("ünï\r\ncödé\rlines\n".encode())
@@ -793,6 +819,66 @@ async def test_opens_of_many_paths_in_one_call_are_the_standard_librarys(
         assert [_described(outcome) for outcome in outcomes] == expected, (mode, options)
         assert c_calls == [1], "the opens were not made in one C call"
     await _settle(before)
+
+
+@pytest.mark.asyncio
+@needs_proc
+async def test_opens_at_hand_are_the_standard_librarys_and_ask_no_worker(tmp_path: Path) -> None:
+    """What the kernel can open from memory is opened on the loop's thread,
+    answered as open() answers; the rest (a directory, /dev/null, a name C
+    cannot take) goes to the pool, answered the same."""
+    paths = [path for path in _odd_paths(tmp_path) if "fifo" not in str(path)]  # a FIFO's open waits for a writer
+    before = open_fds()
+    for mode in ("rb", "r"):
+        outcomes = await asyncio.gather(*(_open_and_read(p, mode) for p in paths), return_exceptions=True)
+        expected = []
+        for path in paths:
+            try:
+                expected.append(_described(_open_and_read_standard(path, mode)))
+            except (OSError, ValueError, UnicodeDecodeError) as exc:
+                expected.append(_described(exc))
+        assert [_described(outcome) for outcome in outcomes] == expected, mode
+    await _settle(before)
+    cached, missing = tmp_path / "file", tmp_path / "missing"
+    _open_and_read_standard(cached, "rb")
+    with contextlib.suppress(FileNotFoundError):
+        open(missing)  # noqa: SIM115 (it raises)
+    asked = default_env().pool.stats().operations
+    f = await ours.open(cached, "rb")
+    with pytest.raises(FileNotFoundError):
+        await ours.open(missing)
+    asked = default_env().pool.stats().operations - asked
+    assert await f.read() == b"12345"
+    await f.close()
+    assert asked == (0 if _at_hand_here(cached) else 2)
+    await _settle(before)
+
+
+_REFUSED_BY_HOOK = "refused-by-an-audit-hook"
+
+
+def _refuse_marked_opens(event: str, args: tuple[Any, ...]) -> None:
+    if event == "open" and isinstance(args[0], str) and _REFUSED_BY_HOOK in args[0] and args[1] == "r":
+        raise PermissionError(f"an audit hook refused {args[0]}")
+
+
+@pytest.mark.asyncio
+@needs_proc
+async def test_an_open_an_audit_hook_refuses_raises_its_error_and_leaks_nothing(tmp_path: Path) -> None:
+    """An audit hook sees every open to read, at hand or not, and the one it
+    refuses raises the hook's exception with no descriptor left open."""
+    sys.addaudithook(_refuse_marked_opens)  # stays for the process: it refuses only these names
+    path = tmp_path / _REFUSED_BY_HOOK
+    path.write_bytes(b"x")
+    before = open_fds()
+    for _ in range(3):
+        with pytest.raises(PermissionError, match="an audit hook refused"):
+            open(path)  # noqa: SIM115 (it raises)
+        with pytest.raises(PermissionError, match="an audit hook refused"):
+            await ours.open(path)
+        with pytest.raises(PermissionError, match="an audit hook refused"):
+            await ours.open(str(path), "r", encoding="utf-8")
+    assert open_fds() == before
 
 
 @pytest.mark.asyncio

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import sys
+from errno import EAGAIN
 from typing import TYPE_CHECKING, Any
 
 from .._ffi import ffi, runtime
@@ -70,6 +71,35 @@ class OpenToRead:
             and not atomic
             and isinstance(file, (str, bytes, os.PathLike))
         )
+
+    @staticmethod
+    def at_hand(args: tuple[Any, ...]) -> Opened | None:
+        """open_stack(*args), for args it :meth:`takes`, made on the loop's
+        thread when the kernel can open the file from what it holds in
+        memory (``ASYNCFS_OpenIfReady`` never waits); None when it cannot:
+        the caller opens it on the pool (the same call, answered the same)."""
+        path = os.fspath(args[0])
+        name = c_path(path)
+        if name is None:
+            return None
+        fields = ffi.new("int64_t[]", FIELDS)
+        fd = runtime().ASYNCFS_OpenIfReady(name, fields)
+        if fd == -EAGAIN:
+            return None
+        try:
+            sys.audit("open", path, "r", _OPEN_FLAGS)  # as FileIO announces it
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            raise
+        if fd < 0:
+            raise OSError(-fd, os.strerror(-fd), path)
+        _file, mode, buffering, encoding, errors, newline, _closefd, _opener, close_later, _atomic = args
+        info = Fields(fields, 0)
+        opened, error = _layered_on(fd, path, info, mode, buffering, encoding, errors, newline, close_later)
+        if error is not None:
+            raise error
+        return opened  # type: ignore[no-any-return]
 
     def __call__(self, calls: list[tuple[Any, ...]]) -> list[_Outcome]:
         outcomes: list[_Outcome] = [(ALONE, None)] * len(calls)

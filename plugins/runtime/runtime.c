@@ -20,13 +20,10 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(__linux__)
-#include <sys/syscall.h>
-#include <sys/vfs.h>
-#endif
 
 #include "asyncfs/filesystem_interface.h"
 #include "asyncfs/runtime_core.h"
+#include "at_hand.h"
 #include "plugin_paths.h"
 
 #define RUNTIME_EXPORT __attribute__((visibility("default")))
@@ -547,78 +544,23 @@ RUNTIME_EXPORT int ASYNCFS_StatPaths(const char* paths, int n, int64_t* fields, 
   return failed;
 }
 
-/* ---- stat(2) made only from what the kernel holds in memory ------------
- *
- * openat2(2)'s RESOLVE_CACHED (Linux 5.12) walks a path only through the
- * directory entries the kernel has cached, and refuses with EAGAIN where a
- * step would read a disk or ask a server: io_uring opens files on the
- * submitting thread so. The path is opened O_PATH (no filesystem's open
- * runs), and its attributes are read only on filesystems whose getattr
- * answers from the inode in memory: a network filesystem may ask its
- * server, so NFS, CIFS, FUSE and any type not listed here go to a worker. */
-
-#if defined(__linux__)
-#ifndef SYS_openat2
-#define SYS_openat2 437 /* the same number on every architecture */
-#endif
-#define AT_HAND_RESOLVE_CACHED 0x20 /* RESOLVE_CACHED, linux/openat2.h */
-
-struct at_hand_open_how { /* struct open_how, linux/openat2.h */
-  uint64_t flags;
-  uint64_t mode;
-  uint64_t resolve;
-};
-
-/* the filesystems whose getattr reads the inode in memory (linux/magic.h) */
-static int attributes_in_memory(int fd) {
-  struct statfs fs;
-  if (fstatfs(fd, &fs) != 0) return 0;
-  switch ((unsigned long)fs.f_type) {
-    case 0xEF53UL:     /* ext2, ext3, ext4 */
-    case 0x58465342UL: /* xfs */
-    case 0x9123683EUL: /* btrfs */
-    case 0xF2F52010UL: /* f2fs */
-    case 0x01021994UL: /* tmpfs */
-    case 0x858458F6UL: /* ramfs */
-    case 0x794C7630UL: /* overlayfs, over such local layers (a container's root) */
-      return 1;
-    default:
-      return 0;
-  }
-}
-
-static int openat2_missing; /* ENOSYS once (before 5.6, or a sandbox that refuses it) */
+/* ---- the same, from what the kernel holds in memory (common/at_hand.h) --- */
 
 RUNTIME_EXPORT int ASYNCFS_StatIfReady(const char* path, int64_t* fields) {
-  struct at_hand_open_how how = {O_PATH | O_CLOEXEC, 0, AT_HAND_RESOLVE_CACHED};
   struct stat st;
-  int fd, ok;
-  if (__atomic_load_n(&openat2_missing, __ATOMIC_RELAXED)) return EAGAIN;
-  fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
-  if (fd < 0) {
-    switch (errno) {
-      case ENOENT: case ENOTDIR: case EACCES: case ELOOP: case ENAMETOOLONG:
-        return errno; /* the walk's own answer, as stat(2) gives it */
-      case ENOSYS: case EPERM: /* no openat2, or a seccomp filter refusing it */
-        __atomic_store_n(&openat2_missing, 1, __ATOMIC_RELAXED);
-        return EAGAIN;
-      default: /* EAGAIN (not cached), EINTR, EMFILE, ...: a worker's stat(2) says */
-        return EAGAIN;
-    }
-  }
-  ok = attributes_in_memory(fd) && fstat(fd, &st) == 0;
+  int fd = at_hand_open(path, O_PATH, &st);
+  if (fd < 0) return -fd;
   close(fd);
-  if (!ok) return EAGAIN;
   stat_fields(&st, fields);
   return 0;
 }
-#else
-RUNTIME_EXPORT int ASYNCFS_StatIfReady(const char* path, int64_t* fields) {
-  (void)path;
-  (void)fields;
-  return EAGAIN;
+
+RUNTIME_EXPORT int ASYNCFS_OpenIfReady(const char* path, int64_t* fields) {
+  struct stat st;
+  int fd = at_hand_open(path, O_RDONLY, &st);
+  if (fd >= 0) stat_fields(&st, fields);
+  return fd;
 }
-#endif
 
 RUNTIME_EXPORT int ASYNCFS_OpenPaths(const char* paths, int n, int* fds, int64_t* fields, int* errors) {
   const char* path = paths;

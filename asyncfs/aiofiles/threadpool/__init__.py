@@ -69,15 +69,18 @@ async def _open(
         return await _open_uri(uri, mode, buffering, encoding, errors, newline, atomic)
     close_later = _CLOSE_ON_POOL if executor is None else partial(_close_later, executor)
     args = (local(file), mode, buffering, encoding, errors, newline, closefd, opener, close_later, atomic)
-    opened = await run(
-        executor,
-        open_stack,
-        *args,
-        shielded=False,  # a cancelled open closes what it opened, on a worker
-        discard=close_opened,
-        # a plain open to read: with the others of this loop iteration, in one C call
-        combine=OPEN_TO_READ if OPEN_TO_READ.takes(args) else None,
-    )
+    plain = OPEN_TO_READ.takes(args)  # a plain open to read
+    # at hand, on this thread; else with the others of this loop iteration, in one C call
+    opened = OPEN_TO_READ.at_hand(args) if plain and executor is None else None
+    if opened is None:
+        opened = await run(
+            executor,
+            open_stack,
+            *args,
+            shielded=False,  # a cancelled open closes what it opened, on a worker
+            discard=close_opened,
+            combine=OPEN_TO_READ if plain else None,
+        )
     return wrap(
         opened.file,
         loop=loop,

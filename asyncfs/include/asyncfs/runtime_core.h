@@ -155,6 +155,12 @@ int ASYNCFS_StatPaths(const char* paths, int n, int64_t* fields, int* errors);
  * a worker. Always EAGAIN off Linux. */
 int ASYNCFS_StatIfReady(const char* path, int64_t* fields);
 
+/* One open of ASYNCFS_OpenPaths (a regular file, to read), made only from
+ * what the kernel holds in memory, as ASYNCFS_StatIfReady: the descriptor
+ * and its fields; -errno for an answer the walk gave (the errnos above);
+ * or -EAGAIN, also for what is not a regular file: open it on a worker. */
+int ASYNCFS_OpenIfReady(const char* path, int64_t* fields);
+
 /* open(2) of each of the n regular files at the paths packed as for
  * ASYNCFS_StatPaths, for reading, as the standard library's FileIO opens
  * mode "r" (O_RDONLY and close-on-exec, interrupted calls retried), then

@@ -1,0 +1,33 @@
+/*
+ * Opening a local path only when the kernel can do it from what it holds
+ * in memory, so that the call never waits and may run on an event loop's
+ * thread.
+ *
+ * openat2(2)'s RESOLVE_CACHED (Linux 5.12) walks a path only through the
+ * directory entries the kernel has cached and refuses with EAGAIN where a
+ * step would read a disk or ask a server: io_uring opens files on the
+ * submitting thread so, and only there. A file is taken only on a
+ * filesystem whose attributes are read from the inode in memory: a network
+ * filesystem may ask its server, so NFS, CIFS, FUSE and any type not
+ * listed in at_hand.c are never at hand.
+ */
+#ifndef ASYNCFS_AT_HAND_H_
+#define ASYNCFS_AT_HAND_H_
+
+#include <sys/stat.h>
+
+/* Open path (relative paths from the working directory) with flags, which
+ * are O_PATH (to stat it) or O_RDONLY (to read a regular file), both with
+ * close-on-exec, and fstat(2) it into st. Returns:
+ *   - the descriptor, when everything was at hand (with O_RDONLY, only a
+ *     regular file is taken);
+ *   - -errno, when the walk through cached entries gave the answer that
+ *     open(2) and stat(2) give (ENOENT, ENOTDIR, EACCES, ELOOP,
+ *     ENAMETOOLONG);
+ *   - -EAGAIN when the answer is not at hand (a step not cached, a network
+ *     filesystem, not a regular file, a kernel without openat2, anything
+ *     else): make the ordinary call, on a thread that may wait.
+ * Always -EAGAIN off Linux. */
+int at_hand_open(const char* path, int flags, struct stat* st);
+
+#endif /* ASYNCFS_AT_HAND_H_ */
