@@ -171,6 +171,13 @@ class AsyncModularFileSystem:
         one batch; results in order, each a value or the exception raised."""
         return await self._pool.run_many(fn, calls, mutating=mutating)
 
+    def run_soon(self, fn: Callable[..., object], *args: Any) -> None:
+        """Run ``fn(*args)`` on a worker with nobody waiting for it: the
+        release of a handle that was only read, which has nothing to
+        report. It never waits for room and is never leaked (see
+        :meth:`asyncfs._pool.WorkerPool.run_soon`)."""
+        self._pool.run_soon(fn, *args)
+
     def start(self, fn: Callable[..., T], *args: Any) -> Pending[T] | None:
         """Start side-effect-free ``fn(*args)`` now and await its
         :meth:`~asyncfs._pool.Pending.result` later (read-ahead); None when
