@@ -322,6 +322,25 @@ class ModularFileSystem:
         self._path_call("new_random_access_file", uri, handle)
         return RandomAccessFile(self._tables.random_access_file_ops, handle, uri, self.metadata.name, owner=self)
 
+    def new_random_access_file_if_ready(self, uri: str) -> tuple[RandomAccessFile, int] | None:
+        """:meth:`new_random_access_file` and the file's size, made only
+        from what the plugin holds at hand (cached directory entries,
+        memory), without waiting on a device, a network or a lock, so it
+        may run on an event loop's thread. None when the plugin does not
+        offer it (``new_random_access_file_if_ready``, API 7) or the open is
+        not at hand: :meth:`new_random_access_file` opens it, on a worker.
+        An error known at hand (NOT_FOUND) raises as that would."""
+        fn = self._ops.get("new_random_access_file_if_ready")
+        if fn is None:
+            return None
+        handle = ffi.new("TF_RandomAccessFile*")
+        status = _ffi.thread_status()
+        size = int(fn(self._fs, self._path(uri), handle, status))
+        if status.code == Code.UNAVAILABLE:
+            return None
+        _ffi.check(status, "new_random_access_file_if_ready", uri)
+        return RandomAccessFile(self._tables.random_access_file_ops, handle, uri, self.metadata.name, owner=self), size
+
     def new_writable_file(self, uri: str, *, attributes: Mapping[str, str] | None = None) -> WritableFile:
         """Create or truncate uri for writing; with attributes (name to
         value: an object store's user metadata, and ``content-type``), the

@@ -1010,16 +1010,42 @@ def _open_for_reading(
                 return file, len(first), first
             return file, fs.get_file_size(uri), first
         size = fs.get_file_size(uri)
-        # not a file of size 0: it has nothing to read ahead, or its size
-        # says nothing of its bytes (/proc's), which are read when read
-        if ahead <= 0 or size <= 0:
-            return file, size, None
-        # bytes at hand are read here and now: a read ahead would have to
-        # wake a runtime thread, and the loop might wait for it
-        at_hand = file.read_if_ready(0, min(ahead, size)) if raw else None
-        return file, size, at_hand or file.read_ahead(0, min(ahead, size))
+        return file, size, _first_block(file, size, ahead, raw)
     except BaseException:
         file.close()
+        raise
+
+
+def _first_block(file: RandomAccessFile, size: int, ahead: int, raw: bool) -> bytes | AheadRead | None:
+    """A file's first ahead bytes, read at hand if the plugin has them and
+    the file is read as it is stored (raw: not decompressed), or else their
+    read started on a runtime thread; None with nothing to read ahead, or
+    for a file of size 0, whose size may say nothing of its bytes (/proc's:
+    they are read when read)."""
+    if ahead <= 0 or size <= 0:
+        return None
+    # bytes at hand are read here and now: a read ahead would have to wake
+    # a runtime thread, and the loop might wait for it
+    at_hand = file.read_if_ready(0, min(ahead, size)) if raw else None
+    return at_hand or file.read_ahead(0, min(ahead, size))
+
+
+def _open_at_hand(
+    afs: AsyncModularFileSystem, uri: str, ahead: int
+) -> tuple[RandomAccessFile, int, bytes | AheadRead | None] | None:
+    """:func:`_open_for_reading` of a file read as it is stored, made on the
+    loop's thread when the plugin has the file at hand (its open and size:
+    ``new_random_access_file_if_ready``); None when it has not, and a
+    worker opens it. Its first bytes are read at hand too, or their read
+    started on a runtime thread."""
+    opened = afs.wrapped.new_random_access_file_if_ready(uri)
+    if opened is None:
+        return None
+    file, size = opened
+    try:
+        return file, size, _first_block(file, size, ahead, raw=True)
+    except BaseException:
+        afs.run_soon(file.close)
         raise
 
 
@@ -1064,15 +1090,20 @@ async def open_stream(
     if kind == "r":
         # A network store's small files are read whole with the open (an
         # object cannot change under its reader: s3 pins the version it
-        # opened). A local file's first block is read ahead from the open,
-        # as the next ones are from each read: the loop takes the open back
-        # while a runtime thread reads it (a pool call fewer, and 150 to 350
-        # µs on this 2-core machine, where a thread's wake-up is that slow).
+        # opened). A local file that the plugin can open at hand is opened
+        # on the loop's thread, its first block with it: no thread wakes
+        # (150 to 350 µs on this 2-core machine). Any other's first block is
+        # read with the open on a worker, at hand or ahead, as the next ones
+        # are from each read: the loop takes the open back while a runtime
+        # thread reads it.
         head = min(HEAD, block_size) if afs.network and codec is None else 0
         ahead = block_size if readahead > 0 and not afs.network else 0
-        file, size, first = await afs.run(
-            _open_for_reading, fs, uri, head, ahead, codec is None, mutating=False, discard=_close_opened
-        )
+        opened = _open_at_hand(afs, uri, ahead) if head == 0 and codec is None else None
+        if opened is None:
+            opened = await afs.run(
+                _open_for_reading, fs, uri, head, ahead, codec is None, mutating=False, discard=_close_opened
+            )
+        file, size, first = opened
         reader = AsyncBinaryReader(
             afs, file, uri, size, block_size=block_size, readahead=readahead, codec=codec, first=first
         )

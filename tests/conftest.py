@@ -202,6 +202,30 @@ def preloadable(malloc: str) -> str:
     return str(asan.resolve())
 
 
+_LOCAL_TYPES = {"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "tmpfs", "ramfs", "overlay"}
+
+
+def at_hand_here(path: Path) -> bool:
+    """Whether a stat or open of path (just made, so cached) should be at
+    hand, decided apart from the runtime: Linux 5.12 or later (openat2's
+    RESOLVE_CACHED), and a filesystem on the runtime's list, by the type
+    /proc/self/mountinfo gives the mount that holds path."""
+    if sys.platform != "linux":
+        return False
+    if tuple(int(part) for part in os.uname().release.split(".")[:2] if part.isdigit()) < (5, 12):
+        return False
+    where = os.path.realpath(path)
+    best, fstype = "", ""
+    with open("/proc/self/mountinfo") as mounts:
+        for line in mounts:
+            fields = line.split()
+            point = fields[4].encode().decode("unicode_escape")  # octal escapes of spaces
+            inside = where == point or where.startswith(point.rstrip("/") + "/")
+            if inside and len(point) >= len(best):
+                best, fstype = point, fields[fields.index("-") + 1]
+    return fstype in _LOCAL_TYPES
+
+
 def open_fds() -> int:
     """How many descriptors this process has open (Linux: /proc/self/fd)."""
     return len(os.listdir("/proc/self/fd"))

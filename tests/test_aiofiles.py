@@ -23,7 +23,7 @@ import pytest
 
 real = pytest.importorskip("aiofiles", reason="aiofiles is a test extra: pip install '.[test]'")
 pytest.importorskip("pytest_asyncio", reason="pytest-asyncio is a test extra: pip install '.[test]'")
-from conftest import open_fds  # noqa: E402
+from conftest import at_hand_here, open_fds  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -710,34 +710,10 @@ async def test_stats_at_hand_and_refused_are_the_standard_librarys(
     before = default_env().pool.stats().operations
     assert (await ours.os.stat(cached)).st_size == 5
     asked = default_env().pool.stats().operations - before
-    if at_hand and sys.platform == "linux" and _at_hand_here(cached):
+    if at_hand and sys.platform == "linux" and at_hand_here(cached):
         assert asked == 0
     else:
         assert asked == 1
-
-
-_LOCAL_TYPES = {"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "tmpfs", "ramfs", "overlay"}
-
-
-def _at_hand_here(path: Path) -> bool:
-    """Whether a stat or open of path (just made, so cached) should be at
-    hand, decided apart from the runtime: Linux 5.12 or later (openat2's
-    RESOLVE_CACHED), and a filesystem on the runtime's list, by the type
-    /proc/self/mountinfo gives the mount that holds path."""
-    if sys.platform != "linux":
-        return False
-    if tuple(int(part) for part in os.uname().release.split(".")[:2] if part.isdigit()) < (5, 12):
-        return False
-    where = os.path.realpath(path)
-    best, fstype = "", ""
-    with open("/proc/self/mountinfo") as mounts:
-        for line in mounts:
-            fields = line.split()
-            point = fields[4].encode().decode("unicode_escape")  # octal escapes of spaces
-            inside = where == point or where.startswith(point.rstrip("/") + "/")
-            if inside and len(point) >= len(best):
-                best, fstype = point, fields[fields.index("-") + 1]
-    return fstype in _LOCAL_TYPES
 
 
 @settings(max_examples=int(os.environ.get("ASYNCFS_HYPOTHESIS_EXAMPLES", "150")), deadline=None)
@@ -850,7 +826,7 @@ async def test_opens_at_hand_are_the_standard_librarys_and_ask_no_worker(tmp_pat
     asked = default_env().pool.stats().operations - asked
     assert await f.read() == b"12345"
     await f.close()
-    assert asked == (0 if _at_hand_here(cached) else 2)
+    assert asked == (0 if at_hand_here(cached) else 2)
     await _settle(before)
 
 

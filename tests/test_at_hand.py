@@ -1,9 +1,11 @@
-"""Reads made at hand, on the calling thread (``RandomAccessFile.read_if_ready``,
-the ``read_if_ready`` entry appended to the random access file table, API 1):
-posix reads what the page cache holds, memory what its store holds, and
-neither ever waits; a stream reads a local file so, on the event loop's
-thread, until the bytes are not at hand, then ahead on other threads, and
-loses nothing on the way."""
+"""Opens and reads made at hand, on the calling thread
+(``ModularFileSystem.new_random_access_file_if_ready``, entry 45 of the
+filesystem table, API 7; ``RandomAccessFile.read_if_ready``, the entry
+appended to the random access file table, API 1): posix opens through cached
+directory entries and reads what the page cache holds, memory what its store
+holds, and neither ever waits; a stream opens and reads a local file so, on
+the event loop's thread, until the bytes are not at hand, then ahead on
+other threads, and loses nothing on the way."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
+from conftest import at_hand_here
 
 import asyncfs
 from asyncfs import streams
@@ -90,6 +93,82 @@ def test_a_store_made_slow_is_not_at_hand() -> None:
         fs.set_option("latency_us", 1000)
         assert f.read_if_ready(0, 4) is None
         assert f.read(0, 4) == b"data"
+
+
+def test_an_open_at_hand_is_the_open_of_new_random_access_file(sync_fs: asyncfs.ModularFileSystem, root: str) -> None:
+    """Where the plugin opens at hand, it opens what new_random_access_file
+    opens, with get_file_size's size; an error it knows at hand raises as
+    that would; anything else is left to new_random_access_file (None)."""
+    data = bytes(range(256)) * 300
+    with sync_fs.new_writable_file(f"{root}/file") as w:
+        w.append(data)
+    sync_fs.create_dir(f"{root}/dir")
+    offered = sync_fs.offers("new_random_access_file_if_ready")
+    assert offered == (sync_fs.scheme in ("file", "mem"))  # the built-ins that open at hand
+    with sync_fs.new_random_access_file(f"{root}/file"):  # its directory entries now cached
+        pass
+    opened = sync_fs.new_random_access_file_if_ready(f"{root}/file")
+    if not offered or (sync_fs.scheme == "file" and not at_hand_here(Path(root.removeprefix("file://")))):
+        assert opened is None
+        return
+    assert opened is not None
+    file, size = opened
+    with file:
+        assert size == sync_fs.get_file_size(f"{root}/file") == len(data)
+        assert file.read(0, len(data)) == data
+        assert at_hand(file, 100, 50) == data[100:150]
+    with pytest.raises(asyncfs.NotFoundError):
+        sync_fs.stat(f"{root}/missing")
+    with pytest.raises(asyncfs.NotFoundError):
+        sync_fs.new_random_access_file_if_ready(f"{root}/missing")  # a cached negative entry, in posix
+    try:
+        got = sync_fs.new_random_access_file_if_ready(f"{root}/dir")
+    except asyncfs.FailedPreconditionError:
+        pass  # known at hand, as new_random_access_file says it
+    else:
+        assert got is None  # left to new_random_access_file
+
+
+def test_a_pipe_or_a_slow_store_is_not_opened_at_hand() -> None:
+    """A pipe's size says nothing of its length, and a store that waits
+    (the memory plugin's latency_us) has nothing at hand."""
+    read_end, write_end = os.pipe()
+    try:
+        assert asyncfs.get_filesystem("file://").new_random_access_file_if_ready(f"/dev/fd/{read_end}") is None
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    fs = asyncfs.Registry().get("mem")  # an instance of its own: the option stays here
+    fs.recursively_create_dir("mem://b")
+    with fs.new_writable_file("mem://b/f") as w:
+        w.append(b"data")
+    opened = fs.new_random_access_file_if_ready("mem://b/f")
+    assert opened is not None
+    opened[0].close()
+    assert opened[1] == 4
+    fs.set_option("latency_us", 1000)
+    assert fs.new_random_access_file_if_ready("mem://b/f") is None
+
+
+@pytest.mark.parametrize("where", ["file", "mem"])
+async def test_a_stream_of_a_file_at_hand_asks_no_worker(tmp_path: Path, where: str) -> None:
+    """Open and read of a small cached file: the pool is not asked (the
+    close then runs on a worker, and nobody waits for it)."""
+    async with asyncfs.Env() as env:
+        uri = await _stored(env, where, tmp_path)("small", TEXT[:5000])
+        await env.read_file(uri)
+        expect_none = where == "mem" or at_hand_here(tmp_path)
+        for mode in ("rb", "r"):
+            asked = env.pool.stats().operations
+            async with env.open(uri, mode) as f:
+                if mode == "rb":
+                    assert await f.read() == TEXT[:5000]
+                else:
+                    assert [line async for line in f] == TEXT[:5000].decode().splitlines(keepends=True)
+                asked = env.pool.stats().operations - asked
+            assert asked == 0 if expect_none else asked >= 1, mode
+        with pytest.raises(asyncfs.NotFoundError):
+            await env.open(uri + "-missing", "rb")
 
 
 # ---- streams -----------------------------------------------------------------------------------

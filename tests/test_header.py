@@ -65,6 +65,7 @@ def test_filesystem_ops_are_tensorflows_33_then_the_appended_ones() -> None:
         "stat_files",
         "write_files",
         "landing_path",
+        "new_random_access_file_if_ready",
     ]
     assert fields("TF_FilesystemOps") == [*TF_FILESYSTEM_OPS, *appended]
     for entry, name in enumerate(appended, start=33):

@@ -519,7 +519,8 @@ static const TF_FilesystemOps mem_filesystem_ops = {
     PLUGIN_FILESYSTEM_OPS(mem_, fs_),
     PLUGIN_TRANSACTION_OPS,
     PLUGIN_CONFIGURATION_OPS,
-    .rename_dir = fs_rename_dir};
+    .rename_dir = fs_rename_dir,
+    .new_random_access_file_if_ready = mem_new_random_access_file_if_ready};
 
 static const plugin_scheme mem_schemes[] = {
     {"mem", &mem_filesystem_ops, &mem_reader_ops, &mem_writer_ops,

@@ -230,6 +230,38 @@ void mem_new_random_access_file(const TF_Filesystem* filesystem,
   plugin_set_ok(status);
 }
 
+/* new_random_access_file, unless it would wait: for the latency the store
+ * was configured to fake, or for a writer that holds the lock. */
+int64_t mem_new_random_access_file_if_ready(const TF_Filesystem* filesystem,
+                                            const char* path,
+                                            TF_RandomAccessFile* file,
+                                            TF_Status* status) {
+  memfs* fs = mem_fs_of(filesystem);
+  mem_handle* h;
+  node* n;
+  int64_t size;
+  if (plugin_config_int(&fs->base.config, offsetof(mem_settings, latency_us)) > 0 ||
+      pthread_rwlock_tryrdlock(&fs->lock) != 0) {
+    TF_SetStatus(status, TF_UNAVAILABLE, "not ready without waiting");
+    return -1;
+  }
+  n = open_file_node(fs, path, status);
+  size = n != NULL && n->content != NULL ? (int64_t)n->content->len : 0;
+  pthread_rwlock_unlock(&fs->lock);
+  if (n == NULL) return -1;
+  h = malloc(sizeof *h);
+  if (h == NULL) {
+    mem_node_unref(n);
+    plugin_set_oom(status);
+    return -1;
+  }
+  h->fs = fs;
+  h->node = n;
+  file->plugin_file = h;
+  plugin_set_ok(status);
+  return size;
+}
+
 /* Creates (or, for truncate, empties) the file at path and returns it with
  * a handle reference. Call with the write lock held. */
 static node* create_file_node(memfs* fs, const char* path, int truncate,

@@ -112,6 +112,8 @@ extern const TF_WritableFileOps mem_writer_ops;
 extern const TF_ReadOnlyMemoryRegionOps mem_region_ops;
 
 PLUGIN_DECLARE_FILE_CONSTRUCTORS(mem_);
+int64_t mem_new_random_access_file_if_ready(const TF_Filesystem* filesystem, const char* path,
+                                            TF_RandomAccessFile* file, TF_Status* status);
 
 /* ---- transactions (memory_transactions.c) -------------------------------- */
 

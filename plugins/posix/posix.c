@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "asyncfs/filesystem_interface.h"
+#include "at_hand.h"
 #include "plugin_common.h"
 #include "plugin_fs.h"
 #include "posix_internal.h"
@@ -321,28 +322,54 @@ static int open_regular(const char* path, struct stat* st, TF_Status* status) {
   return fd;
 }
 
+/* The reader of fd, which the reader owns from here on (closed on failure). */
+static int make_reader(int fd, const struct stat* st, TF_RandomAccessFile* file,
+                       TF_Status* status) {
+  posix_reader* r = malloc(sizeof *r);
+  if (r == NULL) {
+    close(fd);
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  r->fd = fd;
+  r->size_at_open = S_ISREG(st->st_mode) ? (int64_t)st->st_size : -1;
+  r->position = 0;
+  if (r->size_at_open < 0) pthread_mutex_init(&r->onward, NULL); /* only these may be read onward */
+  file->plugin_file = r;
+  plugin_set_ok(status);
+  return 0;
+}
+
 static void fs_new_random_access_file(const TF_Filesystem* filesystem,
                                       const char* path,
                                       TF_RandomAccessFile* file,
                                       TF_Status* status) {
   struct stat st;
-  posix_reader* r;
   int fd;
   (void)filesystem;
   fd = open_regular(path, &st, status);
-  if (fd < 0) return;
-  r = malloc(sizeof *r);
-  if (r == NULL) {
-    close(fd);
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-    return;
+  if (fd >= 0) make_reader(fd, &st, file, status);
+}
+
+/* A regular file opened through cached directory entries only, on a
+ * filesystem that answers fstat from memory (common/at_hand.h). */
+static int64_t fs_new_random_access_file_if_ready(const TF_Filesystem* filesystem,
+                                                  const char* path,
+                                                  TF_RandomAccessFile* file,
+                                                  TF_Status* status) {
+  struct stat st;
+  int fd = at_hand_open(path, O_RDONLY, &st);
+  (void)filesystem;
+  if (fd == -EAGAIN) {
+    TF_SetStatus(status, TF_UNAVAILABLE, "not at hand");
+    return -1;
   }
-  r->fd = fd;
-  r->size_at_open = S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1;
-  r->position = 0;
-  if (r->size_at_open < 0) pthread_mutex_init(&r->onward, NULL); /* only these may be read onward */
-  file->plugin_file = r;
-  plugin_set_ok(status);
+  if (fd < 0) {
+    TF_SetStatusFromIOError(status, -fd, path);
+    return -1;
+  }
+  if (make_reader(fd, &st, file, status) != 0) return -1;
+  return (int64_t)st.st_size;
 }
 
 static void open_writer(const TF_Filesystem* filesystem, const char* path,
@@ -1143,7 +1170,8 @@ static const TF_FilesystemOps posix_filesystem_ops = {
     PLUGIN_TRANSACTION_OPS,
     PLUGIN_CONFIGURATION_OPS,
     .rename_dir = fs_rename_dir,
-    .landing_path = fs_landing_path};
+    .landing_path = fs_landing_path,
+    .new_random_access_file_if_ready = fs_new_random_access_file_if_ready};
 
 static const plugin_scheme posix_schemes[] = {
     {"", &posix_filesystem_ops, &posix_reader_ops, &posix_writer_ops,

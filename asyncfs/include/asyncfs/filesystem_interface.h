@@ -379,6 +379,19 @@ typedef struct TF_FilesystemOps {
    * place: path is a device, a FIFO or a socket, which a rename would
    * replace. NULL with status set on an error (a loop of links). */
   char* (*landing_path)(const TF_Filesystem* filesystem, const char* path, TF_Status* status);
+  /* 45: asyncfs extension (filesystem ops API 7). new_random_access_file,
+   * made only from what the plugin holds at hand (cached directory
+   * entries, memory), never waiting on a device, a network or a lock
+   * another thread holds, so that it may run on an event loop's thread.
+   * Returns the file's size at the open, as get_file_size gives it, with
+   * file set and status OK; or -1 with status set as
+   * new_random_access_file would set it (NOT_FOUND, ...) when that answer
+   * was at hand; or -1 with TF_UNAVAILABLE when anything was not at hand,
+   * or the plugin leaves the file to new_random_access_file (a pipe or a
+   * device, whose size says nothing of its length): the caller then opens
+   * it with new_random_access_file, where waiting is fine. */
+  int64_t (*new_random_access_file_if_ready)(const TF_Filesystem* filesystem, const char* path,
+                                             TF_RandomAccessFile* file, TF_Status* status);
 } TF_FilesystemOps;
 
 /* ---- Versions ----------------------------------------------------------- */
@@ -386,7 +399,7 @@ typedef struct TF_FilesystemOps {
  * entries are appended. The core refuses a table whose ABI differs from its
  * own and warns (then loads) when only the API differs. */
 
-#define TF_FILESYSTEM_OPS_API 6
+#define TF_FILESYSTEM_OPS_API 7
 #define TF_FILESYSTEM_OPS_ABI 0
 #define TF_RANDOM_ACCESS_FILE_OPS_API 1
 #define TF_RANDOM_ACCESS_FILE_OPS_ABI 0
