@@ -100,15 +100,24 @@ class StatMany(Generic[T]):
     answered by ``answer(fields)`` (the path's ASYNCFS_STAT_FIELDS values),
     or True when answer is None (only whether the path could be stat'ed:
     no field is read); with ``failed``, a path that cannot be stat'ed is
-    answered ``failed`` instead of raising (``os.path.exists``)."""
+    answered ``failed`` instead of raising (``os.path.exists``). A stat
+    made at hand, on the loop's thread, is answered by ``of_stat`` from the
+    ``os.stat_result`` of the path's descriptor (True when answer is None)."""
 
     # paths per C call: a turn's 10,000 stats go as 40 calls, whose answers
     # reach the loop while the next are stat'ed (128 and 1024 measured the
     # same within this machine's noise)
     limit = 256
 
-    def __init__(self, answer: Callable[[Sequence[int]], T] | None, *, failed: T | None = None) -> None:
+    def __init__(
+        self,
+        answer: Callable[[Sequence[int]], T] | None,
+        of_stat: Callable[[os.stat_result], T] | None = None,
+        *,
+        failed: T | None = None,
+    ) -> None:
         self.answer = answer
+        self.of_stat = of_stat
         self.failed = failed
         self._one = self.one  # bound once, not per call
 
@@ -185,19 +194,22 @@ class StatMany(Generic[T]):
 
     async def _at_hand_or_pooled(self, path: str | bytes) -> T:
         """The answer from what the kernel holds in memory, on the loop's
-        thread (ASYNCFS_StatIfReady never waits); else from a worker, with
-        the other stats of the loop's iteration."""
+        thread (ASYNCFS_PathIfReady, then an fstat of its descriptor: neither
+        waits); else from a worker, with the other stats of the loop's
+        iteration."""
         name = c_path(path)
         if name is not None:
-            fields = ffi.new("int64_t[]", FIELDS)
-            errno = runtime().ASYNCFS_StatIfReady(name, fields)
-            if errno == 0:
-                answer = self.answer
-                return True if answer is None else answer(ffi.unpack(fields, FIELDS))  # type: ignore[return-value]
-            if errno != EAGAIN:
+            fd = runtime().ASYNCFS_PathIfReady(name)
+            if fd >= 0:
+                try:
+                    of_stat = self.of_stat
+                    return True if of_stat is None else of_stat(os.stat(fd))  # type: ignore[return-value]
+                finally:
+                    os.close(fd)
+            if fd != -EAGAIN:
                 if self.failed is not None:
                     return self.failed
-                raise _os_error(errno, path)
+                raise _os_error(-fd, path)
         return await default_env().pool.run(self._one, path, mutating=False, combine=self)
 
 
@@ -226,12 +238,17 @@ def _ctime(fields: Sequence[int]) -> float:
     return fields[11] + fields[12] * 1e-9
 
 
-# os.stat, and the os.path functions that are os.stat and one field of it
-stat = StatMany(stat_result)
+def _same(result: os.stat_result) -> os.stat_result:
+    return result
+
+
+# os.stat, and the os.path functions that are os.stat and one field of it:
+# from the fields of a combined call, and from a stat made at hand
+stat = StatMany(stat_result, _same)
 exists = StatMany(None, failed=False)
-isfile = StatMany(_is_file, failed=False)
-isdir = StatMany(_is_dir, failed=False)
-getsize = StatMany(_size)
-getmtime = StatMany(_mtime)
-getatime = StatMany(_atime)
-getctime = StatMany(_ctime)
+isfile = StatMany(_is_file, lambda st: _stat.S_ISREG(st.st_mode), failed=False)
+isdir = StatMany(_is_dir, lambda st: _stat.S_ISDIR(st.st_mode), failed=False)
+getsize = StatMany(_size, lambda st: st.st_size)
+getmtime = StatMany(_mtime, lambda st: st.st_mtime)
+getatime = StatMany(_atime, lambda st: st.st_atime)
+getctime = StatMany(_ctime, lambda st: st.st_ctime)

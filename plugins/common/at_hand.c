@@ -63,8 +63,8 @@ int at_hand_open(const char* path, int flags, struct stat* st) {
         return -EAGAIN;
     }
   }
-  ok = attributes_in_memory(fd) && fstat(fd, st) == 0;
-  if (ok && !(flags & O_PATH)) /* to read: a regular file, blocking as open(2) made it */
+  ok = attributes_in_memory(fd) && (st == NULL || fstat(fd, st) == 0);
+  if (ok && !(flags & O_PATH)) /* to read: a regular file, blocking as open(2) made it (st set) */
     ok = S_ISREG(st->st_mode) && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0;
   if (!ok) {
     close(fd);

@@ -18,7 +18,8 @@
 
 /* Open path (relative paths from the working directory) with flags, which
  * are O_PATH (to stat it) or O_RDONLY (to read a regular file), both with
- * close-on-exec, and fstat(2) it into st. Returns:
+ * close-on-exec, and fstat(2) it into st (with O_PATH, st may be NULL: the
+ * caller fstat's the descriptor itself). Returns:
  *   - the descriptor, when everything was at hand (with O_RDONLY, only a
  *     regular file is taken);
  *   - -errno, when the walk through cached entries gave the answer that

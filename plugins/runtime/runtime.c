@@ -546,13 +546,8 @@ RUNTIME_EXPORT int ASYNCFS_StatPaths(const char* paths, int n, int64_t* fields, 
 
 /* ---- the same, from what the kernel holds in memory (common/at_hand.h) --- */
 
-RUNTIME_EXPORT int ASYNCFS_StatIfReady(const char* path, int64_t* fields) {
-  struct stat st;
-  int fd = at_hand_open(path, O_PATH, &st);
-  if (fd < 0) return -fd;
-  close(fd);
-  stat_fields(&st, fields);
-  return 0;
+RUNTIME_EXPORT int ASYNCFS_PathIfReady(const char* path) {
+  return at_hand_open(path, O_PATH, NULL);
 }
 
 RUNTIME_EXPORT int ASYNCFS_OpenIfReady(const char* path, int64_t* fields) {

@@ -146,17 +146,19 @@ int64_t ASYNCFS_SafeStrnlen(const char* s, size_t max);
  * many failed. */
 int ASYNCFS_StatPaths(const char* paths, int n, int64_t* fields, int* errors);
 
-/* stat(2) of one path, as ASYNCFS_StatPaths makes it, made only when the
- * kernel can answer from what it holds in memory, so that it never waits
- * and may run on an event loop's thread: 0 and the path's fields; an errno
- * the path's walk through cached entries gave (ENOENT, ENOTDIR, EACCES,
- * ELOOP, ENAMETOOLONG); or EAGAIN when the answer is not at hand (a step
+/* The path, opened O_PATH (close-on-exec; symbolic links followed), only
+ * when the kernel can do it from what it holds in memory, and only on a
+ * filesystem whose fstat(2) of the descriptor is answered from memory too:
+ * neither call waits, so both may run on an event loop's thread. Returns
+ * the descriptor (fstat it, then close it); -errno for an answer the path's
+ * walk through cached entries gave, as stat(2) gives it (ENOENT, ENOTDIR,
+ * EACCES, ELOOP, ENAMETOOLONG); or -EAGAIN when it is not at hand (a step
  * not cached, a network filesystem, no openat2): ask ASYNCFS_StatPaths on
- * a worker. Always EAGAIN off Linux. */
-int ASYNCFS_StatIfReady(const char* path, int64_t* fields);
+ * a worker. Always -EAGAIN off Linux. */
+int ASYNCFS_PathIfReady(const char* path);
 
 /* One open of ASYNCFS_OpenPaths (a regular file, to read), made only from
- * what the kernel holds in memory, as ASYNCFS_StatIfReady: the descriptor
+ * what the kernel holds in memory, as ASYNCFS_PathIfReady: the descriptor
  * and its fields; -errno for an answer the walk gave (the errnos above);
  * or -EAGAIN, also for what is not a regular file: open it on a worker. */
 int ASYNCFS_OpenIfReady(const char* path, int64_t* fields);
