@@ -53,16 +53,13 @@ static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset,
   return count;
 }
 
-/* read, unless it would wait: for the latency the store was configured to
- * fake, or for a writer that holds the lock. */
+/* read, unless it would wait (mem_rdlock_if_ready). */
 static int64_t reader_read_if_ready(const TF_RandomAccessFile* file,
                                     uint64_t offset, size_t n, char* buffer,
                                     TF_Status* status) {
   const mem_handle* h = file->plugin_file;
   int64_t count;
-  if (plugin_config_int(&h->fs->base.config,
-                        offsetof(mem_settings, latency_us)) > 0 ||
-      pthread_rwlock_tryrdlock(&h->fs->lock) != 0) {
+  if (mem_rdlock_if_ready(h->fs) != 0) {
     TF_SetStatus(status, TF_UNAVAILABLE, "not ready without waiting");
     return -1;
   }
@@ -230,8 +227,7 @@ void mem_new_random_access_file(const TF_Filesystem* filesystem,
   plugin_set_ok(status);
 }
 
-/* new_random_access_file, unless it would wait: for the latency the store
- * was configured to fake, or for a writer that holds the lock. */
+/* new_random_access_file, unless it would wait (mem_rdlock_if_ready). */
 int64_t mem_new_random_access_file_if_ready(const TF_Filesystem* filesystem,
                                             const char* path,
                                             TF_RandomAccessFile* file,
@@ -240,8 +236,7 @@ int64_t mem_new_random_access_file_if_ready(const TF_Filesystem* filesystem,
   mem_handle* h;
   node* n;
   int64_t size;
-  if (plugin_config_int(&fs->base.config, offsetof(mem_settings, latency_us)) > 0 ||
-      pthread_rwlock_tryrdlock(&fs->lock) != 0) {
+  if (mem_rdlock_if_ready(fs) != 0) {
     TF_SetStatus(status, TF_UNAVAILABLE, "not ready without waiting");
     return -1;
   }

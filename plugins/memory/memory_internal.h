@@ -76,6 +76,10 @@ static inline memfs* mem_fs_of(const TF_Filesystem* filesystem) {
 int64_t mem_now_nsec(void);
 /* Sleeps the configured latency_us, as a remote store's round trip. */
 void mem_inject_latency(memfs* fs);
+/* Takes the store's read lock, unless that would wait: for the latency the
+ * store was configured to fake, or for a writer that holds the lock.
+ * Returns 0 with the lock held, -1 without (what is at hand is nothing). */
+int mem_rdlock_if_ready(memfs* fs);
 
 void mem_blob_ref(blob* b);
 void mem_blob_unref(blob* b);

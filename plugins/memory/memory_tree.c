@@ -148,9 +148,17 @@ node* mem_dirmap_remove(dirmap* m, const char* name, size_t len) {
   return n;
 }
 
+static int64_t latency_us(memfs* fs) {
+  return plugin_config_int(&fs->base.config, offsetof(mem_settings, latency_us));
+}
+
 void mem_inject_latency(memfs* fs) {
-  sleep_us(plugin_config_int(&fs->base.config,
-                             offsetof(mem_settings, latency_us)));
+  sleep_us(latency_us(fs));
+}
+
+int mem_rdlock_if_ready(memfs* fs) {
+  if (latency_us(fs) > 0) return -1; /* a store made slow has nothing at hand */
+  return pthread_rwlock_tryrdlock(&fs->lock) == 0 ? 0 : -1;
 }
 
 const char* mem_next_component(const char* p, size_t* len) {
