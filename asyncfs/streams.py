@@ -226,19 +226,30 @@ class _BufferedReader(_Stream, Generic[T]):
         start = self._buf_start + self._pos
         parts = [self._take_buffer()]
         have = len(parts[0])
-        while n < 0 or have < n:
-            chunk = await self._more()
-            if chunk is None:
-                break
-            parts.append(chunk)
-            have += len(chunk)
-        rest = self._empty
-        if 0 <= n < have:  # the last chunk went past n: keep its tail
-            cut = len(parts[-1]) - (have - n)
-            parts[-1], rest = parts[-1][:cut], parts[-1][cut:]
-        data = parts[0] if len(parts) == 1 else await self._join(parts)
+        try:
+            while n < 0 or have < n:
+                chunk = await self._more()
+                if chunk is None:
+                    break
+                parts.append(chunk)
+                have += len(chunk)
+            rest = self._empty
+            if 0 <= n < have:  # the last chunk went past n: keep its tail
+                cut = len(parts[-1]) - (have - n)
+                parts[-1], rest = parts[-1][:cut], parts[-1][cut:]
+            data = parts[0] if len(parts) == 1 else await self._join(parts)
+        except BaseException:
+            self._put_back(start, parts)
+            raise
         self._buf_start, self._buf, self._pos = start + len(data), rest, 0
         return data
+
+    def _put_back(self, start: int, parts: list[T]) -> None:
+        """A read that collected parts from start was cancelled (or failed)
+        while it waited for more: they stay buffered, unread, before what
+        is still buffered, so the next read begins at start again."""
+        parts.append(self._buf[self._pos :])
+        self._buf, self._buf_start, self._pos = self._empty.join(parts), start, 0
 
     def _from_buffer(self, n: int) -> T | None:
         """The next n items when the buffer holds them (consumed), else None."""
@@ -257,6 +268,7 @@ class _BufferedReader(_Stream, Generic[T]):
         parts and joined once."""
         self._ready()
         newline = self._newline
+        start = self._buf_start + self._pos
         parts: list[T] = []
         got = 0
         while True:
@@ -269,7 +281,14 @@ class _BufferedReader(_Stream, Generic[T]):
             parts.append(buf[pos:stop])
             got += stop - pos
             self._pos = stop
-            if end >= 0 or not await self._fill():  # the buffer is all consumed
+            if end >= 0:
+                break
+            try:
+                more = await self._fill()
+            except BaseException:
+                self._put_back(start, parts)
+                raise
+            if not more:  # the buffer is all consumed
                 break
         return parts[0] if len(parts) == 1 else self._empty.join(parts)
 

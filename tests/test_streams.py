@@ -202,6 +202,44 @@ async def test_closed_readers_release_their_files_even_when_the_env_closes_at_on
             await anyio.sleep(0.01)
 
 
+@pytest.mark.parametrize("mode", ["rb", "r"])
+@pytest.mark.parametrize("call", ["read", "readline"])
+async def test_a_read_cancelled_while_it_waits_for_more_loses_nothing(
+    env: asyncfs.Env, base: str, mode: str, call: str
+) -> None:
+    """A read(n) or readline that has collected some blocks and is
+    cancelled while the next one is on its way (a store that hangs, here
+    the third block) leaves what it collected unread: the position is
+    where the read began (binary), and the next reads return every byte."""
+    data = b"".join(b"%06d," % i for i in range(300_000))  # one 2.1 MB line
+    uri = f"{base}/hangs-{mode}-{call}"
+    await env.write_file(uri, data)
+    async with env.open(uri, mode, block_size=4096, compression=None, readahead=0) as f:
+        expected = data if mode == "rb" else data.decode()
+        assert await f.read(10) == expected[:10]
+        before = f.tell() if mode == "rb" else None  # type: ignore[union-attr]
+        more = f._more if mode == "rb" else f.binary._more  # type: ignore[attr-defined, union-attr]
+        blocks = 0
+
+        async def hangs_at_the_third() -> Any:
+            nonlocal blocks
+            blocks += 1
+            if blocks == 3:
+                await anyio.sleep_forever()
+            return await more()
+
+        target = f if mode == "rb" else f.binary  # type: ignore[union-attr]
+        target._more = hangs_at_the_third
+        with anyio.move_on_after(0.5) as scope:
+            # more than one read at hand takes (streams.AT_HAND_MOST): block by block
+            await (f.read(1_500_000) if call == "read" else f.readline())
+        assert scope.cancelled_caught
+        del target._more  # the store answers again
+        if mode == "rb":
+            assert f.tell() == before  # type: ignore[union-attr]
+        assert await f.read() == expected[10:]
+
+
 # ---- atomic writers -------------------------------------------------------------------------
 
 
