@@ -329,7 +329,8 @@ class ModularFileSystem:
         may run on an event loop's thread. None when the plugin does not
         offer it (``new_random_access_file_if_ready``, API 7) or the open is
         not at hand: :meth:`new_random_access_file` opens it, on a worker.
-        An error known at hand (NOT_FOUND) raises as that would."""
+        An error known at hand (NOT_FOUND) raises as that would, named for
+        the open it stands in for."""
         fn = self._ops.get("new_random_access_file_if_ready")
         if fn is None:
             return None
@@ -338,7 +339,7 @@ class ModularFileSystem:
         size = int(fn(self._fs, self._path(uri), handle, status))
         if status.code == Code.UNAVAILABLE:
             return None
-        _ffi.check(status, "new_random_access_file_if_ready", uri)
+        _ffi.check(status, "new_random_access_file", uri)
         return RandomAccessFile(self._tables.random_access_file_ops, handle, uri, self.metadata.name, owner=self), size
 
     def new_writable_file(self, uri: str, *, attributes: Mapping[str, str] | None = None) -> WritableFile:

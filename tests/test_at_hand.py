@@ -119,8 +119,12 @@ def test_an_open_at_hand_is_the_open_of_new_random_access_file(sync_fs: asyncfs.
         assert at_hand(file, 100, 50) == data[100:150]
     with pytest.raises(asyncfs.NotFoundError):
         sync_fs.stat(f"{root}/missing")
-    with pytest.raises(asyncfs.NotFoundError):
+    with pytest.raises(asyncfs.NotFoundError) as on_a_worker:
+        sync_fs.new_random_access_file(f"{root}/missing")
+    with pytest.raises(asyncfs.NotFoundError) as at_hand_too:
         sync_fs.new_random_access_file_if_ready(f"{root}/missing")  # a cached negative entry, in posix
+    assert str(at_hand_too.value) == str(on_a_worker.value)  # the same open, the same words
+    assert at_hand_too.value.op == on_a_worker.value.op
     try:
         got = sync_fs.new_random_access_file_if_ready(f"{root}/dir")
     except asyncfs.FailedPreconditionError:
