@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import sys
 import textwrap
 import time
@@ -500,6 +501,70 @@ def test_a_ca_bundle_or_no_verification_reaches_a_tls_gateway(
     else:
         options["verify_tls"] = 0
     round_trip(new_s3(**options))
+
+
+def _payload_hashes(proxy: FaultProxy) -> set[str]:
+    """The x-amz-content-sha256 of the PUTs the proxy saw."""
+    hashes = set()
+    for head in proxy.heads:
+        if head.startswith(b"PUT /") and b"/object " in head.split(b"\r\n", 1)[0]:
+            for line in head.split(b"\r\n"):
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"x-amz-content-sha256":
+                    hashes.add(value.strip().decode())
+    return hashes
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("https", "default", "unsigned"),  # TLS guards the body: neither end hashes it
+        ("http", "default", "signed"),  # in the clear, the signature covers the body
+        ("https", "profile", "signed"),  # s3.payload_signing_enabled = true
+        ("https", "sign_payload=1", "signed"),
+        ("http", "sign_payload=0", "unsigned"),
+    ],
+)
+def test_bodies_are_signed_as_boto3_signs_them(
+    environ: Environ, s3_gateway: Gateway, tmp_path: Path, case: tuple[str, str, str]
+) -> None:
+    """A body's SHA-256 is signed over http:// and not over https://, as
+    boto3 does, unless the profile or the option says otherwise; the
+    gateway accepts both and the object is the same."""
+    scheme, how, expected = case
+    tls = scheme == "https"
+    trustme = pytest.importorskip("trustme", reason="trustme (a test extra) makes the test CA")
+    context, pem = None, tmp_path / "ca.pem"
+    if tls:
+        ca = trustme.CA()
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ca.issue_cert("127.0.0.1").configure_cert(context)
+        ca.cert_pem.write_to_path(str(pem))
+    proxy = FaultProxy(s3_gateway.endpoint, tls=context)
+    try:
+        environ(
+            AWS_ACCESS_KEY_ID=s3_gateway.access_key,
+            AWS_SECRET_ACCESS_KEY=s3_gateway.secret_key,
+            AWS_ENDPOINT_URL=proxy.endpoint,
+            AWS_CA_BUNDLE=str(pem) if tls else None,
+        )
+        options: dict[str, int | bytes] = {}
+        if how == "profile":
+            write_files(tmp_path / "home", config="[default]\ns3 =\n  payload_signing_enabled = True\n")
+        elif how != "default":
+            options["sign_payload"] = int(how.rpartition("=")[2])
+        round_trip(new_s3(**options))
+        hashes = _payload_hashes(proxy)
+    finally:
+        proxy.close()
+    assert len(hashes) == 1
+    assert ("unsigned" if hashes == {"UNSIGNED-PAYLOAD"} else "signed") == expected, hashes
+
+
+def test_a_payload_signing_setting_that_is_not_a_boolean_is_refused(environ: Environ, tmp_path: Path) -> None:
+    write_files(tmp_path / "home", config="[default]\ns3 =\n  payload_signing_enabled = sometimes\n")
+    with pytest.raises(asyncfs.InvalidArgumentError, match="payload_signing_enabled='sometimes'"):
+        new_s3().exists("s3://anything")
 
 
 # ---- settings that are wrong ---------------------------------------------------------------

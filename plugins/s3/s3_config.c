@@ -68,8 +68,10 @@ static const plugin_option s3_options[] = {
      PLUGIN_OPTION_INT, offsetof(s3_config, concurrency), 1, 256, 0},
     {"read_ahead", "bytes fetched with the open of a file for reading",
      PLUGIN_OPTION_INT, offsetof(s3_config, read_ahead), 0, 64 * MiB, 0},
-    {"sign_payload", "1: sign request bodies' SHA-256, 0: UNSIGNED-PAYLOAD",
-     PLUGIN_OPTION_INT, offsetof(s3_config, sign_payload), 0, 1, 0},
+    {"sign_payload",
+     "1: sign request bodies' SHA-256, 0: UNSIGNED-PAYLOAD, -1: sign over "
+     "http:// only (TLS protects the body), as boto3 does",
+     PLUGIN_OPTION_INT, offsetof(s3_config, sign_payload), -1, 1, 0},
     {"max_connections",
      "connections open at once, in use or idle (AWS_MAX_CONNECTIONS); a "
      "request waits for one when all are in use",
@@ -121,10 +123,11 @@ static int env_true(s3_defaults* d, const char* name) {
   return 0;
 }
 
-/* The environment's value, else the profile's (kept in defaults). */
+/* The environment's value (none asked for with env_a NULL), else the
+ * profile's (kept in defaults). */
 static const char* env_or_profile(s3_defaults* d, const char* env_a, const char* env_b,
                                   const char* profile, const char* key) {
-  const char* v = env_first(env_a, env_b);
+  const char* v = env_a != NULL ? env_first(env_a, env_b) : "";
   char* from_file;
   if (*v != '\0' || d->num_owned == (int)(sizeof d->owned / sizeof d->owned[0])) return v;
   if (!d->config_file_read) {
@@ -140,7 +143,7 @@ static const char* env_or_profile(s3_defaults* d, const char* env_a, const char*
 void s3_defaults_load(s3_defaults* d) {
   s3_config* c = &d->config;
   const char* profile = env_first("AWS_PROFILE", "AWS_DEFAULT_PROFILE");
-  const char* style;
+  const char *style, *signing;
   memset(d, 0, sizeof *d);
   c->profile = (char*)profile;
   if (*profile == '\0') profile = "default";
@@ -176,7 +179,15 @@ void s3_defaults_load(s3_defaults* d) {
   c->idle_timeout_ms = 30000;
   c->credential_timeout_ms = 60000;
   c->read_ahead = 64 * 1024;
-  c->sign_payload = 1;
+  /* boto3's rule: a body sent over TLS goes as UNSIGNED-PAYLOAD (TLS guards
+   * it; neither end then hashes it), one sent in the clear is signed; the
+   * profile's s3.payload_signing_enabled = true signs it over TLS too. */
+  signing = env_or_profile(d, NULL, NULL, profile, "s3.payload_signing_enabled");
+  if (*signing != '\0' && strcasecmp(signing, "true") != 0 && strcasecmp(signing, "false") != 0 &&
+      d->error[0] == '\0')
+    snprintf(d->error, sizeof d->error,
+             "s3: the profile's s3.payload_signing_enabled='%.100s' is neither true nor false", signing);
+  c->sign_payload = strcasecmp(signing, "true") == 0 ? 1 : -1;
   /* Out-of-range numbers from the environment fall back to the bounds
    * (plugin_config_init clamps them). */
 }

@@ -53,7 +53,7 @@ typedef struct s3_config {
   int64_t part_size;          /* multipart upload and copy part size */
   int64_t concurrency;        /* requests in flight for one op */
   int64_t read_ahead;         /* bytes fetched when a file is opened */
-  int64_t sign_payload;       /* SHA-256 of bodies vs UNSIGNED-PAYLOAD */
+  int64_t sign_payload;       /* SHA-256 of bodies vs UNSIGNED-PAYLOAD; -1: over http:// */
   int64_t max_connections;    /* open at once, in use or idle, per filesystem */
   int64_t idle_timeout_ms;    /* an idle connection is closed after this */
   int64_t credential_timeout_ms; /* a credential_process running longer is killed */

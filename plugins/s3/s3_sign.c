@@ -234,6 +234,13 @@ typedef struct signing {
   plugin_buf signed_names; /* "host;x-amz-content-sha256;..." */
 } signing;
 
+/* Whether bodies are signed with their SHA-256 (sign_payload -1: only
+ * those sent in the clear; no endpoint is AWS, over https). */
+static int signs_payload(const s3_config* cfg) {
+  if (cfg->sign_payload >= 0) return cfg->sign_payload != 0;
+  return strncmp(cfg->endpoint, "http://", 7) == 0;
+}
+
 static int signing_init(const s3_config* cfg, const s3_credentials* creds,
                         const s3_request* req, time_t now, signing* s) {
   struct tm tm;
@@ -241,7 +248,7 @@ static int signing_init(const s3_config* cfg, const s3_credentials* creds,
   strftime(s->amz_date, sizeof s->amz_date, "%Y%m%dT%H%M%SZ", &tm);
   memcpy(s->date, s->amz_date, 8);
   s->date[8] = '\0';
-  if (cfg->sign_payload || req->body_len == 0)
+  if (signs_payload(cfg) || req->body_len == 0)
     sha256_hex(req->body != NULL ? req->body : "", req->body_len, s->payload_hash);
   else
     snprintf(s->payload_hash, sizeof s->payload_hash, "UNSIGNED-PAYLOAD");
