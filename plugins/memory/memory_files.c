@@ -203,48 +203,10 @@ static node* open_file_node(memfs* fs, const char* path, TF_Status* status) {
   return n;
 }
 
-void mem_new_random_access_file(const TF_Filesystem* filesystem,
-                                      const char* path,
-                                      TF_RandomAccessFile* file,
-                                      TF_Status* status) {
-  memfs* fs = mem_fs_of(filesystem);
+/* file's handle on n, which open_file_node referenced: 0, or -1 with n
+ * released and status set. */
+static int attach_reader(memfs* fs, node* n, TF_RandomAccessFile* file, TF_Status* status) {
   mem_handle* h = malloc(sizeof *h);
-  node* n;
-  if (h == NULL) {
-    plugin_set_oom(status);
-    return;
-  }
-  pthread_rwlock_rdlock(&fs->lock);
-  n = open_file_node(fs, path, status);
-  pthread_rwlock_unlock(&fs->lock);
-  if (n == NULL) {
-    free(h);
-    return;
-  }
-  h->fs = fs;
-  h->node = n;
-  file->plugin_file = h;
-  plugin_set_ok(status);
-}
-
-/* new_random_access_file, unless it would wait (mem_rdlock_if_ready). */
-int64_t mem_new_random_access_file_if_ready(const TF_Filesystem* filesystem,
-                                            const char* path,
-                                            TF_RandomAccessFile* file,
-                                            TF_Status* status) {
-  memfs* fs = mem_fs_of(filesystem);
-  mem_handle* h;
-  node* n;
-  int64_t size;
-  if (mem_rdlock_if_ready(fs) != 0) {
-    TF_SetStatus(status, TF_UNAVAILABLE, "not ready without waiting");
-    return -1;
-  }
-  n = open_file_node(fs, path, status);
-  size = n != NULL && n->content != NULL ? (int64_t)n->content->len : 0;
-  pthread_rwlock_unlock(&fs->lock);
-  if (n == NULL) return -1;
-  h = malloc(sizeof *h);
   if (h == NULL) {
     mem_node_unref(n);
     plugin_set_oom(status);
@@ -254,6 +216,37 @@ int64_t mem_new_random_access_file_if_ready(const TF_Filesystem* filesystem,
   h->node = n;
   file->plugin_file = h;
   plugin_set_ok(status);
+  return 0;
+}
+
+void mem_new_random_access_file(const TF_Filesystem* filesystem,
+                                      const char* path,
+                                      TF_RandomAccessFile* file,
+                                      TF_Status* status) {
+  memfs* fs = mem_fs_of(filesystem);
+  node* n;
+  pthread_rwlock_rdlock(&fs->lock);
+  n = open_file_node(fs, path, status);
+  pthread_rwlock_unlock(&fs->lock);
+  if (n != NULL) attach_reader(fs, n, file, status);
+}
+
+/* new_random_access_file, unless it would wait (mem_rdlock_if_ready). */
+int64_t mem_new_random_access_file_if_ready(const TF_Filesystem* filesystem,
+                                            const char* path,
+                                            TF_RandomAccessFile* file,
+                                            TF_Status* status) {
+  memfs* fs = mem_fs_of(filesystem);
+  node* n;
+  int64_t size;
+  if (mem_rdlock_if_ready(fs) != 0) {
+    TF_SetStatus(status, TF_UNAVAILABLE, "not ready without waiting");
+    return -1;
+  }
+  n = open_file_node(fs, path, status);
+  size = n != NULL && n->content != NULL ? (int64_t)n->content->len : 0;
+  pthread_rwlock_unlock(&fs->lock);
+  if (n == NULL || attach_reader(fs, n, file, status) != 0) return -1;
   return size;
 }
 
