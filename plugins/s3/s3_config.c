@@ -114,13 +114,18 @@ static void env_word(s3_defaults* d, const char* name, const char* v, const char
   snprintf(d->error, sizeof d->error, "s3: %s='%.100s' is neither '%s' nor '%s'", name, v, a, b);
 }
 
-static int env_true(s3_defaults* d, const char* name) {
-  const char* v = getenv(name);
+/* Whether v (named name; NULL or empty: unset) says true; a value that is
+ * neither true nor false is kept in d->error. */
+static int word_true(s3_defaults* d, const char* name, const char* v) {
   if (v == NULL) return 0;
   if (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0) return 1;
   if (*v != '\0' && strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 && d->error[0] == '\0')
     snprintf(d->error, sizeof d->error, "s3: %s='%.100s' is neither true nor false", name, v);
   return 0;
+}
+
+static int env_true(s3_defaults* d, const char* name) {
+  return word_true(d, name, getenv(name));
 }
 
 /* The environment's value (none asked for with env_a NULL), else the
@@ -183,11 +188,7 @@ void s3_defaults_load(s3_defaults* d) {
    * it; neither end then hashes it), one sent in the clear is signed; the
    * profile's s3.payload_signing_enabled = true signs it over TLS too. */
   signing = env_or_profile(d, NULL, NULL, profile, "s3.payload_signing_enabled");
-  if (*signing != '\0' && strcasecmp(signing, "true") != 0 && strcasecmp(signing, "false") != 0 &&
-      d->error[0] == '\0')
-    snprintf(d->error, sizeof d->error,
-             "s3: the profile's s3.payload_signing_enabled='%.100s' is neither true nor false", signing);
-  c->sign_payload = strcasecmp(signing, "true") == 0 ? 1 : -1;
+  c->sign_payload = word_true(d, "the profile's s3.payload_signing_enabled", signing) ? 1 : -1;
   /* Out-of-range numbers from the environment fall back to the bounds
    * (plugin_config_init clamps them). */
 }
