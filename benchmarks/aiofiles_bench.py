@@ -104,7 +104,7 @@ def bench_aiofiles(data: Path, repeat: int, quick: bool) -> list[Row]:
                     best[name] = min(best[name], time.perf_counter() - start)
             row = Row(work, unit, target=f"≥ {TARGET:g}× aiofiles")
             row.results = {name: count / seconds for name, seconds in best.items()}
-            ratio = best["aiofiles"] / best["asyncfs.aiofiles"]
+            ratio = row.ratio = best["aiofiles"] / best["asyncfs.aiofiles"]
             row.verdict = f"{ratio:.1f}× aiofiles ({'met' if ratio >= TARGET else 'missed'})"
             rows.append(row)
         return rows

@@ -23,7 +23,7 @@ def _ratio(row: Row, target: float, peer: str) -> None:
     if peer not in row.results:
         row.verdict = f"{peer} not installed"
         return
-    ratio = row.results["asyncfs"] / row.results[peer]
+    ratio = row.ratio = row.results["asyncfs"] / row.results[peer]
     row.verdict = f"{ratio:.2f}× {peer} ({'met' if ratio >= target else 'missed'})"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import asyncfs
@@ -22,6 +22,7 @@ class Row:
     notes: list[str] = field(default_factory=list)
     target: str = ""
     verdict: str = ""
+    ratio: float | None = None  # the figure the verdict judges, where it is one ratio
 
 
 def best(fn: Callable[[], Any], repeat: int) -> float:
@@ -95,6 +96,24 @@ def optional(name: str) -> Any:
         return __import__(name)
     except ImportError:
         return None
+
+
+def median_rows(runs: list[list[Row]]) -> list[Row]:
+    """Each row as its median run measured it (the higher middle one for an
+    even count): the run whose ratio is the median where every run gave the
+    row one, else the middle run in time. A note lists every run's verdict,
+    so the spread shows beside the median."""
+    if len(runs) == 1:
+        return runs[0]
+    merged = []
+    for same in zip(*runs, strict=True):
+        ratios = [other.ratio for other in same]
+        ranked = list(same) if None in ratios else sorted(same, key=lambda other: other.ratio or 0.0)
+        row = replace(ranked[len(same) // 2])
+        verdicts = " ".join(f"({n}) {other.verdict}" for n, other in enumerate(same, 1))
+        row.notes = [*row.notes, f"median of {len(same)} runs; each run's verdict: {verdicts}"]
+        merged.append(row)
+    return merged
 
 
 def table(rows: list[Row]) -> str:
