@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import socket
 import ssl
+import subprocess
 import sys
 import textwrap
 import time
@@ -503,11 +504,11 @@ def test_a_ca_bundle_or_no_verification_reaches_a_tls_gateway(
     round_trip(new_s3(**options))
 
 
-def _payload_hashes(proxy: FaultProxy) -> set[str]:
-    """The x-amz-content-sha256 of the PUTs the proxy saw."""
+def _payload_hashes(proxy: FaultProxy, key: str = "object") -> set[str]:
+    """The x-amz-content-sha256 of the PUTs of key the proxy saw."""
     hashes = set()
     for head in proxy.heads:
-        if head.startswith(b"PUT /") and b"/object " in head.split(b"\r\n", 1)[0]:
+        if head.startswith(b"PUT /") and f"/{key} ".encode() in head.split(b"\r\n", 1)[0]:
             for line in head.split(b"\r\n"):
                 name, _, value = line.partition(b":")
                 if name.strip().lower() == b"x-amz-content-sha256":
@@ -559,6 +560,65 @@ def test_bodies_are_signed_as_boto3_signs_them(
         proxy.close()
     assert len(hashes) == 1
     assert ("unsigned" if hashes == {"UNSIGNED-PAYLOAD"} else "signed") == expected, hashes
+
+
+WORKERS = """
+import asyncio, multiprocessing, pickle, sys
+import asyncfs
+
+def write(blob, key):
+    env = pickle.loads(blob)
+    asyncio.run(env.write_file(f"s3://{sys.argv[1]}/{key}", key.encode()))
+
+if __name__ == "__main__":
+    env = asyncfs.Env()
+    asyncio.run(env.write_file(f"s3://{sys.argv[1]}/parent", b"parent"))  # resolved before the fork
+    blob = pickle.dumps(env)
+    for method in ("spawn", "forkserver", "fork"):
+        worker = multiprocessing.get_context(method).Process(target=write, args=(blob, method))
+        worker.start()
+        worker.join(120)
+        assert worker.exitcode == 0, (method, worker.exitcode)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="fork and forkserver workers: Linux")
+def test_bodies_over_tls_go_unsigned_in_the_workers_users_start(
+    environ: Environ, s3_gateway: Gateway, tmp_path: Path
+) -> None:
+    """The rule holds where users run asyncfs: an Env pickled to spawned and
+    forkserver workers (DataLoader, Dask), and one used in a forked child
+    after its parent resolved the configuration. Each worker reads the
+    environment or inherits its parent's filesystem; none signs a body
+    sent over TLS."""
+    trustme = pytest.importorskip("trustme", reason="trustme (a test extra) makes the test CA")
+    ca = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    pem = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(pem))
+    proxy = FaultProxy(s3_gateway.endpoint, tls=context)
+    try:
+        environ(
+            AWS_ACCESS_KEY_ID=s3_gateway.access_key,
+            AWS_SECRET_ACCESS_KEY=s3_gateway.secret_key,
+            AWS_ENDPOINT_URL=proxy.endpoint,
+            AWS_CA_BUNDLE=str(pem),
+        )
+        bucket = round_trip(new_s3())
+        script = tmp_path / "workers.py"
+        script.write_text(WORKERS)
+        done = subprocess.run(
+            [sys.executable, str(script), bucket], capture_output=True, text=True, timeout=300, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        hashes = {key: _payload_hashes(proxy, key) for key in ("parent", "spawn", "forkserver", "fork")}
+        fs = new_s3()
+        written = [fs.read_file(f"s3://{bucket}/{key}") for key in hashes]
+    finally:
+        proxy.close()
+    assert hashes == {key: {"UNSIGNED-PAYLOAD"} for key in hashes}
+    assert written == [key.encode() for key in hashes]
 
 
 def test_a_payload_signing_setting_that_is_not_a_boolean_is_refused(environ: Environ, tmp_path: Path) -> None:
