@@ -6,7 +6,7 @@
 Prints one table and writes it to benchmarks/results/latest.md and .json.
 Each figure is the best of --repeat passes (warm page cache); with --runs N
 the whole selection runs N times and the table gives each row's median run
-(`--only s3 --runs 3` is how issue 14 asks for the s3 rows). Compare ratios
+(`--only s3 --runs 3`: the s3 rows as medians of three runs). Compare ratios
 within one run, never absolute numbers across machines. Peers that are not
 installed are reported as such.
 """
