@@ -22,7 +22,7 @@ class Row:
     notes: list[str] = field(default_factory=list)
     target: str = ""
     verdict: str = ""
-    ratio: float | None = None  # the figure the verdict judges, where it is one ratio
+    ratio: float | None = None  # the figure the verdict judges (higher or lower better), where it is one
 
 
 def best(fn: Callable[[], Any], repeat: int) -> float:
@@ -101,8 +101,9 @@ def optional(name: str) -> Any:
 def median_rows(runs: list[list[Row]]) -> list[Row]:
     """Each row as its median run measured it (the higher middle one for an
     even count): the run whose ratio is the median where every run gave the
-    row one, else the middle run in time. A note lists every run's verdict,
-    so the spread shows beside the median."""
+    row one (whichever way is better, the median is the same run), else the
+    middle run in time. A note lists every run's verdict, so the spread
+    shows beside the median."""
     if len(runs) == 1:
         return runs[0]
     merged = []
