@@ -147,17 +147,24 @@ def s3_gateway(tmp_path_factory: pytest.TempPathFactory, s3_plugin: None) -> Ite
     gateway.stop()
 
 
-@pytest.fixture
-def tls_gateway(s3_gateway: Gateway, tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """An https:// endpoint in front of the gateway, with a certificate from
-    a CA of the test's own; yields the endpoint and the CA's PEM file."""
+def tls_proxy(gateway: Gateway, tmp_path: Path) -> tuple[FaultProxy, Path]:
+    """A proxy serving https:// in front of the gateway, with a certificate
+    from a CA of the test's own (trustme, a test extra: without it the test
+    skips); returns the proxy, which the caller closes, and the CA's PEM file."""
     trustme = pytest.importorskip("trustme", reason="trustme (a test extra) makes the test CA")
     ca = trustme.CA()
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("127.0.0.1").configure_cert(context)
-    proxy = FaultProxy(s3_gateway.endpoint, tls=context)
     pem = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(pem))
+    return FaultProxy(gateway.endpoint, tls=context), pem
+
+
+@pytest.fixture
+def tls_gateway(s3_gateway: Gateway, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """An https:// endpoint in front of the gateway (tls_proxy); yields the
+    endpoint and the CA's PEM file."""
+    proxy, pem = tls_proxy(s3_gateway, tmp_path)
     yield proxy.endpoint, pem
     proxy.close()
 

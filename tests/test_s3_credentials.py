@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import socket
-import ssl
 import subprocess
 import sys
 import textwrap
@@ -26,6 +25,7 @@ from pathlib import Path
 import anyio
 import pytest
 from ceph_gateway import Gateway
+from conftest import tls_proxy
 from credential_fakes import Keys, MetadataFakes
 from fault_proxy import FaultProxy
 
@@ -533,21 +533,13 @@ def test_bodies_are_signed_as_boto3_signs_them(
     boto3 does, unless the profile or the option says otherwise; the
     gateway accepts both and the object is the same."""
     scheme, how, expected = case
-    tls = scheme == "https"
-    trustme = pytest.importorskip("trustme", reason="trustme (a test extra) makes the test CA")
-    context, pem = None, tmp_path / "ca.pem"
-    if tls:
-        ca = trustme.CA()
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ca.issue_cert("127.0.0.1").configure_cert(context)
-        ca.cert_pem.write_to_path(str(pem))
-    proxy = FaultProxy(s3_gateway.endpoint, tls=context)
+    proxy, pem = tls_proxy(s3_gateway, tmp_path) if scheme == "https" else (FaultProxy(s3_gateway.endpoint), None)
     try:
         environ(
             AWS_ACCESS_KEY_ID=s3_gateway.access_key,
             AWS_SECRET_ACCESS_KEY=s3_gateway.secret_key,
             AWS_ENDPOINT_URL=proxy.endpoint,
-            AWS_CA_BUNDLE=str(pem) if tls else None,
+            AWS_CA_BUNDLE=str(pem) if pem is not None else None,
         )
         options: dict[str, int | bytes] = {}
         if how == "profile":
@@ -591,13 +583,7 @@ def test_bodies_over_tls_go_unsigned_in_the_workers_users_start(
     after its parent resolved the configuration. Each worker reads the
     environment or inherits its parent's filesystem; none signs a body
     sent over TLS."""
-    trustme = pytest.importorskip("trustme", reason="trustme (a test extra) makes the test CA")
-    ca = trustme.CA()
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(context)
-    pem = tmp_path / "ca.pem"
-    ca.cert_pem.write_to_path(str(pem))
-    proxy = FaultProxy(s3_gateway.endpoint, tls=context)
+    proxy, pem = tls_proxy(s3_gateway, tmp_path)
     try:
         environ(
             AWS_ACCESS_KEY_ID=s3_gateway.access_key,
