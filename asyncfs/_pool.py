@@ -92,6 +92,10 @@ class _Group:
 
 # what a Sink hands the work nobody will take: (tag, result, error)
 OnDrop = Callable[[Any, Any, BaseException | None], None]
+# A sink's work may name a follow: called on the worker with the work's tag
+# and result once it succeeded, it answers the (tag, args) of the next call
+# of the same function, run in its place, or None.
+Follow = Callable[[Any, Any], tuple[Any, tuple[Any, ...]] | None]
 
 
 class Sink:
@@ -159,7 +163,8 @@ class Combiner(Protocol):
 
 class _Work:
     __slots__ = (
-        "args", "combine", "discard", "error", "fn", "group", "members", "orphaned", "result", "sink", "tag", "waiter",
+        "args", "combine", "discard", "error", "fn", "follow", "group", "members", "orphaned", "passed_slot",
+        "result", "sink", "tag", "waiter",
     )  # fmt: skip
 
     # a fan-out's calls (run_many, submit_to, combined calls) are meant to run
@@ -189,6 +194,8 @@ class _Work:
         self.orphaned = False  # given up at shutdown: its caller was told
         self.combine: Combiner | None = None  # may run combined with others
         self.members: list[_Work] | None = None  # the calls this one runs combined
+        self.follow: Follow | None = None  # a sink's work: what runs next in its place (see followed)
+        self.passed_slot = False  # its in-flight slot went to the work that followed it
 
     @classmethod
     def combined(cls, combine: Combiner, members: list[_Work]) -> _Work:
@@ -225,6 +232,21 @@ class _Work:
         if self.waiter.abandoned:
             self.release()
         return []
+
+    def followed(self) -> _Work | None:
+        """The work its follow starts in its place, once it succeeded: run
+        next on this thread, with its in-flight slot, and no trip through
+        the loop in between (a prefetch's next read). None if there is none."""
+        sink, follow = self.sink, self.follow
+        if follow is None or sink is None or sink.closed or self.error is not None:
+            return None
+        after = follow(self.tag, self.result)
+        if after is None:
+            return None
+        work = _Work(self.fn, after[1], Waiter(None), None)  # its sink says when nobody wants it
+        work.sink, work.tag, work.follow = sink, after[0], follow
+        self.passed_slot = True
+        return work
 
     def _run_combined(self, members: list[_Work]) -> list[_Work]:
         """Run the members that are still wanted; returns those the combiner
@@ -565,7 +587,9 @@ class _Batcher:
         counters = self.counters
         counters.wakeups += 1
         counters.operations += len(chunk)
+        passed = 0
         for work in chunk:
+            passed += work.passed_slot
             if work.sink is not None:
                 work.sink.deliver(work.tag, work.result, work.error)
                 continue
@@ -579,7 +603,7 @@ class _Batcher:
             if not received and work.discard is not None and work.error is None:
                 # opened for a caller that was cancelled meanwhile: release it
                 self.pool.release_later(work)
-        self.release_slots(len(chunk))
+        self.release_slots(len(chunk) - passed)
 
 
 def _combine(batch: list[_Work]) -> list[_Work]:
@@ -854,6 +878,8 @@ class WorkerPool:
             with state.lock:
                 state.work, state.batch, state.busy_since = work, batch, start
             alone = work.run()
+            if work.follow is not None and not self._closed and (after := work.followed()) is not None:
+                alone = [*alone, after]
             end = clock()
             with state.lock:
                 state.work, state.busy_since = None, 0.0
@@ -1085,9 +1111,13 @@ class WorkerPool:
         """A sink for this event loop (see :meth:`submit_to` and :class:`Sink`)."""
         return Sink(self.batcher().backend, on_drop)
 
-    async def submit_to(self, sink: Sink, tag: Any, fn: Callable[..., Any], *args: Any) -> None:
+    async def submit_to(
+        self, sink: Sink, tag: Any, fn: Callable[..., Any], *args: Any, follow: Follow | None = None
+    ) -> None:
         """Start side-effect-free fn(*args) on a worker; its (tag, result,
-        error) goes to sink when done. Waits for room under the in-flight cap."""
+        error) goes to sink when done. Waits for room under the in-flight
+        cap. follow, if given, may start the next call on the same worker
+        once this one succeeded (see _Work.followed)."""
         self._check_open()
         batcher = self.batcher()
         if not batcher.take_slot():
@@ -1095,6 +1125,7 @@ class WorkerPool:
         work = _Work(fn, args, batcher.backend.new_waiter(), None)
         work.sink = sink
         work.tag = tag
+        work.follow = follow
         batcher.submit(work)
 
     async def run_many(

@@ -25,7 +25,7 @@ from . import _fanout, _plans
 from ._combined import Combiners
 from ._landing import write_whole
 from ._marshal import Option, OptionValue, refuse_text
-from ._pool import OnDrop, Pending, Sink, WorkerPool
+from ._pool import Follow, OnDrop, Pending, Sink, WorkerPool
 from .errors import FailedPreconditionError, StatusError
 from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
 from .filesystem import FileStatistics, IncompleteWrite, ModularFileSystem
@@ -192,11 +192,15 @@ class AsyncModularFileSystem:
         it holds."""
         return self._pool.sink(on_drop)
 
-    async def run_into(self, sink: Sink, tag: Any, fn: Callable[..., Any], *args: Any) -> None:
+    async def run_into(
+        self, sink: Sink, tag: Any, fn: Callable[..., Any], *args: Any, follow: Follow | None = None
+    ) -> None:
         """Start side-effect-free ``fn(*args)``; ``(tag, result, error)``
         arrives in sink when it is done, in the order calls finish. Waits
-        for room under the in-flight cap."""
-        await self._pool.submit_to(sink, tag, fn, *args)
+        for room under the in-flight cap. ``follow(tag, result)``, called on
+        the worker once the call succeeded, may answer the ``(tag, args)`` of
+        the next call of fn, which that worker then runs in its place."""
+        await self._pool.submit_to(sink, tag, fn, *args, follow=follow)
 
     @property
     def workers(self) -> int:

@@ -275,6 +275,19 @@ _LATELY: weakref.WeakKeyDictionary[ModularFileSystem, float] = weakref.WeakKeyDi
 NETWORK_SHARES = 4
 
 
+class _Started:
+    """A group of a prefetch in flight: its files' indices, the slots of
+    in_flight it holds, and whether the group its worker read next holds
+    them now (see Prefetch._follow)."""
+
+    __slots__ = ("followed", "indices", "slots")
+
+    def __init__(self, indices: Sequence[int], slots: int) -> None:
+        self.indices = indices
+        self.slots = slots
+        self.followed = False
+
+
 class _Items(ABC):
     """An async iterator that needs no finalizing on the event loop: leaving
     the loop early (break, an exception, a cancellation) drops the work in
@@ -348,14 +361,17 @@ class Prefetch(_Items):
         self._held = 0  # bytes of the item last handed over, freed when the consumer is back
         self._per_file: float | None = None  # seconds a worker took per file, lately
         self._measured: ModularFileSystem | None = None  # whose time per file that is (the first file's)
+        # _fresh moves on a worker too: one that read a local group reads the next (see _follow)
+        self._lock = threading.Lock()
         self._built = True
 
     def close(self) -> None:
         if self._sink is not None:
             self._sink.close()  # reads still running are dropped (see _give_back); they hold no handle
-        self._fresh = len(self._paths)
+        with self._lock:
+            self._fresh = len(self._paths)
+            self._retrying.clear()
         self._refused.clear()
-        self._retrying.clear()
         # what was read and not handed over, and the file the consumer had, go back to the budget
         unclaimed = [*self._due.values(), *(item for _, item in self._done)]
         self._due.clear()
@@ -364,8 +380,9 @@ class Prefetch(_Items):
         self.budget.release(held + _size(unclaimed))
 
     def _retry(self) -> None:
-        for index in self._refused:
-            heapq.heappush(self._retrying, index)
+        with self._lock:
+            for index in self._refused:
+                heapq.heappush(self._retrying, index)
         self._refused.clear()
 
     def __aiter__(self) -> Handover[tuple[str, bytes | Exception]]:
@@ -401,9 +418,11 @@ class Prefetch(_Items):
             if self._running == 0:
                 raise RuntimeError(f"prefetch stalled with {len(self._paths) - self._delivered} files left")
             assert self._sink is not None
-            (indices, slots), result, error = await self._sink.next()
-            self._running -= 1
-            self._slots -= slots
+            started, result, error = await self._sink.next()
+            indices = started.indices
+            if not started.followed:  # else the group read next on its worker took its place
+                self._running -= 1
+                self._slots -= started.slots
             if error is None:
                 items, seconds = result
                 self._per_file = (
@@ -473,28 +492,55 @@ class Prefetch(_Items):
         return len(self._retrying) + len(self._paths) - self._fresh
 
     async def _start_group(self) -> None:
-        """Start the lowest startable file, with the next ones on the same
-        filesystem (as many as _group_size says)."""
-        first = self._retrying[0] if self._retrying else self._fresh
-        try:
-            fs = self._resolver.filesystem(self._paths[first])
-        except (StatusError, UnknownSchemeError) as error:  # a path no plugin may be handed: its own answer
-            self._take_group(first, 1)
-            self._arrive([first], [error])
-            return
-        if self._sink is None:
-            # (on_drop holds the budget, not self: the iterator must not be kept
-            # alive by its own reads, or leaving a loop would not close it)
-            self._sink = fs.sink(partial(_give_back, self.budget))
-            self._measured = fs.wrapped
-            self._per_file = _LATELY.get(fs.wrapped)
-        group, paths = self._take_group(first, self._group_size(fs))
-        slots = len(group) if fs.network else 1
+        """Start the lowest startable file, if one is left (a worker may
+        have started the last ones meanwhile: see _follow), with the next
+        ones on the same filesystem (as many as _group_size says)."""
+        with self._lock:
+            if not self._startable():
+                return
+            first = self._retrying[0] if self._retrying else self._fresh
+            try:
+                fs = self._resolver.filesystem(self._paths[first])
+            except (StatusError, UnknownSchemeError) as error:  # a path no plugin may be handed: its own answer
+                self._take_group(first, 1)
+                self._arrive([first], [error])
+                return
+            if self._sink is None:
+                # (on_drop holds the budget, not self: the iterator must not be kept
+                # alive by its own reads, or leaving a loop would not close it)
+                self._sink = fs.sink(partial(_give_back, self.budget))
+                self._measured = fs.wrapped
+                self._per_file = _LATELY.get(fs.wrapped)
+            group, paths = self._take_group(first, self._group_size(fs))
+        started = _Started(group, len(group) if fs.network else 1)
+        follow = None if fs.network or not self._one_scheme else partial(self._follow, fs)
         await fs.run_into(
-            self._sink, (group, slots), _read_group, fs.wrapped, paths, group, self.budget, self._scratch_size
+            self._sink, started, _read_group, fs.wrapped, paths, group, self.budget, self._scratch_size, follow=follow
         )
         self._running += 1
-        self._slots += slots
+        self._slots += started.slots
+
+    def _follow(
+        self, fs: AsyncModularFileSystem, started: _Started, result: tuple[list[object], float]
+    ) -> tuple[_Started, tuple[object, ...]] | None:
+        """On the worker that read a group from a local filesystem: the
+        next group, which it reads next in the group's place (its slot of
+        in_flight), with no trip through the loop in between; or None, and
+        the loop starts what comes next. None when the budget refused a file
+        of the group (the loop paces reads until the consumer frees room),
+        when files wait to be read again, or when no fresh file is left.
+        Each trip through the loop cost the worker about 1 ms of a 5 ms
+        read on a slow store, and a wake-up of 150-350 µs on this machine
+        between groups of the page cache's files (docs/benchmarks.md)."""
+        if self._refused or any(item is _DEFERRED for item in result[0]):
+            return None
+        with self._lock:
+            first = self._fresh
+            if self._retrying or first >= len(self._paths):
+                return None
+            group, paths = self._take_group(first, self._group_size(fs))
+        started.followed = True
+        return _Started(group, 1), (fs.wrapped, paths, group, self.budget, self._scratch_size)
 
     def _group_size(self, fs: AsyncModularFileSystem) -> int:
         """How many files one call on fs reads: on a local filesystem, an

@@ -1010,6 +1010,54 @@ async def test_a_slow_stores_calls_a_task_each_keep_in_flight_running() -> None:
     assert seen[len(seen) // 2] >= 20, Counter(seen)
 
 
+async def test_a_follow_runs_the_next_call_on_the_same_worker_in_its_slot() -> None:
+    """submit_to's follow: once a call succeeded, its worker runs the call
+    the follow answers in its place, with no trip through the loop; every
+    result reaches the sink, and the chain's one in-flight slot is released
+    once, at its end. A call that fails ends the chain, and so does a sink
+    closed meanwhile: its results go to on_drop, and the follow is not
+    asked again."""
+    pool = _pool.WorkerPool(4)
+    dropped: list[Any] = []
+    release = threading.Event()
+    asked: list[int] = []
+
+    def step(n: int) -> tuple[int, int]:
+        if n == 3:
+            raise ValueError("three")
+        if n == 11:
+            release.wait(10)
+        return n, threading.get_ident()
+
+    def follow(tag: int, result: tuple[int, int]) -> tuple[int, tuple[int]] | None:
+        asked.append(tag)
+        return tag + 1, (tag + 1,)
+
+    try:
+        with anyio.fail_after(30):
+            sink = pool.sink()
+            await pool.submit_to(sink, 0, step, 0, follow=follow)
+            got = [await sink.next() for _ in range(4)]
+            assert [tag for tag, _, _ in got] == [0, 1, 2, 3]
+            assert len({thread for _, (_, thread), _ in got[:3]}) == 1  # one worker ran the chain
+            assert isinstance(got[3][2], ValueError)
+            assert asked == [0, 1, 2]  # not after the failure
+            assert pool.stats().in_flight == 0
+
+            closing = pool.sink(lambda tag, result, error: dropped.append(tag))
+            await pool.submit_to(closing, 10, step, 10, follow=follow)
+            assert (await closing.next())[0] == 10  # 11 now waits in the worker
+            closing.close()
+            release.set()
+            while pool.stats().in_flight:
+                await anyio.sleep(0.01)
+    finally:
+        release.set()
+        pool.shutdown()
+    assert dropped == [11]
+    assert asked == [0, 1, 2, 10]  # not for 11: nobody wants what would follow it
+
+
 def test_the_pool_keeps_no_event_loop_alive() -> None:
     """A program that calls asyncio.run (or trio.run) per task, as Celery
     workers and test suites do, gets each loop freed when it ends: the pool

@@ -493,6 +493,51 @@ async def test_cancelling_prefetch_leaks_nothing(env: asyncfs.Env, tmp_path: Pat
     assert budget.used == 0
 
 
+@pytest.mark.parametrize("ordered", [True, False])
+async def test_prefetch_of_a_slow_store_goes_on_in_its_workers(ordered: bool) -> None:
+    """On a store that waits (the memory plugin's latency_us), a worker
+    that read a group reads the next one itself, in its slot of in_flight
+    (no trip through the loop between them): each file arrives once, with
+    its bytes, in order when asked; leaving early while workers go on
+    gives every byte back and leaves no call in flight."""
+    fs = asyncfs.get_filesystem("mem://")
+    root = f"mem:///slow-prefetch-{ordered}"
+    uris = [f"{root}/f{i:03d}" for i in range(240)]
+    fs.recursively_create_dir(root)
+    for i, uri in enumerate(uris):
+        fs.write_file(uri, b"%d" % i)
+    followed = 0
+    follow = asyncfs.prefetch.Prefetch._follow
+
+    def counting(self: Any, *args: Any) -> Any:
+        nonlocal followed
+        after = follow(self, *args)
+        followed += after is not None
+        return after
+
+    budget = asyncfs.Budget(1 << 20)
+    measured = asyncfs.prefetch._LATELY.get(fs)
+    fs.set_option("latency_us", 2000)
+    try:
+        with mock.patch.object(asyncfs.prefetch.Prefetch, "_follow", counting):
+            async with asyncfs.Env(workers=16) as env:
+                assert env.filesystem(root).wrapped is fs
+                asyncfs.prefetch._LATELY[fs] = 0.002  # a file per group, as measured
+                got = [item async for item in env.prefetch(uris, in_flight=16, ordered=ordered, budget=budget)]
+                assert followed > 100  # most groups were started by the worker before them
+                await leave_prefetches_early(env, uris, budget, ordered=ordered)
+    finally:
+        if measured is None:
+            asyncfs.prefetch._LATELY.pop(fs, None)
+        else:
+            asyncfs.prefetch._LATELY[fs] = measured
+        fs.set_option("latency_us", 0)
+        fs.delete_recursively(root)
+    expected = [(uri, b"%d" % i) for i, uri in enumerate(uris)]
+    assert (got if ordered else sorted(got)) == expected
+    assert budget.used == 0
+
+
 @pytest.mark.parametrize(
     ("options", "named"),
     [
