@@ -222,6 +222,17 @@ def _give_back(budget: Budget, tag: object, result: tuple[list[object], float] |
         budget.release(_size(result[0]))
 
 
+def _follow(
+    prefetch: weakref.ref[Prefetch],
+    fs: AsyncModularFileSystem,
+    started: _Started,
+    result: tuple[list[object], float],
+) -> tuple[_Started, tuple[object, ...]] | None:
+    """Prefetch._follow, while the prefetch lives."""
+    alive = prefetch()
+    return None if alive is None else alive._follow(fs, started, result)
+
+
 def _scheme_part(path: str) -> str:
     """What comes before ``://`` (the scheme, if the path is valid), or ""."""
     end = path.find("://")
@@ -513,7 +524,9 @@ class Prefetch(_Items):
                 self._per_file = _LATELY.get(fs.wrapped)
             group, paths = self._take_group(first, self._group_size(fs))
         started = _Started(group, len(group) if fs.network else 1)
-        follow = None if fs.network or not self._one_scheme else partial(self._follow, fs)
+        # (held weakly, as on_drop: a prefetch left by its consumer is closed when
+        # collected, and must not be kept alive by the reads that go on by themselves)
+        follow = None if fs.network or not self._one_scheme else partial(_follow, weakref.ref(self), fs)
         await fs.run_into(
             self._sink, started, _read_group, fs.wrapped, paths, group, self.budget, self._scratch_size, follow=follow
         )

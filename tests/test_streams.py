@@ -525,6 +525,11 @@ async def test_prefetch_of_a_slow_store_goes_on_in_its_workers(ordered: bool) ->
                 asyncfs.prefetch._LATELY[fs] = 0.002  # a file per group, as measured
                 got = [item async for item in env.prefetch(uris, in_flight=16, ordered=ordered, budget=budget)]
                 assert followed > 100  # most groups were started by the worker before them
+                followed = 0
+                async for _ in env.prefetch(uris, in_flight=16, ordered=ordered, budget=budget):
+                    break  # the prefetch is collected, and closed: its workers stop going on
+                await settle(env)
+                assert followed <= 64, followed  # about the 16 groups being read then; 224 when it lived on
                 await leave_prefetches_early(env, uris, budget, ordered=ordered)
     finally:
         if measured is None:
