@@ -102,25 +102,29 @@ class Sink:
     """Collects finished work, in the order it finishes, for one consumer
     that takes them one at a time (:meth:`WorkerPool.submit_to`). Work that
     nobody will take (finished after close, or not taken before it) goes to
-    on_drop, if given, which releases what it holds."""
+    on_drop, if given, which releases what it holds. It may be closed from
+    any thread (its consumer collected on a worker, say), while the loop
+    delivers to it."""
 
-    __slots__ = ("_backend", "_done", "_on_drop", "_waiter", "closed")
+    __slots__ = ("_backend", "_done", "_lock", "_on_drop", "_waiter", "closed")
 
     def __init__(self, backend: Backend, on_drop: OnDrop | None = None) -> None:
         self._backend = backend
         self._done: deque[tuple[Any, Any, BaseException | None]] = deque()
         self._waiter: Waiter | None = None
         self._on_drop = on_drop
+        self._lock = threading.Lock()
         self.closed = False
 
     def deliver(self, tag: Any, result: Any, error: BaseException | None) -> None:
-        if self.closed:
-            self.drop(tag, result, error)
-            return
-        self._done.append((tag, result, error))
-        if self._waiter is not None:
-            waiter, self._waiter = self._waiter, None
-            self._backend.resolve(waiter, None, None)
+        with self._lock:
+            if not self.closed:
+                self._done.append((tag, result, error))
+                waiter, self._waiter = self._waiter, None
+                if waiter is not None:
+                    self._backend.resolve(waiter, None, None)
+                return
+        self.drop(tag, result, error)
 
     async def next(self) -> tuple[Any, Any, BaseException | None]:
         """(tag, result, error) of the next finished work."""
@@ -131,8 +135,9 @@ class Sink:
 
     def close(self) -> None:
         """Drop finished work and whatever is still running."""
-        self.closed = True
-        done, self._done = self._done, deque()
+        with self._lock:
+            self.closed = True
+            done, self._done = self._done, deque()
         for finished in done:
             self.drop(*finished)
 
