@@ -126,6 +126,10 @@ class Sink:
                 return
         self.drop(tag, result, error)
 
+    def __len__(self) -> int:
+        """How much finished work waits to be taken (from any thread)."""
+        return len(self._done)
+
     async def next(self) -> tuple[Any, Any, BaseException | None]:
         """(tag, result, error) of the next finished work."""
         while not self._done:

@@ -498,8 +498,9 @@ async def test_prefetch_of_a_slow_store_goes_on_in_its_workers(ordered: bool) ->
     """On a store that waits (the memory plugin's latency_us), a worker
     that read a group reads the next one itself, in its slot of in_flight
     (no trip through the loop between them): each file arrives once, with
-    its bytes, in order when asked; leaving early while workers go on
-    gives every byte back and leaves no call in flight."""
+    its bytes, in order when asked. Workers stop going on when the loop
+    is left, and when a consumer that kept the iterator stops asking;
+    leaving early gives every byte back and leaves no call in flight."""
     fs = asyncfs.get_filesystem("mem://")
     root = f"mem:///slow-prefetch-{ordered}"
     uris = [f"{root}/f{i:03d}" for i in range(240)]
@@ -530,6 +531,12 @@ async def test_prefetch_of_a_slow_store_goes_on_in_its_workers(ordered: bool) ->
                     break  # the prefetch is collected, and closed: its workers stop going on
                 await settle(env)
                 assert followed <= 64, followed  # about the 16 groups being read then; 224 when it lived on
+                followed = 0
+                held = env.prefetch(uris, in_flight=16, ordered=ordered, budget=budget)
+                await held.__anext__()  # then asks for nothing more, and keeps the iterator
+                await settle(env)
+                assert followed <= 64, followed  # in_flight groups waiting stop the workers; 224 without
+                await held.aclose()
                 await leave_prefetches_early(env, uris, budget, ordered=ordered)
     finally:
         if measured is None:
