@@ -222,7 +222,7 @@ def _give_back(budget: Budget, tag: object, result: tuple[list[object], float] |
         budget.release(_size(result[0]))
 
 
-def _follow(
+def _follow_weakly(
     prefetch: weakref.ref[Prefetch],
     fs: AsyncModularFileSystem,
     started: _Started,
@@ -526,7 +526,7 @@ class Prefetch(_Items):
         started = _Started(group, len(group) if fs.network else 1)
         # (held weakly, as on_drop: a prefetch left by its consumer is closed when
         # collected, and must not be kept alive by the reads that go on by themselves)
-        follow = None if fs.network or not self._one_scheme else partial(_follow, weakref.ref(self), fs)
+        follow = None if fs.network or not self._one_scheme else partial(_follow_weakly, weakref.ref(self), fs)
         await fs.run_into(
             self._sink, started, _read_group, fs.wrapped, paths, group, self.budget, self._scratch_size, follow=follow
         )
@@ -548,12 +548,15 @@ class Prefetch(_Items):
         Each trip through the loop cost the worker about 1 ms of a 5 ms
         read on a slow store, and a wake-up of 150-350 µs on this machine
         between groups of the page cache's files (docs/benchmarks.md)."""
+        assert self._sink is not None  # made before the first group started
         # groups read and not taken from the sink, files taken and not handed over
         # (the loop's: a length is safe to read here)
-        waiting = len(self._sink or ()) * len(started.indices) + len(self._due) + len(self._done)
-        if waiting >= self._in_flight * len(started.indices) or self._refused:
-            return None
-        if any(item is _DEFERRED for item in result[0]):
+        waiting = len(self._sink) * len(started.indices) + len(self._due) + len(self._done)
+        if (
+            waiting >= self._in_flight * len(started.indices)
+            or self._refused
+            or any(item is _DEFERRED for item in result[0])
+        ):
             return None
         with self._lock:
             first = self._fresh
