@@ -366,7 +366,9 @@ class Prefetch(_Items):
         self._due: dict[int, object] = {}  # read, by index (in order)
         self._done: deque[tuple[int, object]] = deque()  # read, as they came (out of order)
         self._next_due = 0  # the index delivered next, in order
-        self._running = 0  # calls in flight
+        # groups started and not arrived; a worker starts some too (see _follow),
+        # and a group can arrive before the one whose worker started it
+        self._reading = 0
         self._slots = 0  # in_flight used: a file each on a network store, a call each on a local one
         self._delivered = 0
         self._held = 0  # bytes of the item last handed over, freed when the consumer is back
@@ -418,7 +420,7 @@ class Prefetch(_Items):
             if self._delivered == len(self._paths):
                 self.close()
                 raise StopAsyncIteration
-            if self._running == 0:
+            if not self._reading:
                 # nothing in flight will free room: retry what was refused, which
                 # admits the file due next (in order) or finds the budget empty
                 self._retry()
@@ -426,13 +428,14 @@ class Prefetch(_Items):
                 await self._start_group()
             if self._ready_now():  # a path refused before any read
                 continue
-            if self._running == 0:
+            if not self._reading:
                 raise RuntimeError(f"prefetch stalled with {len(self._paths) - self._delivered} files left")
             assert self._sink is not None
             started, result, error = await self._sink.next()
             indices = started.indices
+            with self._lock:
+                self._reading -= 1
             if not started.followed:  # else the group read next on its worker took its place
-                self._running -= 1
                 self._slots -= started.slots
             if error is None:
                 items, seconds = result
@@ -523,6 +526,7 @@ class Prefetch(_Items):
                 self._measured = fs.wrapped
                 self._per_file = _LATELY.get(fs.wrapped)
             group, paths = self._take_group(first, self._group_size(fs))
+            self._reading += 1
         started = _Started(group, len(group) if fs.network else 1)
         # (held weakly, as on_drop: a prefetch left by its consumer is closed when
         # collected, and must not be kept alive by the reads that go on by themselves)
@@ -530,7 +534,6 @@ class Prefetch(_Items):
         await fs.run_into(
             self._sink, started, _read_group, fs.wrapped, paths, group, self.budget, self._scratch_size, follow=follow
         )
-        self._running += 1
         self._slots += started.slots
 
     def _follow(
@@ -563,6 +566,7 @@ class Prefetch(_Items):
             if self._retrying or first >= len(self._paths):
                 return None
             group, paths = self._take_group(first, self._group_size(fs))
+            self._reading += 1
         started.followed = True
         return _Started(group, 1), (fs.wrapped, paths, group, self.budget, self._scratch_size)
 

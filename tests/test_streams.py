@@ -550,6 +550,38 @@ async def test_prefetch_of_a_slow_store_goes_on_in_its_workers(ordered: bool) ->
     assert budget.used == 0
 
 
+@pytest.mark.parametrize("ordered", [True, False])
+async def test_prefetch_takes_a_group_that_arrives_after_the_one_its_worker_read_next(
+    env: asyncfs.Env, tmp_path: Path, ordered: bool
+) -> None:
+    """A worker that read a group reads the next one itself (see
+    test_prefetch_of_a_slow_store_goes_on_in_its_workers), and another of
+    the batch's threads may hand that one to the loop first. Here each
+    group and the ones its worker read after it arrive last first: every
+    file still comes, once (the prefetch had counted a worker's chain of
+    groups as done when its last one came, and 1 prefetch in about 400 of
+    a fresh process raised "prefetch stalled" with files in the sink)."""
+    uris = [str(tmp_path / f"f{i:03d}") for i in range(40)]
+    for i, uri in enumerate(uris):
+        Path(uri).write_bytes(b"%d" % i)
+
+    async def last_first(self: Any, sink: Any, tag: Any, fn: Any, *args: Any, follow: Any = None) -> None:
+        done = []
+        while True:  # the call, and those its worker reads next
+            result = fn(*args)
+            done.append((tag, result))
+            after = None if follow is None else follow(tag, result)
+            if after is None:
+                break
+            tag, args = after
+        for tag, result in reversed(done):
+            sink.deliver(tag, result, None)
+
+    with mock.patch.object(asyncfs.AsyncModularFileSystem, "run_into", last_first):
+        got = [item async for item in env.prefetch(uris, in_flight=4, ordered=ordered)]
+    assert (got if ordered else sorted(got)) == [(uri, b"%d" % i) for i, uri in enumerate(uris)]
+
+
 @pytest.mark.parametrize(
     ("options", "named"),
     [
