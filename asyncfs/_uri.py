@@ -83,18 +83,32 @@ def check_uri(uri: str, argument: str = "path") -> str:
     return uri
 
 
-def check_uris(uris: Sequence[str], argument: str = "path") -> None:
-    """:func:`check_uri` of each of uris, at a fraction of its cost where
-    many share a beginning (the files of a dataset): a URI that begins like
-    one that passed, with a beginning that settles every other rule (its
-    scheme, and for ``file://`` an empty authority), is only searched for a
-    NUL byte."""
-    settled: str | None = None
+def check_uris(uris: Sequence[str], argument: str = "path") -> str:
+    """:func:`check_uri` of each of uris, and them joined by NUL bytes (how
+    C is handed many), at a fraction of its cost where all share a
+    beginning (the files of a dataset): with the first one's beginning that
+    settles every other rule (its scheme, and for ``file://`` an empty
+    authority), the others are only searched for a NUL byte, in C, over
+    them joined. Otherwise, a URI that begins like the one before it is."""
+    try:
+        joined = "\0".join(uris)
+    except TypeError:  # not all str: the loop below says which
+        joined = ""
+    if joined and uris:
+        settled = _settling_prefix(check_uri(uris[0], argument))
+        if (
+            settled is not None
+            and joined.count("\0") == len(uris) - 1  # no NUL in one: each "\0" starts the next
+            and ("\0" + joined).count("\0" + settled) == len(uris)
+        ):
+            return joined
+    settled = None
     for uri in uris:
         if settled is not None and type(uri) is str and uri.startswith(settled) and "\0" not in uri:
             continue
         check_uri(uri, argument)
         settled = _settling_prefix(uri)
+    return joined
 
 
 def _settling_prefix(uri: str) -> str | None:

@@ -11,7 +11,7 @@ import platform
 import sys
 from pathlib import Path
 
-from . import __version__, _libs, _lines
+from . import __version__, _extension, _libs
 from ._loader import binding, core_abi_version
 from .registry import Registry
 
@@ -39,9 +39,9 @@ HOW_TO_GET = {
 
 
 def _speedups() -> str:
-    if _lines.SPEEDUPS is not None:
-        return f"in C: {_lines.SPEEDUPS.__file__}"
-    return f"in Python: {_lines.WHY_NOT}"
+    if _extension.SPEEDUPS is not None:
+        return f"in C: {_extension.SPEEDUPS.__file__}"
+    return f"in Python: {_extension.WHY_NOT}"
 
 
 def report(registry: Registry) -> str:
@@ -53,7 +53,7 @@ def report(registry: Registry) -> str:
         f"core ABI {core_abi_version()}; status runtime {_libs.library_path('runtime')}",
         f"native libraries from {lib_dir}",
         f"plugins bound {binding()}",
-        f"lines split and handed over {_speedups()}",
+        f"lines split and handed over, bulk reads cut into files {_speedups()}",
     ]
     bundled = lib_dir.parent.parent / "asyncfs.libs"  # where auditwheel puts a wheel's bundled libraries
     if bundled.is_dir():

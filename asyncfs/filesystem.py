@@ -25,6 +25,7 @@ from ._loader import PluginMetadata, SchemeTables, init_filesystem
 from ._marshal import (
     Option,
     OptionValue,
+    cut_files,
     encode,
     free_options,
     option_from_c,
@@ -523,7 +524,7 @@ class ModularFileSystem:
         return [code == Code.OK for code in codes]
 
     def _paths_exist_codes(self, uris: Sequence[str]) -> tuple[list[int], CData]:
-        _uri.check_uris(uris)  # a NUL would also split the packed buffer below
+        joined = _uri.check_uris(uris)  # a NUL would also split the packed buffer below
         rt = _ffi.runtime()
         n = len(uris)
         statuses = rt.ASYNCFS_NewStatusArray(n)
@@ -531,7 +532,7 @@ class ModularFileSystem:
             raise MemoryError(f"no memory for {n} statuses")
         # translation and the batch call (or path_exists one by one) in C,
         # the URIs passed as one NUL-separated buffer
-        packed = encode("\0".join(uris)) + b"\0"
+        packed = encode(joined) + b"\0"
         if rt.ASYNCFS_PathsExist(self._fs_ops, self._fs, self._free, packed, n, statuses) != 0:
             rt.ASYNCFS_DeleteStatusArray(statuses, n)
             self._op("path_exists")  # raises if the plugin offers no way to ask
@@ -796,7 +797,7 @@ class ModularFileSystem:
             return [], 0.0
         if "read_files" in self._ops:
             return self._read_files_natively(uris, buffer)
-        _uri.check_uris(uris)  # a NUL would also split the packed buffer below
+        joined = _uri.check_uris(uris)  # a NUL would also split the packed buffer below
         file_ops = self._tables.random_access_file_ops
         if file_ops is None:
             self._op("new_random_access_file", uris[0])  # raises: nothing can be opened
@@ -811,19 +812,16 @@ class ModularFileSystem:
         try:
             done = int(
                 rt.ASYNCFS_ReadFiles(
-                    self._fs_ops, file_ops, self._fs, self._free, encode("\0".join(uris)) + b"\0", n,
+                    self._fs_ops, file_ops, self._fs, self._free, encode(joined) + b"\0", n,
                     out, len(buffer), sizes, statuses, elapsed,
                 )
             )  # fmt: skip
-            view = memoryview(buffer)
-            results: list[bytes | StatusError | None] = []
-            at = 0
-            for i, size in enumerate(ffi.unpack(sizes, min(done, n))):
-                if size == 0 and statuses[i].code != Code.OK:  # a failed file's size is 0
-                    results.append(_ffi.error_from(statuses[i], "read_file", uris[i]))
-                    continue
-                results.append(bytes(view[at : at + size]))
-                at += size
+            read = min(done, n)
+            results: list[bytes | StatusError | None] = [*cut_files(out, sizes, read)]
+            if 0 in ffi.unpack(sizes, read):
+                for i in range(read):
+                    if sizes[i] == 0 and statuses[i].code != Code.OK:  # a failed file's size is 0
+                        results[i] = _ffi.error_from(statuses[i], "read_file", uris[i])
             if done < n:
                 results.append(None)
             return results, int(elapsed[0]) / 1e9

@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO, build_plugin
 
 import asyncfs as asyncfs_module
-from asyncfs import _libs, _lines, cli
+from asyncfs import _extension, _libs, cli
 
 
 def asyncfs(*args: str) -> subprocess.CompletedProcess[str]:
@@ -146,19 +146,19 @@ def test_doctor_says_what_was_loaded_from_where() -> None:
         assert str(_libs.library_path(name)) in out
     assert "core ABI" in out and "settings:" in out
     assert "plugins bound " in out  # which way: test_loader.py
-    assert "lines split and handed over in " in out
+    assert "lines split and handed over, bulk reads cut into files in " in out
 
 
 def test_doctor_says_how_lines_are_split() -> None:
     """In C from the built extension, or in Python, and why."""
     in_c = ok("doctor")
-    if _lines.SPEEDUPS is not None:
-        assert f"lines split and handed over in C: {_lines.SPEEDUPS.__file__}" in in_c
+    if _extension.SPEEDUPS is not None:
+        assert f"lines split and handed over, bulk reads cut into files in C: {_extension.SPEEDUPS.__file__}" in in_c
     in_python = subprocess.run(
         [sys.executable, "-m", "asyncfs", "doctor"],
-        capture_output=True, text=True, check=True, env={**os.environ, _lines.NO_SPEEDUPS_ENV: "1"},
+        capture_output=True, text=True, check=True, env={**os.environ, _extension.NO_SPEEDUPS_ENV: "1"},
     ).stdout  # fmt: skip
-    assert "lines split and handed over in Python: ASYNCFS_NO_SPEEDUPS is set" in in_python
+    assert "lines split and handed over, bulk reads cut into files in Python: ASYNCFS_NO_SPEEDUPS is set" in in_python
     assert "ASYNCFS_NO_SPEEDUPS=1" in in_python  # among the settings
 
 

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asyncfs import _libs, _lines
+from asyncfs import _extension, _libs, _lines
 
 pytestmark = pytest.mark.anyio
 
@@ -35,9 +35,9 @@ def anyio_backend(request: pytest.FixtureRequest) -> Any:
 
 
 def _speedups() -> Any:
-    if _lines.SPEEDUPS is None:
-        pytest.skip(_lines.WHY_NOT)
-    return _lines.SPEEDUPS
+    if _extension.SPEEDUPS is None:
+        pytest.skip(_extension.WHY_NOT)
+    return _extension.SPEEDUPS
 
 
 def _split_keep(implementation: str) -> Callable[..., list[Any]]:
@@ -248,7 +248,7 @@ def test_a_line_loop_runs_where_the_extension_was_built() -> None:
         "async def main(): return [x async for x in l.Handover(more)]\n"
         "print(l.Handover.__module__, asyncio.run(main()))\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != _lines.NO_SPEEDUPS_ENV}
+    env = {k: v for k, v in os.environ.items() if k != _extension.NO_SPEEDUPS_ENV}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert done.stdout.strip() == "asyncfs._speedups ['a\\n', 'b\\n', 'c\\n']"
 
@@ -261,9 +261,12 @@ def test_a_module_that_will_not_load_leaves_lines_to_python(tmp_path: Path) -> N
     for old in libs.glob("_speedups*"):
         old.unlink()
     (libs / "_speedups.abi3.so").write_bytes(b"not a library")
-    code = "import asyncfs._lines as l\nprint(l.SPEEDUPS is None, l.Handover.__module__)\nprint(l.WHY_NOT)\n"
+    code = (
+        "import asyncfs._extension as x, asyncfs._lines as l\n"
+        "print(x.SPEEDUPS is None, l.Handover.__module__)\nprint(x.WHY_NOT)\n"
+    )
     env = {**os.environ, _libs.LIB_DIR_ENV: str(libs)}
-    env.pop(_lines.NO_SPEEDUPS_ENV, None)
+    env.pop(_extension.NO_SPEEDUPS_ENV, None)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     first, why = done.stdout.splitlines()
     assert first == "True asyncfs._lines"

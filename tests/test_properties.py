@@ -30,7 +30,8 @@ from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import asyncfs  # noqa: E402
-from asyncfs import _uri, tfrecord  # noqa: E402
+from asyncfs import _extension, _marshal, _uri, tfrecord  # noqa: E402
+from asyncfs._ffi import ffi  # noqa: E402
 from asyncfs.tfrecord import masked_crc32c  # noqa: E402
 
 EXAMPLES = int(os.environ.get("ASYNCFS_HYPOTHESIS_EXAMPLES", "150"))
@@ -206,7 +207,32 @@ def test_checking_many_uris_at_once_refuses_what_checking_each_refuses(uris: lis
     """The bulk check's shortcut (a URI that begins like one that passed is
     only searched for a NUL) refuses exactly the URIs, and the first one,
     that checking each in turn refuses, with the same error."""
-    assert _first_refusal(lambda: _uri.check_uris(uris)) == _first_refusal(lambda: _each_checked(uris))
+    refusal = _first_refusal(lambda: _each_checked(uris))
+    assert _first_refusal(lambda: _uri.check_uris(uris)) == refusal
+    if refusal is None:  # and what C is handed: them joined
+        assert _uri.check_uris(uris) == "\0".join(uris)
+
+
+@pytest.mark.parametrize("implementation", ["python", "c"])
+@SETTINGS
+@given(files=st.lists(st.binary(max_size=300), max_size=12), data=st.data())
+def test_a_bulk_reads_buffer_is_cut_back_into_its_files(implementation: str, files: list[bytes], data: Any) -> None:
+    """What C read one file after another into a buffer comes back as each
+    of the first count files' bytes, in C (asyncfs._speedups) as in Python;
+    a count beyond the sizes is refused."""
+    if implementation == "c" and _extension.SPEEDUPS is None:
+        pytest.skip(_extension.WHY_NOT)
+    cut = _marshal.cut_files if implementation == "c" else _marshal._cut_files
+    count = data.draw(st.integers(0, len(files)))
+    buffer = ffi.new("char[]", b"".join(files) or b"\0")
+    sizes = ffi.new("int64_t[]", [len(file) for file in files])
+    assert cut(buffer, sizes, count) == files[:count]
+    with pytest.raises(ValueError, match="files of"):
+        _marshal.cut_files(buffer, sizes, len(files) + 1)
+    if implementation == "c" and files:
+        sizes[0] = -1
+        with pytest.raises(ValueError, match="negative size"):
+            cut(buffer, sizes, 1)
 
 
 @pytest.fixture

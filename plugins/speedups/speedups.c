@@ -1,7 +1,8 @@
 /*
- * asyncfs._speedups: the two steps of reading lines that Python cannot make
- * cheap, in C. Optional: asyncfs/_lines.py holds both in Python and uses
- * these when they were built.
+ * asyncfs._speedups: the steps of reading lines and bulk reads that Python
+ * cannot make cheap, in C. Optional: asyncfs/_lines.py and
+ * asyncfs/_marshal.py hold each in Python and use these when they were
+ * built (asyncfs/_extension.py loads them).
  *
  *   split_keep(chunk, newline)  chunk (str or bytes) cut after each newline,
  *                               as str.split cuts at it: the lines keep it.
@@ -9,6 +10,9 @@
  *                               line already split is handed over without a
  *                               coroutine step; more(self) is awaited for
  *                               the rest.
+ *   cut(address, sizes, count)  the files a bulk read left one after another
+ *                               in a buffer, as bytes (cffi gives addresses:
+ *                               the limited API of 3.10 has no buffers).
  *
  * An `async for` step over a native async generator resumes the generator's
  * frame and raises StopIteration to carry the item out: about 140 ns on
@@ -25,6 +29,7 @@
 #endif
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 /* ---- split_keep ------------------------------------------------------------------- */
@@ -98,6 +103,48 @@ static PyObject* split_keep(PyObject* module, PyObject* const* args, Py_ssize_t 
   if (PyBytes_Check(args[0]) && PyBytes_Check(args[1])) return split_bytes(args[0], args[1]);
   PyErr_SetString(PyExc_TypeError, "split_keep takes a str chunk and newline, or bytes ones");
   return NULL;
+}
+
+/* ---- cutting a bulk read into its files ------------------------------------------- */
+
+static PyObject* cut(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
+  unsigned long long address, sizes_address;
+  Py_ssize_t count, i;
+  const char* at;
+  const int64_t* sizes;
+  PyObject* files;
+  (void)module;
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "cut takes an address, the address of the sizes and their count");
+    return NULL;
+  }
+  address = PyLong_AsUnsignedLongLong(args[0]);
+  sizes_address = PyLong_AsUnsignedLongLong(args[1]);
+  count = PyLong_AsSsize_t(args[2]);
+  if (PyErr_Occurred()) return NULL;
+  if (count < 0) {
+    PyErr_SetString(PyExc_ValueError, "cut: a negative count");
+    return NULL;
+  }
+  at = (const char*)(uintptr_t)address;
+  sizes = (const int64_t*)(uintptr_t)sizes_address;
+  files = PyList_New(count);
+  if (files == NULL) return NULL;
+  for (i = 0; i < count; ++i) {
+    PyObject* file;
+    if (sizes[i] < 0) {
+      PyErr_SetString(PyExc_ValueError, "cut: a negative size");
+      Py_DECREF(files);
+      return NULL;
+    }
+    file = PyBytes_FromStringAndSize(at, (Py_ssize_t)sizes[i]);
+    if (file == NULL || PyList_SetItem(files, i, file) < 0) {
+      Py_DECREF(files);
+      return NULL;
+    }
+    at += sizes[i];
+  }
+  return files;
 }
 
 /* ---- awaiting an item that is already there --------------------------------------- */
@@ -345,12 +392,16 @@ static PyMethodDef functions[] = {
      "split_keep(chunk, newline): chunk cut after each newline (one character\n"
      "or byte), each line keeping it, the rest after the last one (maybe\n"
      "empty) last: chunk.split(newline) with the newlines kept."},
+    {"cut", (PyCFunction)(void (*)(void))cut, METH_FASTCALL,
+     "cut(address, sizes_address, count): the count files of a bulk read, as\n"
+     "bytes, cut one after another from the memory at address by the int64\n"
+     "sizes at sizes_address. Both must stay valid through the call."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "asyncfs._speedups",
-    "C for reading lines: asyncfs/_lines.py holds the same in Python.", -1, functions,
+    "C for reading lines and bulk reads: asyncfs/_lines.py and asyncfs/_marshal.py hold the same in Python.", -1, functions,
     NULL, NULL, NULL, NULL,
 };
 
