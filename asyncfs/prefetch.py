@@ -113,6 +113,17 @@ class Budget:
             self.peak = max(self.peak, self.used)
             return admitted
 
+    def reserve_all(self, size: int) -> bool:
+        """Reserve size bytes for files that fit the budget together, all
+        or none: whether they did (:meth:`reserve_group` decides file by
+        file otherwise)."""
+        with self._lock:
+            if self.used + size > self.limit:
+                return False
+            self.used += size
+            self.peak = max(self.peak, self.used)
+            return True
+
     def release(self, size: int) -> None:
         with self._lock:
             self.used -= size
@@ -188,6 +199,12 @@ def _read_group(
                     bulk = False
                 else:
                     seconds += took
+                    sizes = [len(item) for item in read if isinstance(item, bytes)]
+                    # the usual case, reserved at once: all read (no failure, none left for
+                    # later), and all fit
+                    if len(sizes) == len(read) and budget.reserve_all(sum(sizes)):
+                        items += read
+                        continue
                     kept = [(i, len(item)) for i, item in enumerate(read) if isinstance(item, bytes)]
                     admitted = budget.reserve_group([indices[start + i] for i, _ in kept], [size for _, size in kept])
                     batch = list(read)

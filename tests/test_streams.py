@@ -466,6 +466,17 @@ async def test_prefetch_budget(env: asyncfs.Env, base: str) -> None:
         assert budget.used == 0
 
 
+def test_a_budget_reserves_a_group_all_or_none() -> None:
+    """reserve_all, a group's fast path: every byte, or none (and the
+    group's files are then reserved one by one)."""
+    budget = asyncfs.Budget(100)
+    assert budget.reserve_all(60) and budget.used == 60
+    assert not budget.reserve_all(41) and budget.used == 60
+    assert budget.reserve_all(40) and budget.used == budget.peak == 100
+    budget.release(100)
+    assert budget.used == 0 and budget.peak == 100
+
+
 async def test_prefetch_errors(env: asyncfs.Env, base: str) -> None:
     uris = await make_files(env, base, 10)
     uris.insert(4, f"{base}/missing")
