@@ -31,6 +31,11 @@ def encode(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
+# cut_files in C (an extension built before it existed, found through
+# ASYNCFS_LIB_DIR, has none)
+_cut = getattr(SPEEDUPS, "cut", None)
+
+
 def _cut_files(buffer: CData, sizes: CData, count: int) -> list[bytes]:
     at = 0
     files = []
@@ -47,9 +52,9 @@ def cut_files(buffer: CData, sizes: CData, count: int) -> list[bytes]:
     less, of the 0.8 that the Python around a bulk read of 4 KiB files took)."""
     if count < 0 or count > len(sizes):
         raise ValueError(f"{count} files of {len(sizes)}")
-    if SPEEDUPS is None:
+    if _cut is None:
         return _cut_files(buffer, sizes, count)
-    return SPEEDUPS.cut(int(ffi.cast("uintptr_t", buffer)), int(ffi.cast("uintptr_t", sizes)), count)  # type: ignore[no-any-return]
+    return _cut(int(ffi.cast("uintptr_t", buffer)), int(ffi.cast("uintptr_t", sizes)), count)  # type: ignore[no-any-return]
 
 
 def refuse_text(data: object, op: str, uri: str) -> None:
