@@ -29,6 +29,7 @@ __all__ = [
     "NAME_MAX",
     "URI",
     "StrPath",
+    "all_start_with",
     "check_uri",
     "check_uris",
     "clean_path",
@@ -96,11 +97,7 @@ def check_uris(uris: Sequence[str], argument: str = "path") -> str:
         joined = ""
     if joined and uris:
         settled = _settling_prefix(check_uri(uris[0], argument))
-        if (
-            settled is not None
-            and joined.count("\0") == len(uris) - 1  # no NUL in one: each "\0" starts the next
-            and ("\0" + joined).count("\0" + settled) == len(uris)
-        ):
+        if settled is not None and all_start_with(joined, len(uris), settled):
             return joined
     settled = None
     for uri in uris:
@@ -109,6 +106,12 @@ def check_uris(uris: Sequence[str], argument: str = "path") -> str:
         check_uri(uri, argument)
         settled = _settling_prefix(uri)
     return joined
+
+
+def all_start_with(joined: str, count: int, prefix: str) -> bool:
+    """Whether each of the count strings joined by NUL bytes in joined
+    holds no NUL and starts with prefix: two counts, in C."""
+    return joined.count("\0") == count - 1 and ("\0" + joined).count("\0" + prefix) == count
 
 
 def _settling_prefix(uri: str) -> str | None:

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ._lines import Handover
 from ._scratch import scratch
+from ._uri import all_start_with
 from .errors import InvalidArgumentError, StatusError, UnknownSchemeError
 from .filesystem import ModularFileSystem
 from .streams import Opener
@@ -261,12 +262,12 @@ def _one_scheme(paths: list[str]) -> bool:
     them joined, in C, in the usual cases (plain paths; URIs of one scheme),
     path by path otherwise."""
     joined = "\0".join(paths)
-    if paths and joined.count("\0") == len(paths) - 1:  # no NUL in a path: each "\0" starts one
+    if paths:
         scheme = _scheme_part(paths[0])
         if scheme:  # each starts with the same "scheme://" (none has a "://" before it)
-            if ("\0" + joined).count(f"\0{scheme}://") == len(paths):
+            if all_start_with(joined, len(paths), f"{scheme}://"):
                 return True
-        elif "://" not in joined:
+        elif all_start_with(joined, len(paths), "") and "://" not in joined:  # plain paths, none with a NUL
             return True
     return len({_scheme_part(path) for path in paths}) <= 1
 
