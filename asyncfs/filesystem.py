@@ -786,16 +786,17 @@ class ModularFileSystem:
         """Whole files, many per call into C (the bulk path of dataset
         prefetch), copied out of buffer; a failure is that file's entry, as
         a StatusError, and a file that did not fit is None: the caller reads
-        it another way. A plugin with ``read_files`` reads them all at once
-        (an object store: concurrent requests), each into an equal share of
+        it another way. A network store's plugin with ``read_files`` reads
+        them all at once (concurrent requests), each into an equal share of
         buffer. Otherwise they are read one after another, each right after
-        the one before, and the list ends at the first that does not fit in
-        what is left (None): the caller reads it, and those after it,
-        another way. Also returns the seconds spent in C (waits on the GIL
-        excluded, for the latter)."""
+        the one before (through the plugin's ``read_files`` where it has
+        one), and the list ends at the first that does not fit in what is
+        left (None): the caller reads it, and those after it, another way.
+        Also returns the seconds spent in C (waits on the GIL excluded, for
+        the latter)."""
         if not uris:
             return [], 0.0
-        if "read_files" in self._ops:
+        if "read_files" in self._ops and self.metadata.network:
             return self._read_files_natively(uris, buffer)
         joined = _uri.check_uris(uris)  # a NUL would also split the packed buffer below
         file_ops = self._tables.random_access_file_ops

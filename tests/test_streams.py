@@ -4,13 +4,14 @@ mem://, on asyncio and trio."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import gzip
 import io
 import os
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -649,6 +650,109 @@ def test_read_files_reads_many_per_call_with_an_answer_for_each(base: str) -> No
     assert fs.read_files(uris[1:], bytearray(450))[0] == [b"B" * 100, b"C" * 200, None]
     assert fs.read_files(uris[4:], bytearray(399))[0] == [None]
     assert fs.read_files(uris[4:], bytearray(400))[0] == [b"E" * 400]  # fits exactly
+
+
+def packed(contents: list[bytes], room: int) -> list[bytes | None]:
+    """What read_files answers for files of these contents in a buffer of
+    room bytes: each whole, in order, up to the first that does not fit in
+    what is left (None), and nothing after it."""
+    answers: list[bytes | None] = []
+    for data in contents:
+        if len(data) > room:
+            return [*answers, None]
+        answers.append(data)
+        room -= len(data)
+    return answers
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    files=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 9000)), min_size=1, max_size=40),
+    room=st.integers(0, 1 << 16),
+)
+def test_read_files_packs_files_of_any_size_from_any_folder(base: str, files: list[tuple[int, int]], room: int) -> None:
+    """Files of mixed sizes in folders that change from one file to the
+    next: on file://, the plugin's read_files in runs (a file larger than
+    its share is read again alone), on mem://, one file at a time: both
+    answer as packing them one after another would."""
+    fs = asyncfs.get_filesystem(base)
+    uris, contents = [], []
+    for i, (folder, size) in enumerate(files):
+        uri = f"{base}/packs/d{folder}/f{i}"
+        fs.recursively_create_dir(f"{base}/packs/d{folder}")
+        contents.append(bytes([i % 251]) * size)
+        fs.write_file(uri, contents[-1])
+        uris.append(uri)
+    got, _ = fs.read_files(uris, bytearray(room))
+    assert got == packed(contents, room)
+
+
+def written_to_fifo(path: Path, data: bytes) -> threading.Thread:
+    """A thread that writes data to the FIFO at path (its open waits for a
+    reader's) and closes it; a reader that left early ends it."""
+
+    def write() -> None:
+        with contextlib.suppress(BrokenPipeError), open(path, "wb") as out:
+            out.write(data)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    return writer
+
+
+def within_seconds(call: Callable[[], object], seconds: float = 10) -> object:
+    """call's result, from a thread: a call that waits forever fails the
+    test instead of stopping the suite."""
+    answers: list[object] = []
+    thread = threading.Thread(target=lambda: answers.append(call()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert answers, f"still waiting after {seconds} s"
+    return answers[0]
+
+
+def test_read_files_reads_a_fifo_where_it_is_and_leaves_a_pipe_to_the_caller(tmp_path: Path) -> None:
+    """A FIFO just opened may hold bytes no one will see again: read where
+    it is, or failed loudly when it holds more than fits. A pipe named by
+    /dev/fd stays its holder's, unread, for the caller to read onward."""
+    fifo, plain = tmp_path / "fifo", tmp_path / "plain"
+    os.mkfifo(fifo)
+    plain.write_bytes(b"plain")
+    fs = asyncfs.get_filesystem(str(tmp_path))
+    bulk = [str(plain), str(fifo), str(plain)]
+    writer = written_to_fifo(fifo, b"through the fifo")
+    assert within_seconds(lambda: fs.read_files(bulk, bytearray(4096))[0]) == [b"plain", b"through the fifo", b"plain"]
+    writer.join(10)
+    written_to_fifo(fifo, b"F" * 10_000)
+    got = within_seconds(lambda: fs.read_files(bulk, bytearray(4096))[0])
+    assert isinstance(got, list) and got[0] == got[2] == b"plain"
+    assert isinstance(got[1], asyncfs.FailedPreconditionError) and "on its own" in str(got[1])
+    if os.path.isdir("/dev/fd"):
+        read_end, write_end = os.pipe()
+        with os.fdopen(write_end, "wb") as out:
+            out.write(b"through the pipe")
+        try:
+            assert fs.read_files([str(plain), f"/dev/fd/{read_end}"], bytearray(4096))[0] == [b"plain", None]
+            assert fs.read_file(f"/dev/fd/{read_end}") == b"through the pipe"
+        finally:
+            os.close(read_end)
+
+
+async def test_prefetch_reads_a_fifo_among_files(env: asyncfs.Env, tmp_path: Path) -> None:
+    fifo, plain = tmp_path / "fifo", tmp_path / "plain"
+    os.mkfifo(fifo)
+    plain.write_bytes(b"plain")
+    writer = written_to_fifo(fifo, b"through the fifo")
+    with anyio.fail_after(10):
+        got = [data async for _, data in env.prefetch([str(plain), str(fifo), str(plain)])]
+    writer.join(10)
+    assert got == [b"plain", b"through the fifo", b"plain"]
+
+
+def test_read_files_answers_devices_as_reading_them_would() -> None:
+    fs = asyncfs.get_filesystem("/dev")
+    # /dev/zero never ends: it cannot fit, so the caller reads it (or not) another way
+    assert fs.read_files(["/dev/null", "/dev/zero", "/dev/null"], bytearray(100))[0] == [b"", None]
 
 
 async def test_prefetch_groups_answer_for_every_file(env: asyncfs.Env, base: str) -> None:

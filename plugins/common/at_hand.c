@@ -23,7 +23,7 @@ struct at_hand_how { /* struct open_how, linux/openat2.h */
 };
 
 /* the filesystems whose getattr reads the inode in memory (linux/magic.h) */
-static int attributes_in_memory(int fd) {
+int at_hand_local(int fd) {
   struct statfs fs;
   if (fstatfs(fd, &fs) != 0) return 0;
   switch ((unsigned long)fs.f_type) {
@@ -63,7 +63,7 @@ int at_hand_open(const char* path, int flags, struct stat* st) {
         return -EAGAIN;
     }
   }
-  ok = attributes_in_memory(fd) && (st == NULL || fstat(fd, st) == 0);
+  ok = at_hand_local(fd) && (st == NULL || fstat(fd, st) == 0);
   if (ok && !(flags & O_PATH)) /* to read: a regular file, blocking as open(2) made it (st set) */
     ok = S_ISREG(st->st_mode) && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0;
   if (!ok) {
@@ -73,6 +73,11 @@ int at_hand_open(const char* path, int flags, struct stat* st) {
   return fd;
 }
 #else
+int at_hand_local(int fd) {
+  (void)fd;
+  return 0;
+}
+
 int at_hand_open(const char* path, int flags, struct stat* st) {
   (void)path;
   (void)flags;

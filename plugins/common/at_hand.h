@@ -31,4 +31,11 @@
  * Always -EAGAIN off Linux. */
 int at_hand_open(const char* path, int flags, struct stat* st);
 
+/* Whether fd (O_PATH will do) lies on a local filesystem listed in
+ * at_hand.c: one whose attributes are read from the inode in memory, and
+ * whose regular files' reads come back short only at the end of the file
+ * (NFS, FUSE and the others may answer part of what was asked). 0 off
+ * Linux. */
+int at_hand_local(int fd);
+
 #endif /* ASYNCFS_AT_HAND_H_ */

@@ -1171,6 +1171,7 @@ static const TF_FilesystemOps posix_filesystem_ops = {
     PLUGIN_CONFIGURATION_OPS,
     .rename_dir = fs_rename_dir,
     .landing_path = fs_landing_path,
+    .read_files = posix_read_files,
     .new_random_access_file_if_ready = fs_new_random_access_file_if_ready};
 
 static const plugin_scheme posix_schemes[] = {

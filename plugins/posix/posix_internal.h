@@ -21,4 +21,9 @@ extern const plugin_txn_hooks posix_transaction_hooks;
 int posix_check_staged_path(const TF_Filesystem* filesystem, const char* path,
                             TF_Status* status);
 
+/* read_files (op 41): the n files one after another (posix_bulk.c). */
+void posix_read_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
+                      char* const* buffers, const size_t* caps, int64_t* sizes,
+                      TF_Status** statuses);
+
 #endif /* ASYNCFS_POSIX_INTERNAL_H_ */

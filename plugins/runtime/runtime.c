@@ -372,6 +372,80 @@ RUNTIME_EXPORT int64_t ASYNCFS_ReadAndClose(const TF_RandomAccessFileOps* file_o
   return count;
 }
 
+/* A run of the files one read_files call of the plugin is handed: at most
+ * RUN_MOST, each into an equal share of what is left, no share smaller
+ * than twice the largest file read so far, nor than SHARE_LEAST. */
+#define RUN_MOST 256
+#define SHARE_LEAST 4096
+
+/* ASYNCFS_ReadFiles through the plugin's read_files (op 41): the files in
+ * runs, each run's files then moved down to lie one after another. The
+ * first file is a run alone (nothing is known of the sizes yet), and so is
+ * a file that did not fit its share: it is read again into all that is
+ * left (the files after it in that run, again in the next run). */
+static int read_in_runs(const TF_FilesystemOps* ops, const TF_Filesystem* fs,
+                        void (*plugin_free)(void*), const char* uris, int n, char* out,
+                        size_t cap, int64_t* sizes, TF_Status** statuses) {
+  const char* uri = uris;
+  char* paths[RUN_MOST];
+  char* buffers[RUN_MOST];
+  size_t caps[RUN_MOST];
+  int64_t got[RUN_MOST];
+  size_t at = 0, largest = 0;
+  int i = 0, alone = 1;
+  while (i < n) {
+    size_t room = cap - at, least = largest * 2 > SHARE_LEAST ? largest * 2 : SHARE_LEAST;
+    size_t fit = alone ? 1 : room / least;
+    int k = fit < 1 ? 1 : fit < RUN_MOST ? (int)fit : RUN_MOST;
+    size_t share;
+    int j, translated = 0;
+    const char* next = uri;
+    if (k > n - i) k = n - i;
+    share = room / (size_t)k;
+    for (j = 0; j < k; ++j, next += strlen(next) + 1) {
+      paths[j] = translate(ops, fs, plugin_free, next);
+      if (paths[j] == NULL) break;
+      buffers[j] = out + at + (size_t)j * share;
+      caps[j] = share;
+      ++translated;
+    }
+    if (translated == 0) { /* not even one name: this file fails, the rest go on */
+      AF_SetStatus(statuses[i], TF_RESOURCE_EXHAUSTED, "out of memory");
+      sizes[i++] = 0;
+      uri += strlen(uri) + 1;
+      continue;
+    }
+    k = translated;
+    ops->read_files(fs, (const char* const*)paths, k, buffers, caps, got, statuses + i);
+    for (j = 0; j < k; ++j) free(paths[j]);
+    alone = 0;
+    for (j = 0; j < k; ++j, uri += strlen(uri) + 1, ++i) {
+      if (statuses[i]->code != TF_OK) {
+        sizes[i] = 0;
+        continue;
+      }
+      if (got[j] < 0) {
+        AF_SetStatus(statuses[i], TF_DATA_LOSS, "the plugin's read_files answered a negative size");
+        sizes[i] = 0;
+        continue;
+      }
+      if ((uint64_t)got[j] > share) break; /* did not fit its share */
+      memmove(out + at, buffers[j], (size_t)got[j]);
+      sizes[i] = got[j];
+      at += (size_t)got[j];
+      if ((size_t)got[j] > largest) largest = (size_t)got[j];
+    }
+    if (j == k) continue;
+    if (k == 1) { /* all that was left was its share: the caller reads it */
+      sizes[i] = -1;
+      return i;
+    }
+    if ((size_t)got[j] > largest) largest = (size_t)got[j];
+    alone = 1;
+  }
+  return n;
+}
+
 RUNTIME_EXPORT int ASYNCFS_ReadFiles(const TF_FilesystemOps* ops,
                                      const TF_RandomAccessFileOps* file_ops,
                                      const TF_Filesystem* fs,
@@ -384,6 +458,11 @@ RUNTIME_EXPORT int ASYNCFS_ReadFiles(const TF_FilesystemOps* ops,
   uint64_t started = monotonic_nanos();
   size_t at = 0;
   int i;
+  if (ops->read_files != NULL) {
+    i = read_in_runs(ops, fs, plugin_free, uris, n, out, cap, sizes, statuses);
+    *elapsed_ns = monotonic_nanos() - started;
+    return i;
+  }
   for (i = 0; i < n; ++i, uri += strlen(uri) + 1) {
     TF_RandomAccessFile file = {NULL};
     TF_Status* status = statuses[i];

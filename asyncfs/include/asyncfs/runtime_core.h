@@ -85,7 +85,9 @@ int64_t ASYNCFS_ReadAndClose(const TF_RandomAccessFileOps* file_ops,
  * 0 with statuses[i] set when it failed. Stops at the first file that does
  * not fit in what is left of cap (sizes[i] = -1, closed) and returns its
  * index; returns n when every file was tried. *elapsed_ns is the time it
- * took. Many files per call into C: the bulk path of dataset prefetch. */
+ * took. Many files per call into C: the bulk path of dataset prefetch.
+ * A plugin that offers read_files (op 41) is handed them in runs, through
+ * it, as many as fit twice over in what is left. */
 int ASYNCFS_ReadFiles(const TF_FilesystemOps* ops,
                       const TF_RandomAccessFileOps* file_ops,
                       const TF_Filesystem* fs, void (*plugin_free)(void*),
