@@ -909,20 +909,27 @@ class ModularFileSystem:
         return results
 
     def read_small_first(
-        self, uri: str, scratch: bytearray | memoryview, reserve: Callable[[int], bool] | None = None
+        self, uri: str, scratch: bytearray | memoryview, reserve: Callable[[int, bool], bool] | None = None
     ) -> bytes | None:
         """The whole file, in one read request when it fits in scratch (the
-        size is asked for only when it does not). ``reserve(size)`` is asked
-        before a file's bytes are kept; when it says no, the file is closed
-        unread and None returned."""
+        size is asked for only when it does not). ``reserve(size, False)``
+        is asked before a file's bytes are kept; when it says no, the file
+        is closed unread and None returned. A file whose size says nothing
+        (a pipe's) cannot be read again: it is read to its end, and kept
+        with ``reserve(size, True)``."""
         with self.new_random_access_file(uri) as file:
             count = file.read_into(0, scratch)
             if count < len(scratch):
-                if reserve is not None and not reserve(count):
+                if reserve is not None and not reserve(count, False):
                     return None
                 return bytes(memoryview(scratch)[:count])
             size = self.get_file_size(uri)
-            if reserve is not None and not reserve(size):
+            if size < count:  # what was read is gone from the file: the rest too, then all of it kept
+                data = bytes(scratch) + file.read_all(count, first=count)
+                if reserve is not None:
+                    reserve(len(data), True)
+                return data
+            if reserve is not None and not reserve(size, False):
                 return None
             data = file.read(0, size)
             return data

@@ -92,9 +92,12 @@ class Budget:
         self.used = self.peak = 0
         self.head = -1
 
-    def reserve(self, index: int, size: int) -> bool:
+    def reserve(self, index: int, size: int, *, must: bool = False) -> bool:
+        """Whether the file at index may hold size more bytes, now counted:
+        yes when they fit, for the file due next, when nothing is held, and
+        when it must (bytes that cannot be read again: a pipe's)."""
         with self._lock:
-            if self.used + size > self.limit and index != self.head and self.used > 0:
+            if not must and self.used + size > self.limit and index != self.head and self.used > 0:
                 return False
             self.used += size
             self.peak = max(self.peak, self.used)
@@ -151,9 +154,9 @@ def _read(fs: ModularFileSystem, uri: str, budget: Budget, index: int, scratch_s
     file shrank between its size and its read) goes back to the budget."""
     reserved = 0
 
-    def reserve(size: int) -> bool:
+    def reserve(size: int, must: bool = False) -> bool:
         nonlocal reserved
-        admitted = budget.reserve(index, size)
+        admitted = budget.reserve(index, size, must=must)
         reserved = size if admitted else 0
         return admitted
 

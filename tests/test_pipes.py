@@ -72,6 +72,26 @@ async def test_prefetch_reads_a_pipe_among_files(tmp_path: os.PathLike[str]) -> 
     assert got == {plain: b"plain", path: DATA}
 
 
+async def test_prefetch_reads_a_pipe_longer_than_its_buffer_and_budget_whole(tmp_path: os.PathLike[str]) -> None:
+    """A pipe's bytes, once read, are gone from it: one longer than the
+    scratch buffer is read to its end on the first try, and held even past
+    the budget, not refused to be read again later (which found nothing)."""
+    plain = os.path.join(tmp_path, "plain")
+    with open(plain, "wb") as f:
+        f.write(b"plain")
+    budget = asyncfs.Budget(100_000)
+    async with asyncfs.Env() as env:
+        with pipe(DATA) as path:
+            got = [
+                data
+                async for _, data in env.prefetch(
+                    [plain, path, plain], scratch_size=64 << 10, budget=budget, ordered=False
+                )
+            ]
+    assert sorted(got, key=len) == [b"plain", b"plain", DATA]
+    assert budget.used == 0 and budget.peak >= len(DATA)
+
+
 async def test_going_back_in_a_pipe_says_it_cannot() -> None:
     async with asyncfs.Env() as env:
         with pipe(DATA) as path:
