@@ -345,6 +345,35 @@ def test_stat_files(fs: ModularFileSystem, root: str) -> None:
     assert fs.stat_files([]) == []
 
 
+def test_read_files(fs: ModularFileSystem, root: str) -> None:
+    """asyncfs's read_files (the plugin's, or open and read one file after
+    another): each entry is what read_file answers for its path, or the
+    error with the code read_file raises; a file bigger than what it may
+    have of the buffer is None (the caller reads it another way). On a
+    local filesystem the files lie one after another, and that file ends
+    the list; an object store gives each an equal share."""
+    uris = [
+        make_file(fs, f"{root}/empty"),
+        make_file(fs, f"{root}/four", b"asdf"),
+        make_dir(fs, f"{root}/dir"),
+        f"{root}/missing",
+        f"{root}/four/x",
+        make_file(fs, f"{root}/big", b"B" * 5000),
+        make_file(fs, f"{root}/after", b"after"),
+    ]
+    got, _ = fs.read_files(uris, bytearray(4096))
+    for uri, item in zip(uris[:5], got[:5], strict=True):
+        try:
+            alone = fs.read_file(uri)
+        except StatusError as error:
+            assert isinstance(item, StatusError) and item.code == error.code and item.path == uri, (uri, item)
+        else:
+            assert item == alone, uri
+    assert got[5] is None
+    assert got[6:] in ([], [b"after"])
+    assert fs.read_files([], bytearray(4096)) == ([], 0.0)
+
+
 def test_is_directory(fs: ModularFileSystem, root: str) -> None:
     need(fs, "is_directory")
     assert fs.is_directory(make_dir(fs, f"{root}/dir"))
