@@ -92,16 +92,20 @@ class Budget:
         self.used = self.peak = 0
         self.head = -1
 
-    def reserve(self, index: int, size: int, *, must: bool = False) -> bool:
-        """Whether the file at index may hold size more bytes, now counted:
-        yes when they fit, for the file due next, when nothing is held, and
-        when it must (bytes that cannot be read again: a pipe's)."""
+    def reserve(self, index: int, size: int) -> bool:
         with self._lock:
-            if not must and self.used + size > self.limit and index != self.head and self.used > 0:
+            if self.used + size > self.limit and index != self.head and self.used > 0:
                 return False
             self.used += size
             self.peak = max(self.peak, self.used)
             return True
+
+    def hold(self, size: int) -> None:
+        """Count size bytes that cannot be refused: read already, and not
+        to be read again (a pipe's)."""
+        with self._lock:
+            self.used += size
+            self.peak = max(self.peak, self.used)
 
     def reserve_group(self, indices: list[int], sizes: list[int]) -> int:
         """Reserve for files in order, under one lock, as :meth:`reserve`
@@ -154,9 +158,11 @@ def _read(fs: ModularFileSystem, uri: str, budget: Budget, index: int, scratch_s
     file shrank between its size and its read) goes back to the budget."""
     reserved = 0
 
-    def reserve(size: int, must: bool = False) -> bool:
+    def reserve(size: int, must: bool) -> bool:
         nonlocal reserved
-        admitted = budget.reserve(index, size, must=must)
+        if must:
+            budget.hold(size)
+        admitted = must or budget.reserve(index, size)
         reserved = size if admitted else 0
         return admitted
 

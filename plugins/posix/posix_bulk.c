@@ -130,7 +130,7 @@ void posix_read_files(const TF_Filesystem* filesystem, const char* const* paths,
       dir = -1;
     }
     /* a directory's descriptor pays from its second file on */
-    if (dir < 0 && len > 0 && len < PATH_MAX && i + 1 < n && directly_in(path, path, len) &&
+    if (dir < 0 && len > 0 && len < PATH_MAX && slash[1] != '\0' && i + 1 < n &&
         directly_in(paths[i + 1], path, len)) {
       char name[PATH_MAX];
       memcpy(name, path, len);
