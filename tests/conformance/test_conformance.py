@@ -323,16 +323,22 @@ def test_stat(fs: ModularFileSystem, root: str) -> None:
     assert empty.mtime_nsec > 0
 
 
-def test_stat_files(fs: ModularFileSystem, root: str) -> None:
-    """asyncfs's stat_files (native, or stat one path after another): each
-    entry is what stat answers for its path, or the error stat raises."""
-    uris = [
+def mixed_paths(fs: ModularFileSystem, root: str) -> list[str]:
+    """An empty file, a file, a directory, a missing path and a path under
+    a file: what the ops on many paths answer each in its own way."""
+    return [
         make_file(fs, f"{root}/empty"),
         make_file(fs, f"{root}/four", b"asdf"),
         make_dir(fs, f"{root}/dir"),
         f"{root}/missing",
         f"{root}/four/x",
     ]
+
+
+def test_stat_files(fs: ModularFileSystem, root: str) -> None:
+    """asyncfs's stat_files (native, or stat one path after another): each
+    entry is what stat answers for its path, or the error stat raises."""
+    uris = mixed_paths(fs, root)
     got = fs.stat_files(uris)
     for uri, item in zip(uris[:3], got[:3], strict=True):
         alone = fs.stat(uri)
@@ -353,11 +359,7 @@ def test_read_files(fs: ModularFileSystem, root: str) -> None:
     local filesystem the files lie one after another, and that file ends
     the list; an object store gives each an equal share."""
     uris = [
-        make_file(fs, f"{root}/empty"),
-        make_file(fs, f"{root}/four", b"asdf"),
-        make_dir(fs, f"{root}/dir"),
-        f"{root}/missing",
-        f"{root}/four/x",
+        *mixed_paths(fs, root),
         make_file(fs, f"{root}/big", b"B" * 5000),
         make_file(fs, f"{root}/after", b"after"),
     ]
