@@ -162,7 +162,9 @@ def _read(fs: ModularFileSystem, uri: str, budget: Budget, index: int, scratch_s
         nonlocal reserved
         if must:
             budget.hold(size)
-        admitted = must or budget.reserve(index, size)
+            admitted = True
+        else:
+            admitted = budget.reserve(index, size)
         reserved = size if admitted else 0
         return admitted
 

@@ -429,18 +429,17 @@ static int read_in_runs(const TF_FilesystemOps* ops, const TF_Filesystem* fs,
         sizes[i] = 0;
         continue;
       }
+      if ((uint64_t)got[j] > largest) largest = (size_t)got[j];
       if ((uint64_t)got[j] > share) break; /* did not fit its share */
       memmove(out + at, buffers[j], (size_t)got[j]);
       sizes[i] = got[j];
       at += (size_t)got[j];
-      if ((size_t)got[j] > largest) largest = (size_t)got[j];
     }
     if (j == k) continue;
     if (k == 1) { /* all that was left was its share: the caller reads it */
       sizes[i] = -1;
       return i;
     }
-    if ((size_t)got[j] > largest) largest = (size_t)got[j];
     alone = 1;
   }
   return n;
