@@ -780,6 +780,30 @@ class ModularFileSystem:
         count = _ffi.check_count(count, size - _HEAD, plugin=plugin, op="read", path=uri)
         return data if count == size - _HEAD else data[: _HEAD + count]
 
+    def read_file_if_ready(self, uri: str) -> bytes | None:
+        """:meth:`read_file` of a file smaller than 64 KiB, made only from
+        what the plugin holds at hand (its ``new_random_access_file_if_ready``
+        and ``read_if_ready``: a cached local file, ``mem://``), without
+        waiting on a device, a network or a lock, so it may run on an event
+        loop's thread. None when it is not all at hand, bigger, or the plugin
+        offers neither op: :meth:`read_file` reads it, on a worker. An error
+        known at hand (NOT_FOUND) raises as read_file's would."""
+        file_ops = self._tables.random_access_file_ops
+        if file_ops is None:
+            return None
+        _uri.check_uri(uri)
+        head = _scratch.head
+        status = _ffi.thread_status()
+        rt = _ffi.runtime()
+        count = int(
+            rt.ASYNCFS_ReadIfReady(self._fs_ops, file_ops, self._fs, self._free, encode(uri), head, _HEAD, status)
+        )
+        if status.code == Code.UNAVAILABLE:
+            return None
+        _ffi.check(status, "read_file", uri)
+        count = _ffi.check_count(count, _HEAD, plugin=self.metadata.name, op="read", path=uri)
+        return ffi.unpack(head, count)  # type: ignore[no-any-return]
+
     def read_files(
         self, uris: Sequence[str], buffer: bytearray | memoryview
     ) -> tuple[list[bytes | StatusError | None], float]:

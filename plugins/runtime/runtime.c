@@ -357,6 +357,44 @@ RUNTIME_EXPORT int64_t ASYNCFS_OpenForRead(const TF_FilesystemOps* ops,
   return count;
 }
 
+RUNTIME_EXPORT int64_t ASYNCFS_ReadIfReady(const TF_FilesystemOps* ops,
+                                           const TF_RandomAccessFileOps* file_ops,
+                                           const TF_Filesystem* fs,
+                                           void (*plugin_free)(void*),
+                                           const char* uri, char* out,
+                                           size_t cap, TF_Status* status) {
+  TF_RandomAccessFile file = {NULL};
+  int64_t size, count;
+  char* path;
+  if (ops->new_random_access_file_if_ready == NULL || file_ops->read_if_ready == NULL) {
+    AF_SetStatus(status, TF_UNAVAILABLE, "the plugin reads nothing at hand");
+    return -1;
+  }
+  path = translate(ops, fs, plugin_free, uri);
+  if (path == NULL) {
+    AF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  size = ops->new_random_access_file_if_ready(fs, path, &file, status);
+  free(path);
+  if (status->code != TF_OK) return -1; /* not at hand, or an answer that was */
+  if (size < 0 || size >= (int64_t)cap) {
+    file_ops->cleanup(&file);
+    AF_SetStatus(status, TF_UNAVAILABLE, "bigger than a read at hand");
+    return -1;
+  }
+  /* Asked for all of cap: a file that grew past it since its size was
+   * taken reads cap bytes, and is left to the worker too. */
+  count = file_ops->read_if_ready(&file, 0, cap, out, status);
+  file_ops->cleanup(&file);
+  if (status->code == TF_OUT_OF_RANGE || (status->code == TF_OK && count < (int64_t)cap)) {
+    AF_SetStatus(status, TF_OK, "");
+    return count;
+  }
+  if (status->code == TF_OK) AF_SetStatus(status, TF_UNAVAILABLE, "grew past a read at hand");
+  return -1;
+}
+
 RUNTIME_EXPORT int64_t ASYNCFS_ReadAndClose(const TF_RandomAccessFileOps* file_ops,
                                             TF_RandomAccessFile* file,
                                             uint64_t offset, size_t n,

@@ -376,6 +376,32 @@ def test_read_files(fs: ModularFileSystem, root: str) -> None:
     assert fs.read_files([], bytearray(4096)) == ([], 0.0)
 
 
+def test_read_file_if_ready(fs: ModularFileSystem, root: str) -> None:
+    """read_file_if_ready, made at hand on an event loop's thread: for each
+    path, what read_file answers (its bytes, or an error with the same
+    code), or None: not at hand, and a worker reads it. A file of 64 KiB or
+    more is never read so; a plugin that opens at hand reads a small file
+    it just wrote so (memory always; posix on the filesystems it lists)."""
+    uris = [*mixed_paths(fs, root), make_file(fs, f"{root}/big", b"B" * (64 << 10))]
+    for uri in uris:
+        try:
+            alone = fs.read_file(uri)
+        except StatusError as error:
+            try:
+                got = fs.read_file_if_ready(uri)
+            except StatusError as early:
+                assert early.code == error.code and early.path == uri, (uri, early)
+            else:
+                assert got is None, uri
+        else:
+            assert fs.read_file_if_ready(uri) in (None, alone), uri
+    assert fs.read_file_if_ready(uris[-1]) is None
+    if fs.scheme == "mem":
+        assert fs.read_file_if_ready(uris[1]) == b"asdf"
+    if not fs.offers("new_random_access_file_if_ready"):
+        assert fs.read_file_if_ready(uris[1]) is None
+
+
 def test_is_directory(fs: ModularFileSystem, root: str) -> None:
     need(fs, "is_directory")
     assert fs.is_directory(make_dir(fs, f"{root}/dir"))

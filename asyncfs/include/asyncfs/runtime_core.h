@@ -73,6 +73,20 @@ int64_t ASYNCFS_OpenForRead(const TF_FilesystemOps* ops,
                             TF_RandomAccessFile* file, char* head, size_t cap,
                             int64_t* size, TF_Status* status);
 
+/* The whole file at uri, as ASYNCFS_OpenForRead reads one that fits in
+ * cap, made only from what the plugin holds at hand (its
+ * new_random_access_file_if_ready and read_if_ready), so that it may run
+ * on an event loop's thread: the count read, less than cap, with the file
+ * closed. -1 with TF_UNAVAILABLE when it is not all at hand, the plugin
+ * offers neither op, or the file does not fit in cap: read it on a worker.
+ * -1 with another status: the answer the open gave at hand (NOT_FOUND,
+ * ...). Nothing is left open. */
+int64_t ASYNCFS_ReadIfReady(const TF_FilesystemOps* ops,
+                            const TF_RandomAccessFileOps* file_ops,
+                            const TF_Filesystem* fs,
+                            void (*plugin_free)(void*), const char* uri,
+                            char* out, size_t cap, TF_Status* status);
+
 /* read, then cleanup: the handle is released whatever happens. Returns the
  * count read (a short count at end of file is not an error here). */
 int64_t ASYNCFS_ReadAndClose(const TF_RandomAccessFileOps* file_ops,
