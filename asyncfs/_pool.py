@@ -1052,7 +1052,8 @@ class WorkerPool:
                 batcher.release_slots(1)
             raise
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
+        """Raise EnvClosedError once the pool (its Env) is closed."""
         if self._closed:
             raise EnvClosedError(_CLOSED)
 
@@ -1068,7 +1069,7 @@ class WorkerPool:
         through it together with the other calls that name it in this loop
         iteration (see :class:`Combiner`); mutating ones stay shielded.
         """
-        self._check_open()
+        self.check_open()
         batcher = self.batcher()
         backend = batcher.backend
         waiter = backend.new_waiter(shielded=mutating)
@@ -1087,7 +1088,7 @@ class WorkerPool:
     def submit(self, fn: Callable[..., T], *args: Any, discard: Any = None) -> Pending[T] | None:
         """Start side-effect-free fn(*args) on a worker without waiting for it
         (read-ahead). Returns None when the in-flight cap leaves no room."""
-        self._check_open()
+        self.check_open()
         batcher = self.batcher()
         if not batcher.take_slot():
             return None
@@ -1127,7 +1128,7 @@ class WorkerPool:
         error) goes to sink when done. Waits for room under the in-flight
         cap. follow, if given, may start the next call on the same worker
         once this one succeeded (see _Work.followed)."""
-        self._check_open()
+        self.check_open()
         batcher = self.batcher()
         if not batcher.take_slot():
             await self._wait_for_room(batcher)
@@ -1144,7 +1145,7 @@ class WorkerPool:
         task or a waiter per call; results come back in order, exceptions in
         place. Calls go in windows of at most max_in_flight, each window
         awaited as one group, so any number of calls holds bounded work."""
-        self._check_open()
+        self.check_open()
         batcher = self.batcher()
         backend = batcher.backend
         results: list[T | Exception] = []

@@ -25,12 +25,11 @@ from itertools import islice
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from anyio.lowlevel import checkpoint
-
 from . import compression as _compression
 from ._landing import Landing
 from ._lines import Handover, split_keep
 from ._marshal import refuse_text
+from .async_filesystem import AT_HAND_TURN
 from .errors import InvalidArgumentError
 from .files import AheadRead, RandomAccessFile
 from .filesystem import ModularFileSystem
@@ -71,9 +70,10 @@ HEAD = 64 << 10
 # time, while its plugin has them at hand (``RandomAccessFile.read_if_ready``:
 # in the page cache, in memory), and its block is at most AT_HAND_MOST. Such
 # a read copies, and wakes no thread: reading a cached file 64 KiB at a time
-# took 0.8 ms where reads on other threads took 2.5-3.2 ms. After every
-# AT_HAND_MOST bytes read so, the loop's other tasks get a turn.
-AT_HAND_MOST = 1 << 20
+# took 0.8 ms where reads on other threads took 2.5-3.2 ms. The loop's other
+# tasks get a turn between such reads (AsyncModularFileSystem.at_hand_turn),
+# so one is at most what is read between turns.
+AT_HAND_MOST = AT_HAND_TURN
 AT_HAND = SPLIT
 
 
@@ -438,7 +438,6 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         # at hand when it was opened is read ahead from the start
         cold = isinstance(first, AheadRead) and codec is None
         self._at_hand = not afs.network and block_size <= AT_HAND_MOST and file.reads_if_ready and not cold
-        self._since_turn = 0  # bytes read at hand since the loop's other tasks last had a turn
         if isinstance(first, AheadRead):
             self._ahead.append((0, first))
         elif first is not None:
@@ -468,14 +467,12 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
 
     async def _at_hand_turn(self) -> bool:
         """Whether the next block is read at hand (see AT_HAND): the plugin
-        had the ones before at hand, and none is on its way. Every
-        AT_HAND_MOST bytes read so, the loop's other tasks get a turn first,
+        had the ones before at hand, and none is on its way. The loop's
+        other tasks may get a turn first (AsyncModularFileSystem.at_hand_turn),
         as they would while a block was read on another thread."""
         if not self._at_hand or self._ahead:
             return False
-        if self._since_turn >= AT_HAND_MOST:
-            self._since_turn = 0
-            await checkpoint()
+        await self._afs.at_hand_turn()
         return True
 
     def _take_at_hand(self, offset: int, n: int) -> bytes | None:
@@ -486,7 +483,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         if data is None:
             self._at_hand = False
             return None
-        self._since_turn += len(data)
+        self._afs.took_at_hand(len(data))
         self._raw_offset = offset
         self._took_block(len(data), n)
         return data

@@ -20,7 +20,7 @@ import pytest
 from conftest import at_hand_here
 
 import asyncfs
-from asyncfs import streams
+from asyncfs import async_filesystem, streams
 
 pytestmark = pytest.mark.anyio
 
@@ -306,3 +306,70 @@ async def test_reading_at_hand_gives_the_loops_other_tasks_turns(tmp_path: Path)
         tasks.cancel_scope.cancel()
     assert b"".join(parts) == data
     assert turns >= size // streams.AT_HAND_MOST - 2
+
+
+# ---- read_file ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["file", "mem"])
+async def test_read_file_of_a_small_file_at_hand_asks_no_worker(tmp_path: Path, where: str) -> None:
+    """env.read_file of a cached file under 64 KiB is read on the loop's
+    thread, and the pool is not asked; a file of 64 KiB goes to a worker.
+    Both read as the sync read_file reads them, and a rewritten file reads
+    its new bytes."""
+    async with asyncfs.Env() as env:
+        store = _stored(env, where, tmp_path)
+        small, edge = await store("small", TEXT[:5000]), await store("edge", TEXT[: 64 << 10])
+        fs = env.filesystem(small).wrapped
+        at_hand_expected = where == "mem" or at_hand_here(tmp_path)
+        for uri, at_hand_here_too in ((small, at_hand_expected), (edge, False)):
+            asked = env.pool.stats().operations
+            got = await env.read_file(uri)
+            asked = env.pool.stats().operations - asked
+            assert got == fs.read_file(uri) == TEXT[: len(got)], uri
+            assert asked == 0 if at_hand_here_too else asked >= 1, uri
+        await store("small", b"new")
+        assert await env.read_file(small) == b"new"
+        with pytest.raises(asyncfs.NotFoundError):
+            await env.read_file(small + "-missing")
+
+
+async def test_read_file_of_a_store_made_slow_goes_to_a_worker(tmp_path: Path) -> None:
+    """A store that waits (the memory plugin's latency_us) has nothing at
+    hand: the read waits on a worker, not on the loop."""
+    async with asyncfs.Env() as env:
+        uri = await _stored(env, "mem", tmp_path)("slow", b"data")
+        fs = env.filesystem(uri).wrapped
+        fs.set_option("latency_us", 1000)
+        try:
+            asked = env.pool.stats().operations
+            assert await env.read_file(uri) == b"data"
+            assert env.pool.stats().operations - asked >= 1
+        finally:
+            fs.set_option("latency_us", 0)
+
+
+async def test_read_files_at_hand_one_after_another_give_the_loops_other_tasks_turns(tmp_path: Path) -> None:
+    """Reads at hand never wait, and a loop of them would keep the loop to
+    itself: every AT_HAND_TURN bytes (each read counted as at least
+    AT_HAND_CALL), the other tasks get a turn."""
+    count = 640
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await anyio.sleep(0)
+
+    async with asyncfs.Env() as env, anyio.create_task_group() as tasks:
+        store = _stored(env, "mem", tmp_path)
+        uris = [await store(f"f{i}", b"%d" % i) for i in range(count)]
+        tasks.start_soon(tick)
+        await anyio.sleep(0)
+        before = ticks
+        got = [await env.read_file(uri) for uri in uris]
+        turns = ticks - before
+        tasks.cancel_scope.cancel()
+    assert got == [b"%d" % i for i in range(count)]
+    assert turns >= count * async_filesystem.AT_HAND_CALL // async_filesystem.AT_HAND_TURN - 2
