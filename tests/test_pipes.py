@@ -12,9 +12,11 @@ import sys
 import threading
 from collections.abc import Iterator
 
+import anyio
 import pytest
 
 import asyncfs
+import asyncfs.aiofiles
 
 pytestmark = [
     pytest.mark.anyio,
@@ -126,3 +128,46 @@ def test_a_dash_is_standard_input_to_cat_and_cp_and_standard_output_to_cp(tmp_pa
     assert (done.returncode, done.stdout) == (0, DATA), done.stderr
     done = _cli("cp", "-r", target, "-")
     assert done.returncode != 0 and b"without -r" in done.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs a FIFO")
+@pytest.mark.parametrize("way", ["read_file", "open", "aiofiles"])
+async def test_a_fifo_whose_writer_waits_to_open_gets_all_its_bytes(tmp_path: os.PathLike[str], way: str) -> None:
+    """A writer waiting in its open of a FIFO is let go by any open of it to
+    read, even one with O_NONBLOCK that is closed at once: its bytes would
+    then be lost, and the read that follows would wait for another writer.
+    So no way of reading opens a FIFO at hand (on the loop's thread): the
+    path is looked at first, and only a regular file is opened."""
+    fifo = os.path.join(tmp_path, "fifo")
+    os.mkfifo(fifo)
+    outcome: list[BaseException | None] = []
+
+    def write() -> None:
+        try:
+            with open(fifo, "wb") as out:  # waits for a reader
+                out.write(DATA)
+        except BaseException as error:  # BrokenPipeError: the reader left at once
+            outcome.append(error)
+        else:
+            outcome.append(None)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    await anyio.sleep(0.2)  # the writer now waits in its open
+    async with asyncfs.Env() as env:
+        try:
+            with anyio.fail_after(20):
+                if way == "read_file":
+                    got = await env.read_file(fifo)
+                elif way == "open":
+                    async with env.open(fifo, "rb") as f:
+                        got = await f.read()
+                else:
+                    async with asyncfs.aiofiles.open(fifo, "rb") as f:
+                        got = await f.read()
+        finally:
+            with contextlib.suppress(OSError):  # a read left waiting for another writer: let it go
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            writer.join(10)
+    assert outcome == [None]
+    assert got == DATA

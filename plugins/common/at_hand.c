@@ -42,35 +42,56 @@ int at_hand_local(int fd) {
 
 static int openat2_missing; /* ENOSYS once: before Linux 5.6 */
 
-int at_hand_open(const char* path, int flags, struct stat* st) {
-  struct at_hand_how how = {0, 0, AT_HAND_RESOLVE_CACHED};
-  int fd, ok;
-  /* O_NONBLOCK to read, as io_uring adds it: a FIFO's open returns instead
-   * of waiting for a writer, and a file under another's lease refuses.
-   * openat2 refuses it beside O_PATH, which never waits anyway. */
-  how.flags = (uint64_t)(flags & O_PATH ? flags | O_CLOEXEC : flags | O_CLOEXEC | O_NONBLOCK);
+/* openat2 through cached directory entries only: the descriptor, or
+ * -errno as at_hand_open answers. */
+static int open_cached(const char* path, uint64_t flags) {
+  struct at_hand_how how = {flags | O_CLOEXEC, 0, AT_HAND_RESOLVE_CACHED};
+  int fd;
   if (__atomic_load_n(&openat2_missing, __ATOMIC_RELAXED)) return -EAGAIN;
   fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
-  if (fd < 0) {
-    switch (errno) {
-      case ENOENT: case ENOTDIR: case EACCES: case ELOOP: case ENAMETOOLONG:
-        return -errno; /* the walk's own answer, as open(2) and stat(2) give it */
-      case ENOSYS: /* no openat2 (or a seccomp filter that says so) */
-        __atomic_store_n(&openat2_missing, 1, __ATOMIC_RELAXED);
-        return -EAGAIN;
-      default: /* EAGAIN (not cached), EPERM (an older seccomp filter), EINTR,
-                * EMFILE, ...: the ordinary call says */
-        return -EAGAIN;
-    }
+  if (fd >= 0) return fd;
+  switch (errno) {
+    case ENOENT: case ENOTDIR: case EACCES: case ELOOP: case ENAMETOOLONG:
+      return -errno; /* the walk's own answer, as open(2) and stat(2) give it */
+    case ENOSYS: /* no openat2 (or a seccomp filter that says so) */
+      __atomic_store_n(&openat2_missing, 1, __ATOMIC_RELAXED);
+      return -EAGAIN;
+    default: /* EAGAIN (not cached), EPERM (an older seccomp filter), EINTR,
+              * EMFILE, ...: the ordinary call says */
+      return -EAGAIN;
   }
-  ok = at_hand_local(fd) && (st == NULL || fstat(fd, st) == 0);
-  if (ok && !(flags & O_PATH)) /* to read: a regular file, blocking as open(2) made it (st set) */
-    ok = S_ISREG(st->st_mode) && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0;
-  if (!ok) {
+}
+
+int at_hand_open(const char* path, int flags, struct stat* st) {
+  struct stat mine, seen;
+  int fd, rfd;
+  /* First O_PATH, which opens nothing: a FIFO so opened counts as no
+   * reader. Any open of a FIFO to read, even O_NONBLOCK and closed at
+   * once, lets a writer waiting in its own open go on, and the bytes it
+   * writes are then lost with the pipe. */
+  fd = open_cached(path, O_PATH);
+  if (fd < 0) return fd;
+  if (st == NULL && !(flags & O_PATH)) st = &mine;
+  if (!at_hand_local(fd) || (st != NULL && fstat(fd, st) != 0)) {
     close(fd);
     return -EAGAIN;
   }
-  return fd;
+  if (flags & O_PATH) return fd;
+  close(fd);
+  if (!S_ISREG(st->st_mode)) return -EAGAIN;
+  /* To read: a regular file only, opened again by its path, now cached;
+   * with O_NONBLOCK, as io_uring opens, so that a file under another's
+   * lease refuses, and a FIFO put there meanwhile opens without waiting
+   * (and is refused: not the file looked at). */
+  rfd = open_cached(path, (uint64_t)flags | O_NONBLOCK);
+  if (rfd < 0) return rfd == -ENOENT ? -EAGAIN : rfd; /* gone meanwhile: the ordinary call says */
+  if (fstat(rfd, &seen) != 0 || seen.st_ino != st->st_ino || seen.st_dev != st->st_dev ||
+      fcntl(rfd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    close(rfd);
+    return -EAGAIN;
+  }
+  *st = seen;
+  return rfd;
 }
 #else
 int at_hand_local(int fd) {

@@ -19,7 +19,10 @@
 /* Open path (relative paths from the working directory) with flags, which
  * are O_PATH (to stat it) or O_RDONLY (to read a regular file), both with
  * close-on-exec, and fstat(2) it into st (with O_PATH, st may be NULL: the
- * caller fstat's the descriptor itself). Returns:
+ * caller fstat's the descriptor itself). The path is opened O_PATH first,
+ * and opened to read only when that found a regular file: an open of a FIFO
+ * to read, even closed at once, would let a writer waiting in its own open
+ * go on and lose its bytes, and a device's open may do something. Returns:
  *   - the descriptor, when everything was at hand (with O_RDONLY, only a
  *     regular file is taken);
  *   - -errno, when the walk through cached entries gave the answer that
