@@ -50,7 +50,7 @@ __all__ = [
 # What the plugin holds at hand (a cached local file, mem://) is read on the
 # loop's thread: a small file's read_file (ModularFileSystem.read_file_if_ready),
 # a stream's blocks. No worker is woken and waited for (2,000 cached 4 KiB
-# files read one after another: 101 µs a file on workers, 10.1 µs so). Such
+# files read one after another: 83-90 µs a file on workers, 12.8 µs so). Such
 # reads never wait, but they take the loop's time: after every AT_HAND_TURN
 # bytes read so from one filesystem, each call counted as at least
 # AT_HAND_CALL, the loop's other tasks get a turn (at_hand_turn).
