@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import gzip
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import pytest
@@ -23,6 +23,8 @@ import asyncfs
 from asyncfs import async_filesystem, streams
 
 pytestmark = pytest.mark.anyio
+
+T = TypeVar("T")
 
 TEXT = b"".join(b"%08d %s\n" % (i, b"x" * (i % 61)) for i in range(80_000))  # 3.1 MB of lines
 
@@ -43,6 +45,27 @@ def at_hand(
         if got is not None:
             return got
     return None
+
+
+async def turns_taken(work: Callable[[], Awaitable[T]]) -> tuple[T, int]:
+    """work's result, and how many turns the loop gave a task that yields
+    at each, while work ran."""
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await anyio.sleep(0)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(tick)
+        await anyio.sleep(0)
+        before = ticks
+        result = await work()
+        turns = ticks - before
+        tasks.cancel_scope.cancel()
+    return result, turns
 
 
 # ---- the entry ---------------------------------------------------------------------------------
@@ -287,24 +310,17 @@ async def test_reading_at_hand_gives_the_loops_other_tasks_turns(tmp_path: Path)
     size = 8 << 20
     data = os.urandom(size)
     path.write_bytes(data)
-    ticks = 0
 
-    async def tick() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await anyio.sleep(0)
+    async with asyncfs.Env() as env, env.open(str(path), "rb") as f:
 
-    async with asyncfs.Env() as env, env.open(str(path), "rb") as f, anyio.create_task_group() as tasks:
-        tasks.start_soon(tick)
-        await anyio.sleep(0)
-        before = ticks
-        parts = []
-        while part := await f.read(65536):  # each from what one read at hand brought
-            parts.append(part)
-        turns = ticks - before
-        tasks.cancel_scope.cancel()
-    assert b"".join(parts) == data
+        async def read_all() -> bytes:
+            parts = []
+            while part := await f.read(65536):  # each from what one read at hand brought
+                parts.append(part)
+            return b"".join(parts)
+
+        got, turns = await turns_taken(read_all)
+    assert got == data
     assert turns >= size // streams.AT_HAND_MOST - 2
 
 
@@ -354,22 +370,13 @@ async def test_read_files_at_hand_one_after_another_give_the_loops_other_tasks_t
     itself: every AT_HAND_TURN bytes (each read counted as at least
     AT_HAND_CALL), the other tasks get a turn."""
     count = 640
-    ticks = 0
-
-    async def tick() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await anyio.sleep(0)
-
-    async with asyncfs.Env() as env, anyio.create_task_group() as tasks:
+    async with asyncfs.Env() as env:
         store = _stored(env, "mem", tmp_path)
         uris = [await store(f"f{i}", b"%d" % i) for i in range(count)]
-        tasks.start_soon(tick)
-        await anyio.sleep(0)
-        before = ticks
-        got = [await env.read_file(uri) for uri in uris]
-        turns = ticks - before
-        tasks.cancel_scope.cancel()
+
+        async def read_all() -> list[bytes]:
+            return [await env.read_file(uri) for uri in uris]
+
+        got, turns = await turns_taken(read_all)
     assert got == [b"%d" % i for i in range(count)]
     assert turns >= count * async_filesystem.AT_HAND_CALL // async_filesystem.AT_HAND_TURN - 2
