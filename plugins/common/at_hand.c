@@ -63,35 +63,35 @@ static int open_cached(const char* path, uint64_t flags) {
 }
 
 int at_hand_open(const char* path, int flags, struct stat* st) {
-  struct stat mine, seen;
-  int fd, rfd;
+  struct stat looked, seen;
+  int fd, ok;
   /* First O_PATH, which opens nothing: a FIFO so opened counts as no
    * reader. Any open of a FIFO to read, even O_NONBLOCK and closed at
    * once, lets a writer waiting in its own open go on, and the bytes it
    * writes are then lost with the pipe. */
   fd = open_cached(path, O_PATH);
   if (fd < 0) return fd;
-  if (st == NULL && !(flags & O_PATH)) st = &mine;
-  if (!at_hand_local(fd) || (st != NULL && fstat(fd, st) != 0)) {
+  if (flags & O_PATH) { /* to stat: st may be NULL, the caller fstat's fd */
+    if (at_hand_local(fd) && (st == NULL || fstat(fd, st) == 0)) return fd;
     close(fd);
     return -EAGAIN;
   }
-  if (flags & O_PATH) return fd;
+  ok = at_hand_local(fd) && fstat(fd, &looked) == 0 && S_ISREG(looked.st_mode);
   close(fd);
-  if (!S_ISREG(st->st_mode)) return -EAGAIN;
+  if (!ok) return -EAGAIN;
   /* To read: a regular file only, opened again by its path, now cached;
    * with O_NONBLOCK, as io_uring opens, so that a file under another's
    * lease refuses, and a FIFO put there meanwhile opens without waiting
    * (and is refused: not the file looked at). */
-  rfd = open_cached(path, (uint64_t)flags | O_NONBLOCK);
-  if (rfd < 0) return rfd == -ENOENT ? -EAGAIN : rfd; /* gone meanwhile: the ordinary call says */
-  if (fstat(rfd, &seen) != 0 || seen.st_ino != st->st_ino || seen.st_dev != st->st_dev ||
-      fcntl(rfd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
-    close(rfd);
+  fd = open_cached(path, (uint64_t)flags | O_NONBLOCK);
+  if (fd < 0) return fd == -ENOENT ? -EAGAIN : fd; /* gone meanwhile: the ordinary call says */
+  if (fstat(fd, &seen) != 0 || seen.st_ino != looked.st_ino || seen.st_dev != looked.st_dev ||
+      fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    close(fd);
     return -EAGAIN;
   }
-  *st = seen;
-  return rfd;
+  if (st != NULL) *st = seen;
+  return fd;
 }
 #else
 int at_hand_local(int fd) {

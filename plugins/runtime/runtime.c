@@ -309,6 +309,16 @@ static char* translate(const TF_FilesystemOps* ops, const TF_Filesystem* fs,
   return copy;
 }
 
+/* Whether a read of up to cap bytes from a file's start, which answered
+ * count, reached the file's end (a short count, or TF_OUT_OF_RANGE, which
+ * is then cleared): the count is the whole file. */
+static int read_whole(TF_Status* status, int64_t count, size_t cap) {
+  if (status->code != TF_OUT_OF_RANGE && (status->code != TF_OK || count >= (int64_t)cap))
+    return 0;
+  AF_SetStatus(status, TF_OK, "");
+  return 1;
+}
+
 RUNTIME_EXPORT int64_t ASYNCFS_OpenForRead(const TF_FilesystemOps* ops,
                                            const TF_RandomAccessFileOps* file_ops,
                                            const TF_Filesystem* fs,
@@ -336,8 +346,7 @@ RUNTIME_EXPORT int64_t ASYNCFS_OpenForRead(const TF_FilesystemOps* ops,
   }
   /* Most files fit the head: one read, and no size asked for. */
   count = file_ops->read(file, 0, cap, head, status);
-  if (status->code == TF_OUT_OF_RANGE || (status->code == TF_OK && count < (int64_t)cap)) {
-    AF_SetStatus(status, TF_OK, "");
+  if (read_whole(status, count, cap)) {
     *size = count;
   } else if (status->code == TF_OK && ops->get_file_size != NULL) {
     *size = ops->get_file_size(fs, path, status);
@@ -387,10 +396,7 @@ RUNTIME_EXPORT int64_t ASYNCFS_ReadIfReady(const TF_FilesystemOps* ops,
    * taken reads cap bytes, and is left to the worker too. */
   count = file_ops->read_if_ready(&file, 0, cap, out, status);
   file_ops->cleanup(&file);
-  if (status->code == TF_OUT_OF_RANGE || (status->code == TF_OK && count < (int64_t)cap)) {
-    AF_SetStatus(status, TF_OK, "");
-    return count;
-  }
+  if (read_whole(status, count, cap)) return count;
   if (status->code == TF_OK) AF_SetStatus(status, TF_UNAVAILABLE, "grew past a read at hand");
   return -1;
 }
