@@ -8,7 +8,7 @@
     asyncfs cat [--decompress] URI...     write files to standard output
     asyncfs cp [-r] [-j N] [-n] SRC... DST    copy files or trees, across schemes
     asyncfs mv [-n] SRC... DST            move files or folders (copy + rm across schemes)
-    asyncfs rm [-r] [-f] URI...           delete files (or trees)
+    asyncfs rm [-r] [-f] URI...           delete files (or trees); never ., .. or a filesystem's top
     asyncfs mkdir [-p] URI...             make directories
     asyncfs glob [-r] PATTERN             list matches (** with -r)
     asyncfs exists URI...                 say which exist
@@ -45,7 +45,7 @@ from ._plans import has_glob_meta
 from ._uri import join, parse_uri
 from .doctor import HOW_TO_GET, report
 from .env import Env
-from .errors import AsyncFSError
+from .errors import AsyncFSError, NotFoundError, StatusError
 from .filesystem import ModularFileSystem
 
 __all__ = ["main"]
@@ -100,7 +100,10 @@ def _parser() -> argparse.ArgumentParser:
         move.add_argument("dst", metavar="DST")
     rm = command("rm", "delete files")
     rm.add_argument("-r", "--recursive", action="store_true", help="delete trees")
-    rm.add_argument("-f", "--force", action="store_true", help="also a filesystem's root")
+    rm.add_argument("-f", "--force", action="store_true", help="ignore paths that do not exist")
+    rm.add_argument(
+        "--no-preserve-root", dest="top", action="store_true", help="also a filesystem's top (/, mem://, s3://bucket)"
+    )
     rm.add_argument("uris", nargs="+", metavar="URI")
     mkdir = command("mkdir", "make directories")
     mkdir.add_argument("-p", "--parents", action="store_true", help="make parents; no error if it exists")
@@ -151,10 +154,23 @@ def _basename(uri: str) -> str:
     return uri.rstrip("/").rpartition("/")[2]
 
 
-def _is_root(uri: str) -> bool:
-    """A filesystem's root (``/``, ``mem://``, ``s3://bucket``)."""
-    path = parse_uri(uri).path if "://" in uri else uri
-    return path.strip("/") in ("", ".")
+async def _refuse_to_remove(env: Env, uri: str, top: bool) -> None:
+    """GNU rm's guards, on the path the plugin will see: never an operand
+    whose last name is ``.`` or ``..`` (``rm -r /tmp/..`` would empty
+    ``/``), and a filesystem's top (``/``, ``mem://``, an object store's
+    bucket), however spelled (``/tmp/x/../``, ``../../..`` from near it),
+    only with ``--no-preserve-root``."""
+    if parse_uri(uri).path.rstrip("/").rpartition("/")[2] in (".", ".."):
+        raise CommandError(f"refusing to remove '.' or '..': {uri}")
+    if top:
+        return
+    path = await env.translate_name(uri)
+    if not path.startswith("/"):  # relative: it reaches the top through the working directory
+        path = os.path.abspath(path)
+    segments = [part for part in path.split("/") if part not in ("", ".")]
+    if not segments or (env.filesystem(uri).network and len(segments) == 1):
+        what = "a bucket" if segments else "the top of its filesystem"
+        raise CommandError(f"{uri} is {what}; add --no-preserve-root to delete everything in it")
 
 
 # ---- the commands ------------------------------------------------------------------
@@ -287,16 +303,25 @@ async def _mv(env: Env, sources: Sequence[str], dst: str, dry_run: bool) -> int:
     return 0
 
 
-async def _rm(env: Env, uris: Sequence[str], recursive: bool, force: bool) -> int:
+async def _rm(env: Env, uris: Sequence[str], recursive: bool, force: bool, top: bool) -> int:
+    for uri in uris:
+        await _refuse_to_remove(env, uri, top)  # as typed, and each match of a pattern
     for uri in await _expand(env, uris):
-        if await env.isdir(uri):
-            if not recursive:
-                raise CommandError(f"{uri} is a directory (use -r)")
-            if _is_root(uri) and not force:
-                raise CommandError(f"{uri} is a filesystem's root; add --force to delete everything in it")
-            await env.rmtree(uri)
-        else:
-            await env.rm(uri)
+        await _refuse_to_remove(env, uri, top)
+        try:
+            await env.rm(uri)  # a file, or a link (to a folder too), as rm removes it
+            continue
+        except NotFoundError:
+            if force:
+                continue
+            if not await env.isdir(uri):
+                raise
+        except StatusError:
+            if not await env.isdir(uri):
+                raise
+        if not recursive:
+            raise CommandError(f"{uri} is a directory (use -r)")
+        await env.rmtree(uri)
     return 0
 
 
@@ -343,7 +368,7 @@ _COMMANDS: dict[str, Callable[[Env, argparse.Namespace], Awaitable[int]]] = {
     "cat": lambda env, a: _cat(env, a.uris, a.decompress),
     "cp": lambda env, a: _cp(env, a.sources, a.dst, a),
     "mv": lambda env, a: _mv(env, a.sources, a.dst, a.dry_run),
-    "rm": lambda env, a: _rm(env, a.uris, a.recursive, a.force),
+    "rm": lambda env, a: _rm(env, a.uris, a.recursive, a.force, a.top),
     "mkdir": lambda env, a: _mkdir(env, a.uris, a.parents),
     "glob": lambda env, a: _glob(env, a.pattern, a.recursive),
     "exists": lambda env, a: _exists(env, a.uris),

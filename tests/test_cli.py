@@ -228,12 +228,47 @@ def test_mv_moves_folders_within_and_across_schemes(tree: Path) -> None:
     assert (tree / "across/b.bin").exists() and not (tree / "moved").exists()
 
 
-def test_rm_of_a_root_needs_force(tree: Path) -> None:
-    assert "--force" in user_error("rm", "-r", "mem:///")
-    assert "--force" in user_error("rm", "-r", "file:///")
-    ok("rm", "-r", "--force", "mem:///")  # an empty memory filesystem, in its own process
+def test_rm_of_a_filesystems_top_needs_no_preserve_root(tree: Path) -> None:
+    assert "--no-preserve-root" in user_error("rm", "-r", "mem:///")
+    assert "--no-preserve-root" in user_error("rm", "-r", "file:///")
+    assert "--no-preserve-root" in user_error("rm", "-rf", "file:///")  # -f is not the way past it
+    ok("rm", "-r", "--no-preserve-root", "mem:///")  # an empty memory filesystem, in its own process
     ok("rm", "-r", f"file://{tree}/src/sub")
     assert not (tree / "src/sub").exists()
+
+
+@pytest.mark.parametrize("spelling", ["{t}/src/..", "{t}/src/../", "..", ".", "./", "{t}/.", "file://{t}/src/.."])
+def test_rm_refuses_dot_and_dot_dot_as_gnu_rm_does(tree: Path, spelling: str) -> None:
+    """rm -r DIR/.. would delete DIR's parent (rm -r /tmp/.. all of /):
+    refused whatever -f says, before anything is deleted."""
+    before = sorted(p.relative_to(tree) for p in tree.rglob("*"))
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncfs", "rm", "-rf", spelling.format(t=tree)],
+        cwd=tree / "src",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1 and "refusing to remove '.' or '..'" in done.stderr
+    assert sorted(p.relative_to(tree) for p in tree.rglob("*")) == before
+
+
+def test_rm_refuses_a_top_however_it_is_spelled(tree: Path) -> None:
+    depth = len(tree.parts) - 1
+    for spelling in [f"{tree}/src/../../" + "../" * depth + "tmp/..//", "/" + "x/../" * 3, "../" * (depth + 3)]:
+        message = user_error("rm", "-r", spelling.rstrip("/") + "/")
+        assert "refusing" in message or "--no-preserve-root" in message, spelling
+    assert tree.exists()
+
+
+def test_rm_of_a_link_to_a_folder_removes_the_link(tree: Path) -> None:
+    (tree / "link").symlink_to(tree / "src")
+    ok("rm", str(tree / "link"))
+    assert not (tree / "link").is_symlink() and (tree / "src/sub/b.bin").exists()
+    assert "is a directory" in user_error("rm", str(tree / "src"))
+    ok("rm", "-f", str(tree / "missing"))
+    assert "No such file" in user_error("rm", str(tree / "missing"))
 
 
 def test_cat_cut_short_by_its_reader_ends_quietly(tree: Path) -> None:
