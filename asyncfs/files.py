@@ -217,9 +217,30 @@ class RandomAccessFile(_Handle):
         """
         if n <= 0:
             return b""
+        if n > _MOST_AT_ONCE:  # only what the file holds is held, not what was asked
+            return self._read_up_to(offset, n, strict)
         data = bytes(n)
         count = self._read_to(offset, ffi.from_buffer(data), strict)
         return data if count == n else data[:count]
+
+    def _read_up_to(self, offset: int, n: int, strict: bool) -> bytes:
+        """read(offset, n) for an n larger than one read's buffer: reads of
+        growing size, as :meth:`read_all`, ending at n bytes or the end."""
+        parts = []
+        got, size = 0, 1 << 20
+        while got < n:
+            want = min(size, n - got)
+            data = self.read(offset + got, want)
+            parts.append(data)
+            got += len(data)
+            if len(data) < want:
+                if strict:
+                    _ffi.raise_status(
+                        Code.OUT_OF_RANGE, f"read past the end of the file ({got} of {n} bytes)", "read", self.uri
+                    )
+                break
+            size = min(2 * size, _MOST_AT_ONCE)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 class AheadRead:
