@@ -543,17 +543,21 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
     async def _more(self) -> bytes | None:
         if self._eof and not self._end_is_final():
             self._raw_eof = self._eof = False  # asked at the end again: the file may have grown
+        decoder = self._decompressor
         while not self._eof:
-            raw = await self._raw_block()
-            if self._decompressor is None:
-                data = raw
-            else:
-                data = self._decompressor.decompress(raw)
+            if decoder is None:
+                data = await self._raw_block()
+                if self._raw_eof and not data:
+                    self._eof = True
+                    return None
+            elif decoder.needs_input:
                 if self._raw_eof:
-                    self._decompressor.finish()
-            if self._raw_eof and not data:
-                self._eof = True
-                return None
+                    decoder.finish()
+                    self._eof = True
+                    return None
+                data = decoder.decompress(await self._raw_block(), self._block)
+            else:  # output held back from the block before: at most a block of it at a time
+                data = decoder.decompress(b"", self._block)
             if data:
                 return data
         return None

@@ -7,6 +7,8 @@ root, skipped (saying why) otherwise."""
 
 from __future__ import annotations
 
+import sys
+import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -41,3 +43,51 @@ async def test_a_read_of_more_than_memory_holds_gives_what_the_file_has(env: asy
             await file.read(0, 2**62, strict=True)
     finally:
         await file.close()
+
+
+# ---- decompression bombs ----------------------------------------------------------------
+
+
+def _bomb(path: Path, codec: str, zeros: int) -> None:
+    """A small file that decompresses to zeros bytes of zeros."""
+    from asyncfs.compression import compressor  # noqa: PLC0415
+
+    squeeze = compressor(codec, str(path))
+    block = bytes(1 << 20)
+    with path.open("wb") as out:
+        for _ in range(zeros >> 20):
+            out.write(squeeze.compress(block))
+        out.write(squeeze.flush())
+
+
+def _need(codec: str) -> None:
+    if codec == "zstd" and sys.version_info < (3, 14):
+        pytest.importorskip("backports.zstd", reason="zstd streams need backports.zstd before Python 3.14")
+    if codec == "snappy":
+        pytest.importorskip("snappy", reason="snappy streams need python-snappy")
+
+
+@pytest.mark.parametrize("codec, suffix", [("gzip", ".gz"), ("zstd", ".zst"), ("snappy", ".sz")])
+async def test_a_decompression_bomb_costs_only_what_is_read(
+    env: asyncfs.Env, tmp_path: Path, codec: str, suffix: str
+) -> None:
+    """256 MiB of zeros in a few kilobytes (zstd, gzip): read(10), and a
+    whole read in blocks, hold about a block at a time, never the whole."""
+    _need(codec)
+    bomb = tmp_path / f"bomb{suffix}"
+    _bomb(bomb, codec, 256 << 20)
+    assert bomb.stat().st_size < 16 << 20
+    tracemalloc.start()
+    try:
+        async with env.open(str(bomb), "rb") as stream:
+            assert await stream.read(10) == bytes(10)
+            _, peak = tracemalloc.get_traced_memory()
+            assert peak < 24 << 20, f"read(10) of a {codec} bomb held {peak >> 20} MiB"
+            total = 10
+            while chunk := await stream.read(4 << 20):
+                total += len(chunk)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert total == 256 << 20
+    assert peak < 48 << 20, f"reading a {codec} bomb in 4 MiB pieces held {peak >> 20} MiB"
