@@ -165,10 +165,18 @@ class TFRecordReader:
                 return batch
             if self._at != parsed_from or self._damaged_length is not None:
                 continue  # a damaged record was skipped: parse on
+            rest = self._buffer[self._at :]
+            claimed = _claimed(rest)
+            if claimed > len(rest) + _BLOCK:  # a record of many blocks: gathered whole, not joined per block
+                self._base += self._at
+                self._buffer, self._at = b"", 0
+                batch = await self._gather(rest, claimed)
+                if batch:
+                    return batch
+                continue  # it failed its checksum and was skipped, or the file ended (read again: it says so)
             chunk = await self.stream.read(_BLOCK)
             if not chunk:
                 return self._ended()
-            rest = self._buffer[self._at :]
             self._base += self._at
             straddler = self._straddler(rest, chunk)
             if straddler is None:
@@ -179,6 +187,32 @@ class TFRecordReader:
             self._buffer, self._at, self._base = chunk, len(straddler) - len(rest), self._base + len(rest)
             self.records += 1
             return [straddler[12:-4]]  # the block's own records come with the next call (or its damage does)
+
+    async def _gather(self, start: bytes, total: int) -> list[bytes]:
+        """The record that start begins, total bytes in all (its header's
+        length checked): its pieces read to their end and joined once, so a
+        record of n blocks costs n reads, not n joins of all before it. A
+        file that ends first is a record cut short, whatever its header
+        claimed: what is held is what the file had, never what it claimed."""
+        offset = self._base
+        parts, held = [start], len(start)
+        while held < total:
+            piece = await self.stream.read(min(_BLOCK, total - held))
+            if not piece:
+                self._buffer, self._at = start, 0  # its header says what was cut short
+                return self._ended()
+            parts.append(piece)
+            held += len(piece)
+        record = b"".join(parts)
+        del parts
+        lib, ffi = _ffi.runtime(), _ffi.ffi
+        count = lib.ASYNCFS_ParseRecords(ffi.from_buffer(record), total, self.verify, self._spans, 1, self._stop)
+        self._base = offset + total
+        if count == 1:
+            self.records += 1
+            return [record[12:-4]]
+        self._corrupt("record data fails its checksum", offset)
+        return []
 
     def _straddler(self, rest: bytes, chunk: bytes) -> bytes | None:
         """rest (the start of a record) joined with the part of chunk that
@@ -253,6 +287,15 @@ class TFRecordReader:
             keep = min(len(window), 11)  # a header may straddle two windows
             position += len(window) - keep
             window = window[-keep:]
+
+
+def _claimed(start: bytes) -> int:
+    """The whole size (header, data, footer) of the record start begins,
+    when start holds its header and the header's length checks out; else 0."""
+    if len(start) < 12:
+        return 0
+    length, crc = _HEADER.unpack_from(start)
+    return 12 + length + 4 if masked_crc32c(start[:8]) == crc else 0
 
 
 def _find_header(window: bytes) -> int:

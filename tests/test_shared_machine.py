@@ -7,6 +7,9 @@ root, skipped (saying why) otherwise."""
 
 from __future__ import annotations
 
+import gzip
+import os
+import struct
 import sys
 import tracemalloc
 from collections.abc import AsyncIterator
@@ -15,6 +18,8 @@ from pathlib import Path
 import pytest
 
 import asyncfs
+from asyncfs import tfrecord
+from asyncfs.tfrecord import masked_crc32c
 
 pytestmark = pytest.mark.anyio
 
@@ -91,3 +96,52 @@ async def test_a_decompression_bomb_costs_only_what_is_read(
         tracemalloc.stop()
     assert total == 256 << 20
     assert peak < 48 << 20, f"reading a {codec} bomb in 4 MiB pieces held {peak >> 20} MiB"
+
+
+# ---- TFRecord files that claim more than they hold ---------------------------------------
+
+
+def _record(data: bytes) -> bytes:
+    length = struct.pack("<Q", len(data))
+    return length + struct.pack("<I", masked_crc32c(length)) + data + struct.pack("<I", masked_crc32c(data))
+
+
+async def test_a_record_of_many_blocks_is_read_in_linear_time(env: asyncfs.Env, tmp_path: Path) -> None:
+    """A valid 96 MiB record between small ones: read whole, with about the
+    memory of the record twice (its pieces and the joined bytes), not the
+    quadratic re-joining of everything before each block."""
+    big = os.urandom(1 << 20) * 96
+    (tmp_path / "big.tfrecord").write_bytes(_record(b"a") + _record(big) + _record(b"z"))
+    tracemalloc.start()
+    try:
+        records = [record async for record in tfrecord.reader(env, str(tmp_path / "big.tfrecord"))]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [len(r) for r in records] == [1, len(big), 1] and records[1] == big
+    assert peak < 3 * len(big), f"{peak >> 20} MiB held for a {len(big) >> 20} MiB record"
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+async def test_a_header_claiming_exabytes_holds_only_what_the_file_has(
+    env: asyncfs.Env, tmp_path: Path, compression: str | None
+) -> None:
+    """A header whose length (2**62, its checksum right) is more than the
+    file holds: a record cut short, found after reading what is there, with
+    memory bounded by the file, not the claim."""
+    length = struct.pack("<Q", 2**62)
+    hostile = length + struct.pack("<I", masked_crc32c(length)) + bytes(32 << 20)
+    suffix = ".gz" if compression else ""
+    path = tmp_path / f"claims.tfrecord{suffix}"
+    path.write_bytes(gzip.compress(hostile, 1) if compression else hostile)
+    tracemalloc.start()
+    try:
+        with pytest.raises(tfrecord.TFRecordCorruptionError, match="ends inside a record"):
+            async for _ in tfrecord.reader(env, str(path)):
+                pass
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1.5 * len(hostile), f"{peak >> 20} MiB held for a file of {len(hostile) >> 20} MiB"
+    skipped = tfrecord.reader(env, str(path), skip_corrupt=True)
+    assert [record async for record in skipped] == []
