@@ -66,6 +66,10 @@ def test_filesystem_ops_are_tensorflows_33_then_the_appended_ones() -> None:
         "write_files",
         "landing_path",
         "new_random_access_file_if_ready",
+        "get_children_kinds",
+        "copy_entry",
+        "new_temporary_file",
+        "replace_file",
     ]
     assert fields("TF_FilesystemOps") == [*TF_FILESYSTEM_OPS, *appended]
     for entry, name in enumerate(appended, start=33):

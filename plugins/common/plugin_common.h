@@ -44,27 +44,38 @@ void plugin_strlist_free(plugin_strlist* list);
 int plugin_strlist_release(plugin_strlist* list, char*** entries);
 
 /* A directory listing under construction: the children's names and, when
- * the core asked for them (get_children_stats), each one's statistics. A
- * plugin writes one listing function over it and serves both get_children
- * and get_children_stats from it (PLUGIN_DEFINE_LISTING in plugin_fs.h). */
+ * the core asked for them (get_children_stats, get_children_kinds), each
+ * one's statistics and kind. A plugin writes one listing function over it
+ * and serves get_children, get_children_stats and get_children_kinds from
+ * it (PLUGIN_DEFINE_LISTING in plugin_fs.h). */
 typedef struct plugin_listing {
   plugin_strlist names;
   TF_FileStatistics* stats; /* parallel to names; unused unless with_stats */
+  int* kinds;               /* ASYNCFS_ENTRY_*, parallel to stats */
   int stats_capacity;
-  int with_stats;
+  int with_stats; /* stats and kinds are kept */
 } plugin_listing;
 
 /* Appends a child; st is read only when the listing has stats (it may be
- * NULL otherwise). Returns -1 when out of memory. */
+ * NULL otherwise), and the child's kind follows from it (a file or a
+ * directory). Returns -1 when out of memory. */
 int plugin_listing_push(plugin_listing* listing, const char* name, size_t len,
                         const TF_FileStatistics* st);
+/* plugin_listing_push of a child whose kind (ASYNCFS_ENTRY_*) the plugin
+ * knows apart from its statistics: a link, a FIFO. */
+int plugin_listing_push_kind(plugin_listing* listing, const char* name, size_t len,
+                             const TF_FileStatistics* st, int kind);
 /* Frees the entries (with_stats stays, so a listing can be refilled). */
 void plugin_listing_free(plugin_listing* listing);
-/* Hands names (and stats, when stats is not NULL) to the core, as
- * plugin-allocated arrays (NULL when empty), and returns the count; -1
+/* Hands names (and stats and kinds, when those are not NULL) to the core,
+ * as plugin-allocated arrays (NULL when empty), and returns the count; -1
  * with everything freed when out of memory. */
 int plugin_listing_release(plugin_listing* listing, char*** entries,
-                           TF_FileStatistics** stats);
+                           TF_FileStatistics** stats, int** kinds);
+
+/* cap - 1 random hex digits and a NUL into out, from the kernel's random
+ * source (a name another user cannot guess): 0, or -1 with errno set. */
+int plugin_random_hex(char* out, size_t cap);
 
 /* A growable byte buffer, NUL-terminated after len bytes (for text). */
 typedef struct plugin_buf {

@@ -64,6 +64,7 @@ void plugin_fs_free(TF_Filesystem* filesystem);
   .get_file_size = p##get_file_size, .translate_name = p##translate_name, \
   .get_children = p##get_children,                                        \
   .get_children_stats = p##get_children_stats,                            \
+  .get_children_kinds = p##get_children_kinds,                            \
   .get_matching_paths = p##get_matching_paths
 
 /* Declares the four file constructors named after prefix, for plugins
@@ -103,13 +104,13 @@ void plugin_fs_free(TF_Filesystem* filesystem);
     transfer(filesystem, src, dst, 0, status);                             \
   }
 
-/* Defines fs_get_children and fs_get_children_stats over one function
- * that lists a directory, list(filesystem, path, listing, status),
- * returning 0 with status OK or -1 with status set. */
+/* Defines fs_get_children, fs_get_children_stats and fs_get_children_kinds
+ * over one function that lists a directory, list(filesystem, path,
+ * listing, status), returning 0 with status OK or -1 with status set. */
 #define PLUGIN_DEFINE_LISTING(list)                                           \
   static int plugin_run_listing(const TF_Filesystem* filesystem,             \
                                 const char* path, char*** entries,           \
-                                TF_FileStatistics** stats,                   \
+                                TF_FileStatistics** stats, int** kinds,      \
                                 TF_Status* status) {                         \
     plugin_listing listing;                                                  \
     int count;                                                               \
@@ -117,24 +118,31 @@ void plugin_fs_free(TF_Filesystem* filesystem);
     listing.with_stats = stats != NULL;                                      \
     *entries = NULL;                                                         \
     if (stats != NULL) *stats = NULL;                                        \
+    if (kinds != NULL) *kinds = NULL;                                        \
     if (list(filesystem, path, &listing, status) != 0) {                     \
       plugin_listing_free(&listing);                                         \
       return -1;                                                             \
     }                                                                        \
-    count = plugin_listing_release(&listing, entries, stats);                \
+    count = plugin_listing_release(&listing, entries, stats, kinds);         \
     if (count < 0) plugin_set_oom(status);                                   \
     return count;                                                            \
   }                                                                          \
   static int fs_get_children(const TF_Filesystem* filesystem,                \
                              const char* path, char*** entries,              \
                              TF_Status* status) {                            \
-    return plugin_run_listing(filesystem, path, entries, NULL, status);      \
+    return plugin_run_listing(filesystem, path, entries, NULL, NULL, status); \
   }                                                                          \
   static int fs_get_children_stats(const TF_Filesystem* filesystem,          \
                                    const char* path, char*** entries,        \
                                    TF_FileStatistics** stats,                \
                                    TF_Status* status) {                      \
-    return plugin_run_listing(filesystem, path, entries, stats, status);     \
+    return plugin_run_listing(filesystem, path, entries, stats, NULL, status); \
+  }                                                                          \
+  static int fs_get_children_kinds(const TF_Filesystem* filesystem,          \
+                                   const char* path, char*** entries,        \
+                                   TF_FileStatistics** stats, int** kinds,   \
+                                   TF_Status* status) {                      \
+    return plugin_run_listing(filesystem, path, entries, stats, kinds, status); \
   }
 
 /* One scheme a plugin serves, and its operation tables. */

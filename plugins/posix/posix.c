@@ -302,8 +302,7 @@ static void fs_cleanup(TF_Filesystem* filesystem) {
   plugin_fs_free(filesystem);
 }
 
-/* Opens path read-only, refusing directories with FAILED_PRECONDITION. */
-static int open_regular(const char* path, struct stat* st, TF_Status* status) {
+int posix_open_regular(const char* path, struct stat* st, TF_Status* status) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     TF_SetStatusFromIOError(status, errno, path);
@@ -347,7 +346,7 @@ static void fs_new_random_access_file(const TF_Filesystem* filesystem,
   struct stat st;
   int fd;
   (void)filesystem;
-  fd = open_regular(path, &st, status);
+  fd = posix_open_regular(path, &st, status);
   if (fd >= 0) make_reader(fd, &st, file, status);
 }
 
@@ -372,12 +371,12 @@ static int64_t fs_new_random_access_file_if_ready(const TF_Filesystem* filesyste
   return (int64_t)st.st_size;
 }
 
-static void open_writer(const TF_Filesystem* filesystem, const char* path,
-                        int flags, TF_WritableFile* file, TF_Status* status) {
+void posix_open_writer(const TF_Filesystem* filesystem, const char* path, int flags,
+                       mode_t mode, TF_WritableFile* file, TF_Status* status) {
   posix_writer* w;
   int fd;
   if (posix_check_staged_path(filesystem, path, status) != 0) return;
-  fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0666);
+  fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | flags, mode);
   if (fd < 0) {
     TF_SetStatusFromIOError(status, errno, path);
     return;
@@ -399,13 +398,13 @@ static void open_writer(const TF_Filesystem* filesystem, const char* path,
 static void fs_new_writable_file(const TF_Filesystem* filesystem,
                                  const char* path, TF_WritableFile* file,
                                  TF_Status* status) {
-  open_writer(filesystem, path, O_TRUNC, file, status);
+  posix_open_writer(filesystem, path, O_TRUNC, 0666, file, status);
 }
 
 static void fs_new_appendable_file(const TF_Filesystem* filesystem,
                                    const char* path, TF_WritableFile* file,
                                    TF_Status* status) {
-  open_writer(filesystem, path, O_APPEND, file, status);
+  posix_open_writer(filesystem, path, O_APPEND, 0666, file, status);
 }
 
 static void fs_new_read_only_memory_region_from_file(
@@ -416,7 +415,7 @@ static void fs_new_read_only_memory_region_from_file(
   void* address;
   int fd;
   (void)filesystem;
-  fd = open_regular(path, &st, status);
+  fd = posix_open_regular(path, &st, status);
   if (fd < 0) return;
   if (st.st_size == 0) {
     close(fd);
@@ -593,128 +592,12 @@ static void fs_delete_recursively(const TF_Filesystem* filesystem,
   }
 }
 
-/* rename and copy act on files: a directory on either side is refused. */
-static int check_file_pair(const char* src, const char* dst,
-                           TF_Status* status) {
-  struct stat st;
-  if (stat(dst, &st) != 0) {
-    if (errno != ENOENT) {
-      TF_SetStatusFromIOError(status, errno, dst);
-      return -1;
-    }
-  } else if (S_ISDIR(st.st_mode)) {
-    TF_SetStatus(status, TF_FAILED_PRECONDITION, "target path is a directory");
-    return -1;
-  }
-  if (stat(src, &st) != 0) {
-    TF_SetStatusFromIOError(status, errno, src);
-    return -1;
-  }
-  if (S_ISDIR(st.st_mode)) {
-    TF_SetStatus(status, TF_FAILED_PRECONDITION, "source path is a directory");
-    return -1;
-  }
-  return 0;
-}
-
-/* Linux follows at most this many symbolic links in one lookup. */
-#define LANDING_HOPS 40
-
-/* The end of the chain of symbolic links that path names, read link by
- * link (the file there need not exist), allocated with
- * plugin_memory_allocate; *hops is how many links were followed, and
- * *opened whether one was /proc's, which names an open file rather than a
- * path (/dev/stdout leads to /proc/self/fd/1). NULL with status set on a
- * loop of links or without memory. */
-static char* follow_links(const char* path, int* hops, int* opened, TF_Status* status) {
-  char* at = plugin_strdup(path);
-  char link[PATH_MAX];
-  *opened = 0;
-  for (*hops = 0; at != NULL && *hops <= LANDING_HOPS; ++*hops) {
-    struct stat st;
-    ssize_t n;
-    char* next;
-    if (lstat(at, &st) != 0 || !S_ISLNK(st.st_mode)) {
-      plugin_set_ok(status);
-      return at;
-    }
-    if (strncmp(at, "/proc/", 6) == 0) *opened = 1;
-    n = readlink(at, link, sizeof link);
-    if (n < 0 || (size_t)n >= sizeof link) {
-      plugin_memory_free(at);
-      TF_SetStatusFromIOError(status, n < 0 ? errno : ENAMETOOLONG, path);
-      return NULL;
-    }
-    if (link[0] == '/') { /* from the root; otherwise from the link's folder */
-      next = plugin_memory_allocate((size_t)n + 1);
-      if (next != NULL) memcpy(next, link, (size_t)n);
-    } else {
-      const char* slash = strrchr(at, '/');
-      size_t folder = slash != NULL ? (size_t)(slash - at) + 1 : 0;
-      next = plugin_memory_allocate(folder + (size_t)n + 1);
-      if (next != NULL) {
-        memcpy(next, at, folder);
-        memcpy(next + folder, link, (size_t)n);
-      }
-      n += (ssize_t)folder;
-    }
-    if (next != NULL) next[n] = '\0';
-    plugin_memory_free(at);
-    at = next;
-  }
-  if (at == NULL) {
-    plugin_set_oom(status);
-    return NULL;
-  }
-  plugin_memory_free(at);
-  TF_SetStatusFromIOError(status, ELOOP, path);
-  return NULL;
-}
-
-/* Where a write of path that is staged beside its target and renamed over
- * it must land, to write what open(path, O_WRONLY | O_CREAT) writes: the
- * file path leads to through its symbolic links (follow_links), allocated
- * with plugin_memory_allocate. NULL with status OK when the write must go
- * in place: path leads to a device, a FIFO or a socket, which a rename
- * would replace, or to a file open in some process, through /proc (the
- * file a shell sent standard output to: written in place, as by that
- * shell, not replaced under it), or through links that do not read as a
- * path to it. NULL with status set on a loop of links or without memory.
- * Anything else wrong with the path (a missing folder, no permission) is
- * left for the write to report, as open() would. */
-static char* landing_of(const char* path, TF_Status* status) {
-  struct stat target, landed;
-  int exists = stat(path, &target) == 0, hops, opened;
-  char* at;
-  if (exists && !S_ISREG(target.st_mode) && !S_ISDIR(target.st_mode)) {
-    plugin_set_ok(status);
-    return NULL;
-  }
-  at = follow_links(path, &hops, &opened, status);
-  if (at != NULL && opened) {
-    plugin_memory_free(at);
-    return NULL;
-  }
-  if (at != NULL && exists && hops > 0 &&
-      (stat(at, &landed) != 0 || landed.st_dev != target.st_dev || landed.st_ino != target.st_ino)) {
-    plugin_memory_free(at);
-    return NULL;
-  }
-  return at;
-}
-
-static char* fs_landing_path(const TF_Filesystem* filesystem, const char* path,
-                             TF_Status* status) {
-  (void)filesystem;
-  return landing_of(path, status);
-}
-
 static void fs_rename_file(const TF_Filesystem* filesystem, const char* src,
                            const char* dst, TF_Status* status) {
   (void)filesystem;
   if (posix_check_staged_path(filesystem, src, status) != 0) return;
   if (posix_check_staged_path(filesystem, dst, status) != 0) return;
-  if (check_file_pair(src, dst, status) != 0) return;
+  if (posix_check_file_pair(src, dst, status) != 0) return;
   if (rename(src, dst) != 0) {
     TF_SetStatusFromIOError(status, errno, dst);
     return;
@@ -764,127 +647,10 @@ static void fs_rename_dir(const TF_Filesystem* filesystem, const char* src,
   plugin_set_ok(status);
 }
 
-/* Copies every byte of in to out: copy_file_range, then sendfile, then a
- * plain read/write loop, each tried when the previous is not supported. */
-static int copy_fd(int in, int out, off_t size) {
-  char buf[1 << 16];
-  off_t done = 0;
-  while (done < size) {
-    ssize_t n = copy_file_range(in, NULL, out, NULL, (size_t)(size - done), 0);
-    if (n > 0) {
-      done += n;
-      continue;
-    }
-    if (n == 0) return 0; /* the source shrank */
-    if (errno == EINTR) continue;
-    if (errno != EXDEV && errno != ENOSYS && errno != EOPNOTSUPP &&
-        errno != EINVAL)
-      return -1;
-    break;
-  }
-  while (done < size) {
-    ssize_t n = sendfile(out, in, NULL, (size_t)(size - done));
-    if (n > 0) {
-      done += n;
-      continue;
-    }
-    if (n == 0) return 0;
-    if (errno == EINTR) continue;
-    if (errno != EINVAL && errno != ENOSYS) return -1;
-    break;
-  }
-  for (;;) {
-    ssize_t n = read(in, buf, sizeof buf);
-    ssize_t put = 0;
-    if (n == 0) return 0;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    while (put < n) {
-      ssize_t w = write(out, buf + put, (size_t)(n - put));
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return -1;
-      }
-      put += w;
-    }
-  }
-}
-
-/* Copies in (size bytes) into dst, opened in place: a device or a FIFO,
- * which a staged copy's rename would replace. Closes in. */
-static void copy_in_place(int in, int64_t size, const char* dst, TF_Status* status) {
-  int out = open(dst, O_WRONLY | O_TRUNC | O_CLOEXEC);
-  if (out < 0 || copy_fd(in, out, size) != 0) {
-    TF_SetStatusFromIOError(status, errno, dst);
-    if (out >= 0) close(out);
-    close(in);
-    return;
-  }
-  close(in);
-  if (close(out) != 0) {
-    TF_SetStatusFromIOError(status, errno, dst);
-    return;
-  }
-  plugin_set_ok(status);
-}
-
+/* Copies land by rename, beside the file dst leads to (posix_landing.c). */
 static void fs_copy_file(const TF_Filesystem* filesystem, const char* src,
                          const char* dst, TF_Status* status) {
-  static unsigned long counter;
-  char tmp[4096];
-  struct stat st;
-  char* landing;
-  int in, out = -1, attempt;
-  (void)filesystem;
-  if (posix_check_staged_path(filesystem, dst, status) != 0) return;
-  if (check_file_pair(src, dst, status) != 0) return;
-  landing = landing_of(dst, status); /* through dst's links, as a write of dst */
-  if (landing == NULL && TF_GetCode(status) != TF_OK) return;
-  in = open_regular(src, &st, status);
-  if (in < 0) {
-    plugin_memory_free(landing);
-    return;
-  }
-  if (landing == NULL) {
-    copy_in_place(in, st.st_size, dst, status);
-    return;
-  }
-  for (attempt = 0; attempt < 100 && out < 0; ++attempt) {
-    unsigned long n = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
-    const char* slash = strrchr(landing, '/');
-    size_t dir_len = slash != NULL ? (size_t)(slash - landing) + 1 : 0;
-    int written;
-    if (strlen(landing + dir_len) + 40 > NAME_MAX) /* keep the sibling's name legal */
-      written = snprintf(tmp, sizeof tmp, "%.*s.~asyncfs-copy.%016llx.%ld.%lu",
-                         (int)dir_len, landing,
-                         (unsigned long long)plugin_hash(landing + dir_len, strlen(landing + dir_len)),
-                         (long)getpid(), n);
-    else
-      written = snprintf(tmp, sizeof tmp, "%s.~asyncfs-copy.%ld.%lu", landing,
-                         (long)getpid(), n);
-    if (written >= (int)sizeof tmp) {
-      errno = ENAMETOOLONG;
-      break;
-    }
-    out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (out < 0 && errno != EEXIST) break;
-  }
-  if (out < 0) {
-    TF_SetStatusFromIOError(status, errno, dst);
-  } else if (copy_fd(in, out, st.st_size) != 0) {
-    TF_SetStatusFromIOError(status, errno, dst);
-    close(out);
-    unlink(tmp);
-  } else if (close(out) != 0 || rename(tmp, landing) != 0) {
-    TF_SetStatusFromIOError(status, errno, dst);
-    unlink(tmp);
-  } else {
-    plugin_set_ok(status);
-  }
-  close(in);
-  plugin_memory_free(landing);
+  posix_copy_file(filesystem, src, dst, status);
 }
 
 static void fs_path_exists(const TF_Filesystem* filesystem, const char* path,
@@ -988,6 +754,28 @@ static int child_stats(DIR* dir, const char* name, TF_FileStatistics* stats,
   return 0;
 }
 
+/* What the entry is itself (ASYNCFS_ENTRY_*), its link not followed: from
+ * the directory entry's type, or an lstat where the filesystem keeps none. */
+static int entry_kind(DIR* dir, const struct dirent* entry) {
+  struct stat st;
+  switch (entry->d_type) {
+    case DT_REG:
+      return ASYNCFS_ENTRY_FILE;
+    case DT_DIR:
+      return ASYNCFS_ENTRY_DIRECTORY;
+    case DT_LNK:
+      return ASYNCFS_ENTRY_LINK;
+    case DT_UNKNOWN:
+      if (fstatat(dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) return ASYNCFS_ENTRY_FILE;
+      return S_ISREG(st.st_mode)   ? ASYNCFS_ENTRY_FILE
+             : S_ISDIR(st.st_mode) ? ASYNCFS_ENTRY_DIRECTORY
+             : S_ISLNK(st.st_mode) ? ASYNCFS_ENTRY_LINK
+                                   : ASYNCFS_ENTRY_OTHER;
+    default:
+      return ASYNCFS_ENTRY_OTHER;
+  }
+}
+
 static int read_listing(const char* path, plugin_listing* out, int* same,
                         TF_Status* status) {
   struct dirent* entry;
@@ -1009,7 +797,8 @@ static int read_listing(const char* path, plugin_listing* out, int* same,
       }
       if (gone) continue;
     }
-    if (plugin_listing_push(out, name, strlen(name), &st) != 0) {
+    if (plugin_listing_push_kind(out, name, strlen(name), &st,
+                                 out->with_stats ? entry_kind(dir, entry) : 0) != 0) {
       closedir(dir);
       plugin_set_oom(status);
       return -1;
@@ -1170,7 +959,10 @@ static const TF_FilesystemOps posix_filesystem_ops = {
     PLUGIN_TRANSACTION_OPS,
     PLUGIN_CONFIGURATION_OPS,
     .rename_dir = fs_rename_dir,
-    .landing_path = fs_landing_path,
+    .landing_path = posix_landing_path,
+    .copy_entry = posix_copy_entry,
+    .new_temporary_file = posix_new_temporary_file,
+    .replace_file = posix_replace_file,
     .read_files = posix_read_files,
     .new_random_access_file_if_ready = fs_new_random_access_file_if_ready};
 

@@ -392,14 +392,50 @@ typedef struct TF_FilesystemOps {
    * it with new_random_access_file, where waiting is fine. */
   int64_t (*new_random_access_file_if_ready)(const TF_Filesystem* filesystem, const char* path,
                                              TF_RandomAccessFile* file, TF_Status* status);
+  /* 46: asyncfs extension (filesystem ops API 8). get_children_stats, and
+   * what each entry is itself, its links not followed: *kinds one
+   * plugin_memory_allocate block of as many ASYNCFS_ENTRY_* values (NULL
+   * when there are none). The core's walks enter only directories, so a
+   * link to a folder (a loop, or a way out of the tree) is never walked
+   * through, and its tree copies recreate links and FIFOs (copy_entry). A
+   * plugin without links or special files may leave it NULL. */
+  int (*get_children_kinds)(const TF_Filesystem* filesystem, const char* path, char*** entries,
+                            TF_FileStatistics** stats, int** kinds, TF_Status* status);
+  /* 47: asyncfs extension (filesystem ops API 8). Makes dst what the entry
+   * src itself is, where it is not a regular file or a directory, as
+   * `cp -R` does: a symbolic link with src's target text, a FIFO with its
+   * mode. ALREADY_EXISTS when dst exists; FAILED_PRECONDITION for a regular
+   * file or a directory (copy_file and create_dir copy those) and for a
+   * kind the plugin cannot make. */
+  void (*copy_entry)(const TF_Filesystem* filesystem, const char* src, const char* dst,
+                     TF_Status* status);
+  /* 48: asyncfs extension (filesystem ops API 8). new_writable_file for the
+   * temporary sibling of an atomic write, which replace_file then lands:
+   * created new (ALREADY_EXISTS if path exists, never through a link at
+   * path), and readable by its owner only until it lands. */
+  void (*new_temporary_file)(const TF_Filesystem* filesystem, const char* path,
+                             TF_WritableFile* file, TF_Status* status);
+  /* 49: asyncfs extension (filesystem ops API 8). rename_file as the last
+   * step of an atomic write (src a file made by new_temporary_file): src
+   * takes dst's permissions, and its group where the process may, when
+   * dst is a file; otherwise the mode a new file gets (0666 less the
+   * umask). A write so replaces a file's content, never its access. */
+  void (*replace_file)(const TF_Filesystem* filesystem, const char* src, const char* dst,
+                       TF_Status* status);
 } TF_FilesystemOps;
+
+/* What get_children_kinds says an entry is. */
+#define ASYNCFS_ENTRY_FILE 0      /* a regular file */
+#define ASYNCFS_ENTRY_DIRECTORY 1 /* a directory (not a link to one) */
+#define ASYNCFS_ENTRY_LINK 2      /* a symbolic link, to anything or nothing */
+#define ASYNCFS_ENTRY_OTHER 3     /* a FIFO, a socket, a device */
 
 /* ---- Versions ----------------------------------------------------------- */
 /* ABI bumps on an incompatible change to a table's layout; API bumps when
  * entries are appended. The core refuses a table whose ABI differs from its
  * own and warns (then loads) when only the API differs. */
 
-#define TF_FILESYSTEM_OPS_API 7
+#define TF_FILESYSTEM_OPS_API 8
 #define TF_FILESYSTEM_OPS_ABI 0
 #define TF_RANDOM_ACCESS_FILE_OPS_API 1
 #define TF_RANDOM_ACCESS_FILE_OPS_ABI 0
