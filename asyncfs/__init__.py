@@ -9,7 +9,8 @@ The map of the public API:
   :mod:`asyncfs.tfrecord`, ``env.prefetch`` (:class:`Budget`)
 - plugins: :func:`load_plugin`, :class:`Registry`, :func:`get_filesystem`,
   :func:`get_include` (the C header's folder for building plugins)
-- the synchronous adapter: :class:`ModularFileSystem`, :class:`FileStatistics`, :class:`IncompleteWrite`,
+- the synchronous adapter: :class:`ModularFileSystem`, :class:`FileStatistics`, :class:`EntryKind`,
+  :class:`IncompleteWrite`,
   :class:`RandomAccessFile`, :class:`WritableFile`,
   :class:`ReadOnlyMemoryRegion`, :class:`Option`
 - errors: :class:`AsyncFSError` and the rest of :mod:`asyncfs.errors`
@@ -80,7 +81,7 @@ if TYPE_CHECKING:  # what the lazy attributes below resolve to
     )
     from .env import Env
     from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
-    from .filesystem import FileStatistics, IncompleteWrite, ModularFileSystem
+    from .filesystem import EntryKind, FileStatistics, IncompleteWrite, ModularFileSystem
     from .prefetch import Budget
     from .registry import PluginInfo, Registry, default_registry, get_filesystem, load_plugin
     from .streams import AsyncBinaryReader, AsyncBinaryWriter, AsyncTextReader, AsyncTextWriter
@@ -104,6 +105,7 @@ _LAZY = {
     "RandomAccessFile": (".files", "RandomAccessFile"),
     "ReadOnlyMemoryRegion": (".files", "ReadOnlyMemoryRegion"),
     "WritableFile": (".files", "WritableFile"),
+    "EntryKind": (".filesystem", "EntryKind"),
     "FileStatistics": (".filesystem", "FileStatistics"),
     "IncompleteWrite": (".filesystem", "IncompleteWrite"),
     "ModularFileSystem": (".filesystem", "ModularFileSystem"),
@@ -167,6 +169,7 @@ __all__ = [
     "get_include",
     "load_plugin",
     # the synchronous adapter
+    "EntryKind",
     "FileStatistics",
     "IncompleteWrite",
     "ModularFileSystem",

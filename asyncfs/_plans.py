@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from . import _uri
+from ._entries import PLAIN, EntryKind
 from .errors import AlreadyExistsError, InvalidArgumentError, NotFoundError, PathNotDirectoryError, StatusError
 
 if TYPE_CHECKING:
@@ -90,18 +91,32 @@ def _value(result: Any) -> Any:
 # ---- the plans -------------------------------------------------------------------------
 
 
-def walk(top: str) -> Plan[None]:
+def walk(top: str, *, kinds: bool = False, everything: bool = False) -> Plan[None]:
     """(directory, dir names, file names) for top and every directory below
-    it, level by level, names sorted; unreadable directories are skipped."""
+    it, level by level, names sorted; unreadable directories are skipped.
+    A link to a directory is a name among the files, never entered (as
+    ``find`` and ``cp -r`` treat it): a loop of links ends, and nothing
+    outside the tree is reached through one. With kinds, a fourth item:
+    the names that are not regular files, with their :class:`EntryKind`
+    (links, FIFOs). asyncfs's own transient names (temporary siblings of
+    atomic writes, a transaction's staging) are left out, unless everything."""
     level = [top]
     while level:
-        listings = yield Calls("scan_dir", [(directory,) for directory in level])
+        listings = yield Calls("get_children_kinds", [(directory,) for directory in level])
         following: list[str] = []
         for directory, listing in zip(level, listings, strict=True):
             if isinstance(listing, StatusError):
                 continue  # unreadable or vanished, as os.walk skips it
-            dirs, files = _value(listing)
-            yield Emit((directory, dirs, files))
+            entries = sorted(_value(listing))
+            if not everything:
+                entries = [entry for entry in entries if not _uri.is_internal_name(entry[0])]
+            dirs = [name for name, _, kind in entries if kind == EntryKind.DIRECTORY]
+            files = [name for name, _, kind in entries if kind != EntryKind.DIRECTORY]
+            if kinds:
+                special = {name: kind for name, _, kind in entries if kind not in PLAIN}
+                yield Emit((directory, dirs, files, special))
+            else:
+                yield Emit((directory, dirs, files))
             following += [_uri.join(directory, name) for name in dirs]
         level = following
 
@@ -146,7 +161,7 @@ def delete_tree(uri: str) -> Plan[tuple[int, int]]:
         return (0, 0)
     levels: dict[int, list[str]] = {}
     files: list[str] = []
-    for directory, _, names in (yield from _collect(walk(uri))):
+    for directory, _, names in (yield from _collect(walk(uri, everything=True))):
         levels.setdefault(directory.count("/"), []).append(directory)
         files += [_uri.join(directory, name) for name in names]
     results = yield Calls("delete_file", [(f,) for f in files], mutating=True)

@@ -3,18 +3,23 @@ with their files copied concurrently."""
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from . import _uri
+from . import _plans, _uri
 from ._fallbacks import stream_copy
+from .errors import InvalidArgumentError
 from .filesystem import ModularFileSystem
 
 if TYPE_CHECKING:
     from .async_filesystem import AsyncModularFileSystem
 
 __all__ = ["Progress", "copy_file", "copy_tree"]
+
+_log = logging.getLogger("asyncfs.copy")
 
 # Told the bytes of each file as it lands (tqdm's ``update`` is one).
 Progress = Callable[[int], object]
@@ -66,22 +71,60 @@ async def copy_tree(
 ) -> None:
     """Copy the tree at src to dst: each level of directories is listed
     concurrently, its directories created, and its files copied
-    concurrently, progress told the bytes each level's files hold. Raises
-    the first error after every copy was tried."""
+    concurrently, progress told the bytes each level's files hold. As
+    ``cp -r``: a link (to a folder too) is copied as a link and a FIFO as
+    a FIFO, never followed or read, where the target is the source's
+    filesystem; a target that cannot hold them (another scheme) leaves them
+    out, saying so in the ``asyncfs.copy`` log; and a destination inside
+    the source is refused. Raises the first error after every copy was tried."""
+    await _refuse_into_itself(source, src, target, dst)
     runner = _runner(source, target)
     fs_from, fs_to = source.wrapped, target.wrapped
+    recreate = _same_filesystem(source, target) and fs_from.offers("copy_entry")
     await target.makedirs(dst)
-    async for directory, dirs, files in source.walk(src):
+    async for directory, dirs, files, special in _plans.iterate_async(source, _plans.walk(src, kinds=True)):
         relative = directory[len(src) :].lstrip("/")
         here = _uri.join(dst, relative) if relative else dst
         made = await target.run_many(fs_to.recursively_create_dir, [(_uri.join(here, d),) for d in dirs], mutating=True)
+        plain = [f for f in files if f not in special]
         copied = await runner.run_many(
             partial(_copy_one, measure=progress is not None),
-            [(fs_from, _uri.join(directory, f), fs_to, _uri.join(here, f), chunk) for f in files],
+            [(fs_from, _uri.join(directory, f), fs_to, _uri.join(here, f), chunk) for f in plain],
             mutating=True,
         )
-        for result in (*made, *copied):
+        recreated: list[object] = []
+        if recreate:
+            pairs = [(_uri.join(directory, f), _uri.join(here, f)) for f in special]
+            recreated = await target.run_many(fs_to.copy_entry, pairs, mutating=True)
+        else:
+            for name, kind in special.items():
+                what = kind.name.lower()
+                _log.warning("not copied: %s is a %s, which %s cannot hold", _uri.join(directory, name), what, here)
+        for result in (*made, *copied, *recreated):
             if isinstance(result, Exception):
                 raise result
-        if progress is not None and files:
+        if progress is not None and plain:
             progress(sum(size for size in copied if isinstance(size, int)))
+
+
+def _same_filesystem(source: AsyncModularFileSystem, target: AsyncModularFileSystem) -> bool:
+    """Whether two filesystems are one plugin's (``file://`` and bare paths)."""
+    return source.wrapped.metadata.library == target.wrapped.metadata.library
+
+
+async def _refuse_into_itself(
+    source: AsyncModularFileSystem, src: str, target: AsyncModularFileSystem, dst: str
+) -> None:
+    """InvalidArgumentError when dst is src or inside it, on one plugin: the
+    copy would walk into what it writes (cp: "cannot copy a directory into
+    itself"). Paths as the plugin names them, a relative one from the
+    working directory."""
+    if not _same_filesystem(source, target):
+        return
+    names = []
+    for fs, uri in ((source, src), (target, dst)):
+        name = await fs.translate_name(uri)
+        names.append(name if name.startswith("/") or fs.network else os.path.abspath(name))
+    origin, destination = (name.rstrip("/") or "/" for name in names)
+    if destination == origin or destination.startswith(origin.rstrip("/") + "/"):
+        raise InvalidArgumentError("cannot copy a directory into itself", op="copy", path=f"{src} -> {dst}")

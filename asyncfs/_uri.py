@@ -34,6 +34,7 @@ __all__ = [
     "check_uris",
     "clean_path",
     "hashed_name",
+    "is_internal_name",
     "is_scheme",
     "join",
     "parse_uri",
@@ -227,6 +228,20 @@ def short_sibling(uri: str, prefix: str, suffix: str) -> str:
 def hashed_name(name: str) -> str:
     """The short stand-in :func:`short_sibling` uses for a long name."""
     return "~" + hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:24]
+
+
+# The names asyncfs gives its own transient files beside the ones it
+# writes: temporary siblings of atomic writes and copies, and a
+# transaction's siblings (Siblings in _generic_staging, posix_transactions.c).
+_INTERNAL = re.compile(r"\.~asyncfs-(?:tmp|copy)\.|\A\..*\.asyncfs-(?:txn\.|lock\.d\Z|journal\Z|intent\.d\Z)", re.S)
+
+
+def is_internal_name(name: str) -> bool:
+    """Whether a directory entry's name is one of asyncfs's own transient
+    siblings, which walks, globs and listings for copies leave out: it may
+    vanish at any moment (a write landing, a commit), and is never the
+    caller's data."""
+    return "asyncfs-" in name and _INTERNAL.search(name) is not None
 
 
 def staging_name(uri: str) -> str:

@@ -25,6 +25,7 @@ from anyio.lowlevel import checkpoint
 
 from . import _fanout, _plans
 from ._combined import Combiners
+from ._entries import EntryKind, by_statistics
 from ._landing import write_whole
 from ._marshal import Option, OptionValue, refuse_text
 from ._pool import Follow, OnDrop, Pending, Sink, WorkerPool
@@ -321,6 +322,13 @@ class AsyncModularFileSystem:
         if self.wrapped.offers("get_children_stats"):
             return await self._read(self.wrapped.get_children_stats, uri)
         return await _plans.run_async(self, _plans.children_stats(uri))
+
+    async def get_children_kinds(self, uri: str) -> list[tuple[str, FileStatistics, EntryKind]]:
+        """As :meth:`ModularFileSystem.get_children_kinds`; without the op,
+        as :meth:`get_children_stats` (a plugin without it has no links)."""
+        if self.wrapped.offers("get_children_kinds"):
+            return await self._read(self.wrapped.get_children_kinds, uri)
+        return by_statistics(await self.get_children_stats(uri))
 
     async def incomplete_writes(self, uri: str) -> list[IncompleteWrite]:
         return await self._read(self.wrapped.incomplete_writes, uri)

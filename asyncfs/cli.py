@@ -226,8 +226,8 @@ async def _du(env: Env, uris: Sequence[str], summarize: bool, human: bool) -> in
         totals: dict[str, int] = {}
         order: list[str] = []
         async for directory, _, files in env.walk(uri):
-            sizes = await asyncio.gather(*(env.size(join(directory, name)) for name in files))
-            totals[directory] = sum(sizes)
+            stats = await asyncio.gather(*(env.stat(join(directory, name)) for name in files))
+            totals[directory] = sum(s.length for s in stats)  # a link to a folder counts 0
             order.append(directory)
         for directory in reversed(order):  # children before their parents
             parent = directory.rstrip("/").rpartition("/")[0]

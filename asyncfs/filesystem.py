@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _fallbacks, _ffi, _plans, _uri
+from ._entries import EntryKind, by_statistics
 from ._ffi import CData, ffi
 from ._loader import PluginMetadata, SchemeTables, init_filesystem
 from ._marshal import (
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 else:
     Buffer = object
 
-__all__ = ["FileStatistics", "ModularFileSystem", "is_secret"]
+__all__ = ["EntryKind", "FileStatistics", "ModularFileSystem", "is_secret"]
 
 # Configuration options whose name holds one of these words carry secrets:
 # they travel in a pickle only when set with travels=True.
@@ -87,6 +88,7 @@ FALLBACK_OPS = frozenset(
         "rename_file",
         "rename_dir",
         "get_children_stats",
+        "get_children_kinds",
         "translate_name",
         "flush_caches",
     }
@@ -477,6 +479,38 @@ class ModularFileSystem:
         self._ops["copy_file"](self._fs, self._path(src), self._path(dst), status)
         _ffi.check(status, "copy_file", f"{src} -> {dst}")
 
+    def copy_entry(self, src: str, dst: str) -> None:
+        """Make dst what the entry src is itself, a link or a FIFO, as
+        ``cp -R`` does (the plugin's ``copy_entry``; UnimplementedError for
+        a plugin without links or special files)."""
+        fn = self._op("copy_entry", src)
+        status = _ffi.thread_status()
+        fn(self._fs, self._path(src), self._path(dst), status)
+        _ffi.check(status, "copy_entry", f"{src} -> {dst}")
+
+    def new_temporary_file(self, uri: str) -> WritableFile:
+        """A file for the temporary sibling of an atomic write, which
+        :meth:`replace_file` lands: created new, never through a link, and
+        readable by its owner only until it lands (the plugin's
+        ``new_temporary_file``; :meth:`new_writable_file` without it)."""
+        if "new_temporary_file" not in self._ops:
+            return self.new_writable_file(uri)
+        handle = ffi.new("TF_WritableFile*")
+        self._path_call("new_temporary_file", uri, handle)
+        return WritableFile(self._tables.writable_file_ops, handle, uri, owner=self)
+
+    def replace_file(self, src: str, dst: str) -> None:
+        """Land an atomic write: src (from :meth:`new_temporary_file`) is
+        renamed over dst and takes dst's permissions (and group, where the
+        process may), or a new file's where dst does not exist (the
+        plugin's ``replace_file``; :meth:`rename_file` without it)."""
+        if "replace_file" not in self._ops:
+            self.rename_file(src, dst)
+            return
+        status = _ffi.thread_status()
+        self._ops["replace_file"](self._fs, self._path(src), self._path(dst), status)
+        _ffi.check(status, "replace_file", f"{src} -> {dst}")
+
     # ---- queries -------------------------------------------------------------
 
     def path_exists(self, uri: str) -> None:
@@ -606,6 +640,40 @@ class ModularFileSystem:
         )
         return [(name, FileStatistics(*fields)) for name, fields in zip(names, raw, strict=True)]
 
+    def get_children_kinds(self, uri: str) -> list[tuple[str, FileStatistics, EntryKind]]:
+        """:meth:`get_children_stats`, and what each entry is itself
+        (:class:`EntryKind`): a link to a folder is a LINK, though its
+        statistics, as `stat` gives them, describe the folder. A plugin
+        without the op has no links: each entry is a FILE or a DIRECTORY
+        by its statistics."""
+        if "get_children_kinds" not in self._ops:
+            return by_statistics(self.get_children_stats(uri))
+        entries = ffi.new("char***")
+        stats = ffi.new("TF_FileStatistics**")
+        kinds = ffi.new("int**")
+        count = int(self._path_call("get_children_kinds", uri, entries, stats, kinds))
+        try:
+            names = unpack_strings(entries[0], count, self._free)
+            raw = unpack_statistics(stats[0], len(names))
+            codes = list(ffi.unpack(kinds[0], len(names))) if names else []
+        finally:
+            for block in (stats[0], kinds[0]):
+                if block != ffi.NULL:
+                    self._free(block)
+        _ffi.check_count(
+            min((length for length, _, _ in raw), default=0),
+            _ffi.UNBOUNDED,
+            plugin=self.metadata.name,
+            op="get_children_kinds",
+            path=uri,
+            what="as length",
+        )
+        known = {kind.value: kind for kind in EntryKind}
+        return [
+            (name, FileStatistics(*fields), known.get(code, EntryKind.OTHER))
+            for name, fields, code in zip(names, raw, codes, strict=True)
+        ]
+
     def incomplete_writes(self, uri: str) -> list[IncompleteWrite]:
         """The incomplete writes at or below uri, sorted by target and start
         (the plugin's ``get_incomplete_writes``; UnimplementedError for a
@@ -660,12 +728,13 @@ class ModularFileSystem:
         return paths
 
     def scan_dir(self, uri: str) -> tuple[list[str], list[str]]:
-        """(directory names, other names) of a directory, each sorted."""
+        """(directory names, other names) of a directory, each sorted: a
+        link to a directory is among the others (a walk does not enter it)."""
         dirs: list[str] = []
         files: list[str] = []
-        if "get_children_stats" in self._ops:
-            for name, stats in sorted(self.get_children_stats(uri)):
-                (dirs if stats.is_directory else files).append(name)
+        if "get_children_kinds" in self._ops or "get_children_stats" in self._ops:
+            for name, _, kind in sorted(self.get_children_kinds(uri)):
+                (dirs if kind == EntryKind.DIRECTORY else files).append(name)
         else:
             for name in sorted(self.get_children(uri)):
                 (dirs if self.isdir(_uri.join(uri, name)) else files).append(name)

@@ -41,9 +41,10 @@ from . import _landing
 from ._backends import current_loop
 from ._fsspec_files import BridgeFile, DirectFile, DirectWriter, RangeFile, StagedFile
 from ._fsspec_names import FOREIGN_NAMES, plugin_options
+from ._uri import is_internal_name
 from .env import Env, default_env
 from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError, PathIsDirectoryError
-from .filesystem import FileStatistics, ModularFileSystem
+from .filesystem import EntryKind, FileStatistics, ModularFileSystem
 from .registry import PluginInfo, RegistryRecipe, add_load_listener, default_registry
 
 __all__ = ["AsyncfsFileSystem", "PREFIX", "filesystem_class", "protocol_for", "register"]
@@ -262,13 +263,19 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         return f"{path}/{name}"
 
     @staticmethod
-    def _entry(name: str, stats: FileStatistics) -> dict[str, Any]:
-        return {
+    def _entry(name: str, stats: FileStatistics, kind: EntryKind | None = None) -> dict[str, Any]:
+        """fsspec's info of an entry, as its local filesystem gives it: a
+        link is ``islink`` with the type of what it leads to; a FIFO, a
+        socket or a device is of type "other"."""
+        entry = {
             "name": name,
             "size": stats.length,
-            "type": "directory" if stats.is_directory else "file",
+            "type": "directory" if stats.is_directory else "other" if kind == EntryKind.OTHER else "file",
             "mtime": stats.mtime_nsec / 1e9,
         }
+        if kind == EntryKind.LINK:
+            entry["islink"] = True
+        return entry
 
     # ---- queries --------------------------------------------------------------------
 
@@ -279,11 +286,14 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
             return {"name": path, "size": 0, "type": "directory"}
         return None
 
-    def _listing(self, path: str, entries: list[tuple[str, FileStatistics]], detail: bool) -> list[Any]:
-        entries.sort()
+    def _listing(self, path: str, entries: list[tuple[str, FileStatistics, EntryKind]], detail: bool) -> list[Any]:
+        """ls's answer: asyncfs's own transient names (temporary siblings of
+        atomic writes, a transaction's staging) left out, as a copy or a
+        find must never meet one that vanishes under it."""
+        entries = sorted(entry for entry in entries if not is_internal_name(entry[0]))
         if not detail:
-            return [self._join(path, name) for name, _ in entries]
-        return [self._entry(self._join(path, name), stats) for name, stats in entries]
+            return [self._join(path, name) for name, _, _ in entries]
+        return [self._entry(self._join(path, name), stats, kind) for name, stats, kind in entries]
 
     async def _info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         path = self._strip_protocol(path)
@@ -293,7 +303,7 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         path = self._strip_protocol(path)
         uri = self._uri(path)
         try:
-            entries = await self.env.filesystem(uri).get_children_stats(uri)
+            entries = await self.env.filesystem(uri).get_children_kinds(uri)
         except FailedPreconditionError:  # a file lists as itself
             info = await self._info(path)
             return [info] if detail else [path]
@@ -329,7 +339,7 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
                 listings = await asyncio.gather(*(self._listing_or_empty(d) for d in level))
                 level = []
                 for info in (info for listing in listings for info in listing):
-                    if info["type"] != "directory":
+                    if info["type"] != "directory" or info.get("islink"):  # a linked folder is not walked into
                         found[info["name"]] = info
                         continue
                     if withdirs:
@@ -400,7 +410,7 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
             return sync(self.loop, self._ls, path, detail=detail, **kwargs)  # type: ignore[no-any-return]
         plugin, path, uri = here
         try:
-            entries = plugin.get_children_stats(uri)
+            entries = plugin.get_children_kinds(uri)
         except FailedPreconditionError:  # a file lists as itself
             return [self.info(path)] if detail else [path]
         return self._listing(path, entries, detail)

@@ -1,0 +1,36 @@
+"""What a directory entry is, apart from what its statistics say: the kinds
+a plugin's ``get_children_kinds`` reports (the ABI's ``ASYNCFS_ENTRY_*``).
+Below both the sync adapter and the plans that walk trees, which need it."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from .filesystem import FileStatistics
+
+__all__ = ["PLAIN", "EntryKind", "by_statistics"]
+
+S = TypeVar("S", bound="FileStatistics")
+
+
+class EntryKind(enum.IntEnum):
+    """What a directory entry is itself, its link not followed
+    (:meth:`~asyncfs.ModularFileSystem.get_children_kinds`)."""
+
+    FILE = 0
+    DIRECTORY = 1
+    LINK = 2  # a symbolic link, to anything or nothing
+    OTHER = 3  # a FIFO, a socket, a device
+
+
+# The kinds a tree copy copies by content (the others it recreates).
+PLAIN = frozenset({EntryKind.FILE, EntryKind.DIRECTORY})
+
+
+def by_statistics(entries: Iterable[tuple[str, S]]) -> list[tuple[str, S, EntryKind]]:
+    """The kinds of entries from a plugin that keeps no links or special
+    files: a directory or a file, as the statistics say."""
+    return [(name, stats, EntryKind.DIRECTORY if stats.is_directory else EntryKind.FILE) for name, stats in entries]
