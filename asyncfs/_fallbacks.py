@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from . import _uri
+from ._marshal import refuse_text
 from .errors import Code, NotFoundError, PathIsDirectoryError, PathNotDirectoryError, StatusError
 
 if TYPE_CHECKING:
@@ -94,10 +95,12 @@ def naming_target(op: str, staged: str, target: str, landing: str | None = None)
 def write_by_rename(fs: ModularFileSystem, uri: str, data: Buffer, attributes: Mapping[str, str] | None = None) -> None:
     """Write uri as a new file: data goes to a temporary sibling that is
     renamed over uri, so uri holds the old content or the new, never a part
-    (a file hard-linked elsewhere is replaced, not written in place). Where
-    uri is a symbolic link, the sibling stands beside the file it leads to
-    and replaces that file, as a plain write would write there; a device or
-    a FIFO, which a rename would replace, is written in place
+    (a file hard-linked elsewhere is replaced, not written in place). The
+    sibling is created new and private, and lands with uri's permissions
+    (``new_temporary_file``, ``replace_file``): a rewritten 0600 key stays
+    0600. Where uri is a symbolic link, the sibling stands beside the file
+    it leads to and replaces that file, as a plain write would write there;
+    a device or a FIFO, which a rename would replace, is written in place
     (``ModularFileSystem.landing_path``)."""
     landing = fs.landing_path(uri)
     if landing is None:
@@ -106,8 +109,13 @@ def write_by_rename(fs: ModularFileSystem, uri: str, data: Buffer, attributes: M
     staged = _uri.staging_name(landing)
     try:
         with naming_target("write_file", staged, uri, landing):
-            fs.write_file(staged, data, attributes=attributes)
-        fs.rename_file(staged, landing)
+            if attributes:
+                fs.write_file(staged, data, attributes=attributes)
+            else:
+                refuse_text(data, "write_file", uri)  # before the file is created
+                with fs.new_temporary_file(staged) as file:
+                    file.append(data)
+        fs.replace_file(staged, landing)
     except BaseException:
         if fs.exists(staged):
             fs.delete_file(staged)
@@ -127,7 +135,8 @@ def stream_copy(source: ModularFileSystem, src: str, target: ModularFileSystem, 
     view = memoryview(buffer)
     with source.new_random_access_file(src) as reader:
         try:
-            with naming_target("copy_file", staged, dst, landing), target.new_writable_file(staged) as writer:
+            opened = target.new_temporary_file(staged) if landing is not None else target.new_writable_file(staged)
+            with naming_target("copy_file", staged, dst, landing), opened as writer:
                 offset = 0
                 while True:
                     count = reader.read_into(offset, buffer)
@@ -137,7 +146,7 @@ def stream_copy(source: ModularFileSystem, src: str, target: ModularFileSystem, 
                     if count < chunk:
                         break
             if landing is not None:
-                target.rename_file(staged, landing)
+                target.replace_file(staged, landing)
         except BaseException:
             if landing is not None and target.exists(staged):
                 target.delete_file(staged)

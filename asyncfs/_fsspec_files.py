@@ -47,7 +47,9 @@ class StagedFile:
         self.staged_path = posixpath.join(posixpath.dirname(path), posixpath.basename(self.uri))
 
     def commit(self) -> None:
-        sync(self.fs.loop, self.fs.env.rename, self.uri, self.fs._uri(self.path))
+        """Land it: renamed over its target, with the target's permissions."""
+        afs = self.fs.env.filesystem(self.uri)
+        sync(self.fs.loop, afs.run, afs.wrapped.replace_file, self.uri, self.fs._uri(self.path), mutating=True)
 
     def discard(self) -> None:
         sync(self.fs.loop, self.fs.env.rm, self.uri)

@@ -38,7 +38,9 @@ def _open_for_writing(
     if fs.isdir(uri):
         raise PathIsDirectoryError("path is a directory", op="open", path=uri)
     with naming_target("open", staged, uri, landing):
-        return fs.new_writable_file(staged, attributes=attributes)
+        if attributes:
+            return fs.new_writable_file(staged, attributes=attributes)
+        return fs.new_temporary_file(staged)
 
 
 class Landing:
@@ -88,7 +90,7 @@ class Landing:
             with self._naming("close"):
                 self.file.close()
             if self.staged is not None:
-                self.fs.rename_file(self.staged, self.landing)
+                self.fs.replace_file(self.staged, self.landing)
         except BaseException:
             self.discard()
             raise

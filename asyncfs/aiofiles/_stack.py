@@ -70,18 +70,27 @@ class Opened:
 
 @dataclass(frozen=True)
 class Landing:
-    """An atomic write: the temporary sibling written, and the target it
-    replaces on close."""
+    """An atomic write: the temporary sibling written (created new and
+    private, :func:`create_private`), and the target it replaces on close,
+    with the target's permissions (the plugin's ``replace_file``)."""
 
     staged: str
     target: str
+    replace: Callable[[str, str], None]
 
     def land(self) -> None:
-        os.replace(self.staged, self.target)
+        self.replace(self.staged, self.target)
 
     def discard(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.staged)
+
+
+def create_private(path: str, flags: int) -> int:
+    """The opener of an atomic write's temporary sibling: a new file (never
+    one that is there, nor through a link), its owner's alone until it
+    lands."""
+    return os.open(path, flags | os.O_EXCL | os.O_NOFOLLOW, 0o600)
 
 
 def layered(
@@ -128,14 +137,16 @@ def open_stack(
         target = os.fspath(file)
         if not isinstance(target, str):
             raise ValueError(f"atomic=True takes a str path, not {target!r}")
+        plugin = default_env().filesystem(target).wrapped
         try:
-            landed = default_env().filesystem(target).wrapped.landing_path(target)  # through links, as open() writes
+            landed = plugin.landing_path(target)  # through links, as open() writes
         except StatusError:  # a loop of links: open() says so, as it would
             landed = None
         if landed is None:  # a device or a FIFO, which a rename would replace: written in place
             return open_stack(target, mode, buffering, encoding, errors, newline, True, opener, close_later)
-        landing = Landing(_uri.staging_name(landed), landed)
-        opened = open_stack(landing.staged, mode, buffering, encoding, errors, newline, True, opener, close_later)
+        landing = Landing(_uri.staging_name(landed), landed, plugin.replace_file)
+        create = create_private if opener is None else opener
+        opened = open_stack(landing.staged, mode, buffering, encoding, errors, newline, True, create, close_later)
         opened.landing = landing
         if opened.memory is not None:
             opened.memory.file.name = target  # the file's name is the one it will have
