@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
 import os
 import socket
@@ -23,13 +24,15 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import _uri
+from . import _private, _uri
 from ._fallbacks import write_by_rename
 from ._staging import Staging
 from .errors import (
     AbortedError,
     AlreadyExistsError,
+    FailedPreconditionError,
     NotFoundError,
+    PathIsDirectoryError,
     PermissionDeniedError,
     StatusError,
     TransactionConflictError,
@@ -126,7 +129,7 @@ class GenericStaging(Staging):
                 for _ in range(8):  # another transaction may remove the empty folder meanwhile
                     self.fs.recursively_create_dir(intents)
                     try:
-                        self.fs.write_file(marker, record)
+                        write_by_rename(self.fs, marker, record)  # whole or absent: never an empty marker
                         break
                     except NotFoundError:
                         continue
@@ -135,6 +138,7 @@ class GenericStaging(Staging):
             except PermissionDeniedError:
                 continue  # nobody can lock that folder either: its parent is not writable
             self.markers.append(marker)
+            _sweep_markers(self.fs, intents, keep=marker)
             lock = beside.lock
             if self.fs.exists(lock) and not _lock_state(self.fs, lock)[1]:
                 raise TransactionConflictError(
@@ -142,20 +146,7 @@ class GenericStaging(Staging):
                 )
 
     def _check_nested(self) -> None:
-        intents = self.names.intents
-        try:
-            names = self.fs.get_children(intents)
-        except NotFoundError:
-            return
-        for name in names:
-            marker = f"{intents}/{name}"
-            try:
-                owner = self.fs.read_file(marker).decode()
-            except NotFoundError:
-                continue  # withdrawn meanwhile
-            if _owner_gone(owner):
-                self.fs.delete_file(marker)
-                continue
+        if _sweep_markers(self.fs, self.names.intents):
             raise TransactionConflictError(
                 "a transaction on a folder inside the root is in progress", op="transaction", path=self.root
             )
@@ -182,7 +173,10 @@ class GenericStaging(Staging):
             "moves": files,
         }
         body = json.dumps(plan, sort_keys=True)
-        record = json.dumps({"plan": plan, "check": _check(body)}).encode()
+        seal = {"check": _check(body)}
+        if not self.fs.metadata.network:
+            seal["signed"] = _private.sign(body.encode())  # only this user can make it (see recover_generic)
+        record = json.dumps({"plan": plan, **seal}).encode()
         # the commit point: a whole, valid journal (a torn one reads as none)
         write_by_rename(self.fs, self.names.journal, record)
         self.decided = True
@@ -309,6 +303,36 @@ class GenericStaging(Staging):
         self.deleted.discard(rel)
 
 
+def _sweep_markers(fs: ModularFileSystem, intents: str, keep: str = "") -> bool:
+    """Remove the intent markers in intents whose owners are gone (a marker
+    that does not read as a record, cut short by a kill, names nobody);
+    whether one of a live owner's is left, keep aside."""
+    try:
+        names = fs.get_children(intents)
+    except NotFoundError:
+        return False
+    alive = False
+    for name in names:
+        marker = f"{intents}/{name}"
+        if marker == keep:
+            continue
+        if _uri.is_internal_name(name):  # a marker on its way in (write_by_rename), or a kill's leftover
+            with contextlib.suppress(NotFoundError):
+                if time.time_ns() - fs.stat(marker).mtime_nsec > _OWNERLESS_GRACE_NS:
+                    fs.delete_file(marker)
+            continue
+        try:
+            owner = fs.read_file(marker).decode("utf-8", "replace")
+        except (NotFoundError, PathIsDirectoryError):
+            continue  # withdrawn meanwhile
+        if _owner_gone(owner):
+            with contextlib.suppress(NotFoundError):
+                fs.delete_file(marker)
+        else:
+            alive = True
+    return alive
+
+
 def _check(body: str) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
@@ -359,15 +383,17 @@ def _lock_state(fs: ModularFileSystem, lock: str) -> tuple[int, bool]:
 
 def _owner_gone(record: str) -> bool:
     """Whether the process an owner record names (pid, start time, host) is
-    gone: its pid free, or naming a process started at another time. Another
-    host's process is taken as alive: only that host can tell."""
+    gone: its pid free, or naming a process started at another time. A
+    record that does not read as one (empty, cut short: never written whole
+    by a live owner) names nobody. Another host's process is taken as
+    alive: only that host can tell."""
     pid_text, _, rest = record.partition(" ")
-    if rest.rpartition(" ")[2] != socket.gethostname():
-        return False
     try:
         pid = int(pid_text)
     except ValueError:
         return True
+    if not rest or rest.rpartition(" ")[2] != socket.gethostname():
+        return not rest
     return _owner_record(pid) != record
 
 
@@ -386,30 +412,74 @@ def apply_journal(fs: ModularFileSystem, root: str, plan: dict[str, Any]) -> Non
     for rel in plan["moves"]:
         src = _uri.join(staging, rel)
         if fs.exists(src):
-            fs.rename_file(src, _uri.join(root, rel))
+            fs.replace_file(src, _uri.join(root, rel))  # a rewritten file keeps its permissions
     fs.delete_file(names.journal)  # done: the transaction is over
     if fs.exists(staging):
         fs.delete_recursively(staging)
+
+
+def _plan_inside(names: Siblings, plan: Any) -> bool:
+    """Whether a plan names only what a transaction on names.root may touch:
+    a staging directory of that root's, and paths below the root (clean,
+    relative, never climbing out with ``..``)."""
+    if not isinstance(plan, dict) or set(plan) != {"staging", "deletes", "mkdirs", "moves"}:
+        return False
+    staging = plan["staging"]
+    prefix = names.staging("").rpartition("/")[2]
+    if not isinstance(staging, str) or "/" in staging or not staging.startswith(prefix) or staging == prefix:
+        return False
+    paths = (
+        [*plan["deletes"], *plan["mkdirs"], *plan["moves"]]
+        if all(isinstance(plan[key], list) for key in ("deletes", "mkdirs", "moves"))
+        else [None]
+    )
+    return all(
+        isinstance(rel, str)
+        and rel
+        and "\0" not in rel
+        and _uri.clean_path(rel) == rel
+        and not rel.startswith(("/", ".."))
+        for rel in paths
+    )
 
 
 def recover_generic(fs: ModularFileSystem, root: str) -> None:
     """Finish or undo what a crashed generic transaction left on root: a
     whole journal is rolled forward, anything else rolled back (staging
     directories and temporary files beside the root removed). Call with the
-    root's lock held."""
+    root's lock held.
+
+    A journal is carried out only when it is one this user's transaction
+    wrote for this root: its plan names nothing outside the root, and on a
+    store whose folders have owners (any but a network store, whose writers
+    share one set of rights) it carries this user's signature. Another
+    journal is never rolled back either (its transaction may have committed):
+    FailedPreconditionError says whose it may be and what to do."""
     names = Siblings(root)
     journal = names.journal
     if fs.exists(journal):
         try:
             record = json.loads(fs.read_file(journal))
             plan = record["plan"]
-            whole = record["check"] == _check(json.dumps(plan, sort_keys=True))
+            body = json.dumps(plan, sort_keys=True)
+            whole = record["check"] == _check(body)
         except (ValueError, KeyError, TypeError):
-            whole = False
-        if whole:
-            apply_journal(fs, root, plan)
-        else:
+            whole = False  # torn: a journal is written whole (by rename), so it never was one
+        if not whole:
             fs.delete_file(journal)
+        elif not _plan_inside(names, plan) or (
+            not fs.metadata.network
+            and not hmac.compare_digest(str(record.get("signed", "")), _private.sign(body.encode()))
+        ):
+            raise FailedPreconditionError(
+                "a transaction journal beside the root was not written by this user's transaction on it "
+                "(another user's, or planted): it is neither carried out nor rolled back. Recover the root as "
+                "the user who wrote it, or remove the journal to discard that transaction",
+                op="transaction",
+                path=journal,
+            )
+        else:
+            apply_journal(fs, root, plan)
     parent = names.parent
     if not fs.isdir(parent):
         return
