@@ -380,8 +380,8 @@ def open_plugin(library: str) -> LoadedPlugin:
     where: dict[str, Any] = {"library": library}
     try:
         # a private copy bound to the runtime, globally visible first (_plugin_copy.py)
-        path = _plugin_copy.loadable(library, _ffi.runtime_provides(), _open)
-        lib = _open(path)
+        with _plugin_copy.loadable(library, _ffi.runtime_provides(), _open) as path:
+            lib = _open(path)
     except _plugin_copy.CopyError as exc:
         raise PluginOpenError(f"cannot bind it to asyncfs's runtime: {exc}", item="library", **where) from None
     except OSError as exc:

@@ -14,6 +14,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,13 @@ from asyncfs import _ffi, _libs, _plugin_copy
 from asyncfs._elf import DynamicTables, ElfError
 
 MEMORY = _libs.library_path("memory")
+
+
+def copied(library: Path | str = MEMORY, preload: Callable[[str], object] = print) -> Path:
+    """Where the copy asyncfs would load of library lies (library itself
+    when it is loaded as it is)."""
+    with _plugin_copy.loadable(str(library), _ffi.runtime_provides(), preload) as name:
+        return Path(os.readlink(name)) if name.startswith("/proc/self/fd/") else Path(name)
 
 
 def test_the_runtime_exports_none_of_tensorflows_names() -> None:
@@ -41,7 +49,7 @@ def test_the_runtime_exports_none_of_tensorflows_names() -> None:
 def test_a_plugin_loads_from_a_copy_whose_imports_name_the_runtime() -> None:
     original = MEMORY.read_bytes()
     preloaded: list[str] = []
-    copy = Path(_plugin_copy.loadable(str(MEMORY), _ffi.runtime_provides(), preloaded.append))
+    copy = copied(MEMORY, preloaded.append)
     assert copy != MEMORY and copy.name == MEMORY.name
     assert copy.is_relative_to(os.environ["ASYNCFS_CACHE_DIR"])
     imports = DynamicTables(copy.read_bytes()).imports
@@ -49,15 +57,15 @@ def test_a_plugin_loads_from_a_copy_whose_imports_name_the_runtime() -> None:
     assert MEMORY.read_bytes() == original  # TensorFlow can still load the original
     assert preloaded == []
     # the same content is the same copy, so two registries share one instance
-    assert _plugin_copy.loadable(str(MEMORY), _ffi.runtime_provides(), preloaded.append) == str(copy)
+    assert copied(MEMORY, preloaded.append) == copy
 
 
 def test_a_damaged_copy_in_the_cache_is_replaced() -> None:
-    copy = Path(_plugin_copy.loadable(str(MEMORY), _ffi.runtime_provides(), print))
+    copy = copied()
     good = copy.read_bytes()
     copy.unlink()  # a new file: the copy this process runs stays mapped, intact
     copy.write_bytes(good[: len(good) // 2])
-    assert _plugin_copy.loadable(str(MEMORY), _ffi.runtime_provides(), print) == str(copy)
+    assert copied() == copy
     assert copy.read_bytes() == good
 
 
@@ -67,14 +75,14 @@ def test_an_unwritable_cache_falls_back_to_a_private_temporary_folder(
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     monkeypatch.setenv(_plugin_copy.CACHE_DIR_ENV, str(blocker))
-    copy = Path(_plugin_copy.loadable(str(MEMORY), _ffi.runtime_provides(), print))
+    copy = copied()
     assert not copy.is_relative_to(blocker) and copy.exists()
 
 
 def test_a_file_that_is_not_elf_is_opened_as_given(tmp_path: Path) -> None:
     text = tmp_path / "libtext.so"
     text.write_text("not a library")
-    assert _plugin_copy.loadable(str(text), _ffi.runtime_provides(), print) == str(text)
+    assert copied(text) == text
     with pytest.raises(asyncfs.PluginOpenError, match="cannot open the library"):
         asyncfs.Registry(builtins=False).load_plugin(text)
 
@@ -274,14 +282,14 @@ def test_copies_unused_for_a_month_are_removed_when_another_is_written(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv(_plugin_copy.CACHE_DIR_ENV, str(tmp_path))
-    memory = Path(_plugin_copy.loadable(str(MEMORY), _ffi.runtime_provides(), print))
+    memory = copied()
     stale = tmp_path / "plugins" / ("0" * 32) / "libold.so"
     stale.parent.mkdir()
     stale.write_bytes(b"an old build")
     month_ago = time.time() - _plugin_copy.UNUSED_FOR - 60
     os.utime(stale, (month_ago, month_ago))
     os.utime(memory, (month_ago, month_ago))
-    assert _plugin_copy.loadable(str(MEMORY), _ffi.runtime_provides(), print) == str(memory)  # used: touched
+    assert copied() == memory  # used: touched
     assert memory.stat().st_mtime > month_ago and stale.exists()
-    _plugin_copy.loadable(str(_libs.library_path("posix")), _ffi.runtime_provides(), print)  # a new copy
+    copied(_libs.library_path("posix"))  # a new copy
     assert not stale.exists() and not stale.parent.exists() and memory.exists()
