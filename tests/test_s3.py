@@ -851,12 +851,14 @@ def test_a_key_with_a_control_character_leaves_its_prefix_listable(
     assert not s3_fs.exists(f"s3://{bucket}/ctl")
 
 
-def test_keys_with_dot_segments_are_left_out_and_walks_end(
+def test_keys_are_sent_as_written_and_dot_dot_never_leaves_a_bucket(
     s3_gateway: Gateway, s3_fs: asyncfs.ModularFileSystem, bucket: str
 ) -> None:
-    """Keys with "", "." or ".." segments (another client's) cannot be
-    addressed by a path: listings and globs leave them out, so walking a
-    folder that holds them ends, and nothing is listed twice."""
+    """A key holding ".." (another client's) is reached as written, as s3fs
+    sends keys; ".." never climbs out of a prefix or a bucket (the bucket
+    was cleaned away as a path segment, which broke fsspec DirFileSystem's
+    confinement). Keys with "" or "." segments cannot be named by a path:
+    listings leave them out, so walking their folder ends."""
     boto3 = pytest.importorskip("boto3", reason="boto3 writes the keys that asyncfs's paths cannot")
     config = pytest.importorskip("botocore.config")
 
@@ -869,13 +871,23 @@ def test_keys_with_dot_segments_are_left_out_and_walks_end(
         region_name=environ["AWS_REGION"],
         config=config.Config(s3={"addressing_style": "path"}),
     )
-    for key in ["odd/../escape", "odd/./dot", "odd//double", "odd/..", "odd/sub/../x", "odd/ok"]:
-        client.put_object(Bucket=bucket, Key=key, Body=b"x")
-    assert sorted(s3_fs.get_children(f"s3://{bucket}/odd")) == ["ok", "sub"]
-    assert s3_fs.get_children(f"s3://{bucket}/odd/sub") == []
+    for key in ["odd/../escape", "odd/./dot", "odd//double", "odd/sub/../x", "odd/ok", "escape"]:
+        client.put_object(Bucket=bucket, Key=key, Body=key.encode())
+    assert sorted(s3_fs.get_children(f"s3://{bucket}/odd")) == ["..", "ok", "sub"]
+    assert s3_fs.read_file(f"s3://{bucket}/odd/../escape") == b"odd/../escape"
+    assert s3_fs.read_file(f"s3://{bucket}/odd/sub/../x") == b"odd/sub/../x"
+    assert s3_fs.read_file(f"s3://{bucket}/escape") == b"escape"
+    assert s3_fs.translate_name(f"s3://{bucket}/../../other-bucket/k") == f"/{bucket}/../../other-bucket/k"
+    s3_fs.write_file(f"s3://{bucket}/odd/../written", b"w")
+    assert client.get_object(Bucket=bucket, Key="odd/../written")["Body"].read() == b"w"
+    assert "written" not in [o["Key"] for o in client.list_objects_v2(Bucket=bucket)["Contents"]]
     walked = list(s3_fs.walk(f"s3://{bucket}/odd"))
-    assert walked == [(f"s3://{bucket}/odd", ["sub"], ["ok"]), (f"s3://{bucket}/odd/sub", [], [])]
-    assert s3_fs.get_matching_paths(f"s3://{bucket}/odd/*") == [f"s3://{bucket}/odd/ok", f"s3://{bucket}/odd/sub"]
+    assert walked == [
+        (f"s3://{bucket}/odd", ["..", "sub"], ["ok"]),
+        (f"s3://{bucket}/odd/..", [], ["escape", "written"]),
+        (f"s3://{bucket}/odd/sub", [".."], []),
+        (f"s3://{bucket}/odd/sub/..", [], ["x"]),
+    ]
 
 
 # ---- connections ---------------------------------------------------------------------

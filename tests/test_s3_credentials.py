@@ -389,12 +389,31 @@ def test_container_credentials(environ: Environ, fakes: MetadataFakes, tmp_path:
     assert fakes.count("container") == 1 and not fakes.refused
 
 
-def test_container_credentials_refuse_a_foreign_host(environ: Environ) -> None:
-    """The authorization token is never sent to an arbitrary http host."""
-    environ(
-        AWS_CONTAINER_CREDENTIALS_FULL_URI="http://example.com/credentials", AWS_CONTAINER_AUTHORIZATION_TOKEN="secret"
-    )
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "http://example.com/credentials",
+        "http://localhost:80@attacker.invalid/",  # the host is attacker.invalid
+        "http://127.attacker.invalid/",
+        "http://169.254.170.2.attacker.invalid/",
+        "http://[::1]@attacker.invalid/",
+        "ftp://127.0.0.1/credentials",
+    ],
+)
+def test_container_credentials_refuse_a_foreign_host(environ: Environ, uri: str) -> None:
+    """The authorization token is never sent to a host that is not https, a
+    loopback address or the container agent's, judged by the host the URL
+    parses to (botocore's rule), not by how its text begins."""
+    environ(AWS_CONTAINER_CREDENTIALS_FULL_URI=uri, AWS_CONTAINER_AUTHORIZATION_TOKEN="secret")
     with pytest.raises(asyncfs.InvalidArgumentError, match="neither https nor a loopback"):
+        new_s3().exists("s3://anything")
+
+
+def test_a_relative_container_uri_must_start_with_a_slash(environ: Environ) -> None:
+    """Appended to http://169.254.170.2, ".attacker.invalid/x" would name
+    another host."""
+    environ(AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=".attacker.invalid/x", AWS_CONTAINER_AUTHORIZATION_TOKEN="t")
+    with pytest.raises(asyncfs.InvalidArgumentError, match="must start with '/'"):
         new_s3().exists("s3://anything")
 
 

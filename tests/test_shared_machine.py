@@ -19,17 +19,21 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import tracemalloc
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import pytest
 
 import asyncfs
-from asyncfs import _private, tfrecord
+from asyncfs import _libs, _private, tfrecord
 from asyncfs.tfrecord import masked_crc32c
 
 pytestmark = pytest.mark.anyio
@@ -723,3 +727,121 @@ def test_a_plugin_cache_others_may_write_is_never_loaded_from(users: tuple[User,
     assert words[0] == "ok" and len(words) >= 3  # posix and memory, at least
     assert not any(path.startswith(str(cache)) for path in words[1:])
     assert sorted(p.name for p in (cache / "plugins").iterdir()) == ["planted"]
+
+
+# ---- hostile endpoints ----------------------------------------------------------------------------
+
+
+class HostileStore:
+    """An S3 endpoint on loopback that answers as a hostile or broken
+    server would: a listing that names itself as its next page, and answers
+    (an error document, a listing) of many megabytes. It counts what it
+    managed to send before the client hung up."""
+
+    BIG = 96 << 20
+
+    def __init__(self) -> None:
+        store = self
+        self.pages = 0
+        self.sent = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_HEAD(self) -> None:
+                self.send_response(403)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def do_GET(self) -> None:
+                query = parse_qs(urlsplit(self.path).query)
+                prefix = query.get("prefix", [""])[0]
+                if "list-type" in query and prefix.startswith("loop"):
+                    store.pages += 1
+                    body = (
+                        "<?xml version='1.0'?><ListBucketResult><IsTruncated>true</IsTruncated>"
+                        "<NextContinuationToken>same</NextContinuationToken>"
+                        f"<Contents><Key>{prefix}k{store.pages}</Key><Size>1</Size>"
+                        "<LastModified>2026-01-01T00:00:00.000Z</LastModified></Contents></ListBucketResult>"
+                    ).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                status, head = (200, b"<ListBucketResult>") if "list-type" in query else (403, b"<Error>")
+                self.send_response(status)
+                self.send_header("Content-Length", str(HostileStore.BIG))
+                self.end_headers()
+                store.stream(self.wfile, head + b"<Code>AccessDenied</Code>" + b" " * ((1 << 20) - 40))
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def stream(self, out: Any, first: bytes) -> None:
+        chunk = first.ljust(1 << 20)
+        try:
+            for _ in range(HostileStore.BIG >> 20):
+                out.write(chunk)
+                self.sent += len(chunk)
+                chunk = b" " * (1 << 20)
+        except OSError:
+            pass  # the client hung up: what it read is counted
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def hostile(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[tuple[HostileStore, asyncfs.ModularFileSystem]]:
+    if "s3" not in asyncfs.default_registry().schemes():
+        pytest.skip("asyncfs was built without the s3 plugin")
+    store = HostileStore()
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name, value in {
+        "AWS_ENDPOINT_URL": store.endpoint,
+        "AWS_ACCESS_KEY_ID": "AKHOSTILE",
+        "AWS_SECRET_ACCESS_KEY": "secret",
+        "AWS_REGION": "us-east-1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_MAX_ATTEMPTS": "3",
+    }.items():
+        monkeypatch.setenv(name, value)
+    registry = asyncfs.Registry(builtins=False)
+    registry.load_plugin(_libs.library_path("s3"))
+    yield store, registry.get("s3")
+    store.close()
+
+
+def test_a_listing_that_names_itself_as_its_next_page_ends(hostile: tuple[HostileStore, Any]) -> None:
+    store, fs = hostile
+    with pytest.raises(asyncfs.DataLossError, match="for ever"):
+        fs.get_children("s3://bucket/loop")
+    assert store.pages == 2  # the first page, and the one that named itself again
+
+
+def test_an_error_document_of_many_megabytes_is_read_only_as_far_as_its_code(
+    hostile: tuple[HostileStore, Any],
+) -> None:
+    store, fs = hostile
+    with pytest.raises(asyncfs.PermissionDeniedError, match="AccessDenied"):
+        fs.read_file("s3://bucket/huge-error")
+    assert store.sent < 24 << 20, f"{store.sent >> 20} MiB of an error document were taken"
+
+
+def test_a_listing_of_many_megabytes_is_cut_off(hostile: tuple[HostileStore, Any]) -> None:
+    store, fs = hostile
+    with pytest.raises(asyncfs.StatusError, match="longer than asked for"):
+        fs.get_children("s3://bucket/huge")
+    assert store.sent < 48 << 20, f"{store.sent >> 20} MiB of a listing were taken"

@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-char* plugin_clean_path(const char* path) {
+/* CleanPath; with dots_are_names, ".." is kept as a name. */
+static char* clean(const char* path, int dots_are_names) {
   size_t n = strlen(path);
   char* out = malloc(n + 2);
   const char* src = path;
@@ -24,7 +25,7 @@ char* plugin_clean_path(const char* path) {
     len = (size_t)(src - part);
     while (*src == '/') ++src;
     if (len == 0 || (len == 1 && part[0] == '.')) continue;
-    if (len == 2 && part[0] == '.' && part[1] == '.') {
+    if (len == 2 && part[0] == '.' && part[1] == '.' && !dots_are_names) {
       if (dst > limit) {
         /* drop the previous component and its separator */
         --dst;
@@ -49,6 +50,8 @@ char* plugin_clean_path(const char* path) {
   return out;
 }
 
+char* plugin_clean_path(const char* path) { return clean(path, 0); }
+
 /* scheme is [a-zA-Z][a-zA-Z0-9+.-]* (RFC 3986) followed by "://", as the
  * core's asyncfs/_uri.py has it; anything else is all path. */
 static const char* after_scheme(const char* uri) {
@@ -65,7 +68,8 @@ size_t plugin_scheme_prefix_len(const char* uri) {
   return rest != NULL ? (size_t)(rest - uri) : 0;
 }
 
-char* plugin_translate_name(const char* uri, int host_is_segment) {
+char* plugin_translate_name(const char* uri, int names) {
+  int host_is_segment = names != PLUGIN_NAMES_PATH;
   const char* rest;
   char* path;
   char* cleaned;
@@ -89,7 +93,7 @@ char* plugin_translate_name(const char* uri, int host_is_segment) {
     free(path);
     return strdup("/");
   }
-  cleaned = plugin_clean_path(path);
+  cleaned = clean(path, names == PLUGIN_NAMES_KEYS);
   free(path);
   return cleaned;
 }

@@ -15,11 +15,22 @@
  * "/", and turns an empty result into ".". */
 char* plugin_clean_path(const char* path);
 
+/* How plugin_translate_name reads a URI. */
+enum plugin_names {
+  PLUGIN_NAMES_PATH = 0,      /* the path part, cleaned (file://, bare paths) */
+  PLUGIN_NAMES_HOST_TREE = 1, /* the host is the first folder (mem://a/b -> /a/b) */
+  /* The host is the first segment and never changes: an object store's
+   * bucket. "//" and "." collapse, but ".." is a name like any other, as
+   * a key may hold it and a store has no parent folders to climb to:
+   * s3://b/x/../y is the key "x/../y" in bucket b, never bucket y. */
+  PLUGIN_NAMES_KEYS = 2
+};
+
 /* TensorFlow's generic TranslateName: "" stays "", otherwise the path part
- * of scheme://host/path, cleaned, with "/" for an empty path. When
- * host_is_segment is set, the host becomes the first path segment
- * (mem://a/b -> /a/b), for stores whose namespace starts at the host. */
-char* plugin_translate_name(const char* uri, int host_is_segment);
+ * of scheme://host/path, cleaned, with "/" for an empty path; with
+ * PLUGIN_NAMES_HOST_TREE or PLUGIN_NAMES_KEYS the host is its first
+ * segment, for stores whose namespace starts at the host. */
+char* plugin_translate_name(const char* uri, int names);
 
 /* The length of uri's "scheme://" prefix, 0 for a bare path. */
 size_t plugin_scheme_prefix_len(const char* uri);

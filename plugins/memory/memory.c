@@ -386,7 +386,7 @@ static int64_t fs_get_file_size(const TF_Filesystem* filesystem,
 static char* fs_translate_name(const TF_Filesystem* filesystem,
                                const char* uri) {
   (void)filesystem;
-  return plugin_translate_name(uri, 1);
+  return plugin_translate_name(uri, PLUGIN_NAMES_HOST_TREE);
 }
 
 static int mem_list(const TF_Filesystem* filesystem, const char* path,
@@ -482,7 +482,7 @@ static int fs_get_matching_paths(const TF_Filesystem* filesystem,
   memfs* fs = mem_fs_of(filesystem);
   plugin_strlist list = {NULL, 0, 0};
   size_t prefix = plugin_scheme_prefix_len(uri_pattern);
-  char* pattern = plugin_translate_name(uri_pattern, 1);
+  char* pattern = plugin_translate_name(uri_pattern, PLUGIN_NAMES_HOST_TREE);
   mem_glob* g = malloc(sizeof *g);
   int failed;
   mem_inject_latency(fs);

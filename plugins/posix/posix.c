@@ -732,7 +732,7 @@ static int64_t fs_get_file_size(const TF_Filesystem* filesystem,
 static char* fs_translate_name(const TF_Filesystem* filesystem,
                                const char* uri) {
   (void)filesystem;
-  return plugin_translate_name(uri, 0);
+  return plugin_translate_name(uri, PLUGIN_NAMES_PATH);
 }
 
 /* The names in the directory at path, into list. Sets *same to whether
@@ -902,7 +902,7 @@ static int fs_get_matching_paths(const TF_Filesystem* filesystem,
                                  TF_Status* status) {
   plugin_strlist list = {NULL, 0, 0};
   size_t prefix = plugin_scheme_prefix_len(uri_pattern);
-  char* pattern = plugin_translate_name(uri_pattern, 0);
+  char* pattern = plugin_translate_name(uri_pattern, PLUGIN_NAMES_PATH);
   glob_state* g = malloc(sizeof *g);
   int failed;
   (void)filesystem;

@@ -281,7 +281,7 @@ RUNTIME_EXPORT int ASYNCFS_CleanPath(const char* path, char* out, size_t cap) {
 
 RUNTIME_EXPORT int ASYNCFS_GenericTranslateName(const char* uri, char* out,
                                                 size_t cap) {
-  return give(plugin_translate_name(uri, 0), free, out, cap);
+  return give(plugin_translate_name(uri, PLUGIN_NAMES_PATH), free, out, cap);
 }
 
 RUNTIME_EXPORT int ASYNCFS_TranslateName(const TF_FilesystemOps* ops,
@@ -303,7 +303,7 @@ static char* translate(const TF_FilesystemOps* ops, const TF_Filesystem* fs,
   char* translated =
       ops->translate_name != NULL ? ops->translate_name(fs, uri) : NULL;
   char* copy;
-  if (translated == NULL) return plugin_translate_name(uri, 0);
+  if (translated == NULL) return plugin_translate_name(uri, PLUGIN_NAMES_PATH);
   copy = strdup(translated);
   plugin_free(translated);
   return copy;

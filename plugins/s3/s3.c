@@ -264,7 +264,7 @@ static int64_t fs_get_file_size(const TF_Filesystem* filesystem,
 
 static char* fs_translate_name(const TF_Filesystem* filesystem, const char* uri) {
   (void)filesystem;
-  return plugin_translate_name(uri, 1);
+  return plugin_translate_name(uri, PLUGIN_NAMES_KEYS);
 }
 
 /* Every key (and common prefix, with a delimiter) under prefix, all pages. */
@@ -273,12 +273,24 @@ static int list_all(s3_fs* fs, const s3_config* cfg, const char* bucket,
                     TF_Status* status) {
   char* token = NULL;
   do {
+    char* next;
     if (s3_list_page(fs, cfg, bucket, prefix, delimiter, 1000, token, l, status) != 0) {
       free(token);
       return -1;
     }
+    next = l->truncated && l->next_token != NULL ? strdup(l->next_token) : NULL;
+    if (next != NULL && token != NULL && strcmp(next, token) == 0) {
+      /* as boto3's paginator: a store that hands back the token it was
+       * given would be paged for ever */
+      TF_SetStatus(status, TF_DATA_LOSS,
+                   "s3: a listing page is truncated and names as its next page the page it is: "
+                   "the store would be listed for ever");
+      free(next);
+      free(token);
+      return -1;
+    }
     free(token);
-    token = l->truncated && l->next_token != NULL ? strdup(l->next_token) : NULL;
+    token = next;
   } while (token != NULL);
   return 0;
 }
@@ -300,13 +312,12 @@ static int list_buckets(s3_fs* fs, const s3_config* cfg, s3_listing* l,
   return rc;
 }
 
-/* Whether a listed name can be addressed by a path: not "", "." or "..",
- * which path cleaning folds away. Keys with such segments, written by
- * other clients, are left out of listings and globs (docs/s3.md), so no
- * walk can loop through them. */
+/* Whether a listed name can be addressed by a path: not "" or ".", which
+ * path cleaning folds away (".." is a name like any other in a key). Keys
+ * with such segments, written by other clients, are left out of listings
+ * and globs (docs/s3.md). */
 static int addressable_name(const char* name, size_t n) {
-  return n > 0 && !(n == 1 && name[0] == '.') &&
-         !(n == 2 && name[0] == '.' && name[1] == '.');
+  return n > 0 && !(n == 1 && name[0] == '.');
 }
 
 /* The same for every segment of a key ("a//b" and "a/" have an empty one). */
@@ -475,7 +486,7 @@ static int fs_get_matching_paths(const TF_Filesystem* filesystem,
   s3_config* cfg = s3_config_acquire(fs);
   plugin_strlist out = {NULL, 0, 0};
   size_t scheme_len = plugin_scheme_prefix_len(uri_pattern);
-  char* pattern = plugin_translate_name(uri_pattern, 1);
+  char* pattern = plugin_translate_name(uri_pattern, PLUGIN_NAMES_KEYS);
   s3_path p = {NULL, NULL};
   int i, count = -1;
   *entries = NULL;

@@ -275,12 +275,40 @@ typedef struct transfer {
   s3_response* resp;
   size_t sent;
   int overflow;
+  int error_cut; /* an error answer was cut at ERROR_BODY_MOST: read as far as kept */
 } transfer;
+
+/* What an answer may hold in memory, whatever the server sends: an error
+ * document is read for its Code and Message, which come first; the answer
+ * of a listing, a multipart call or a copy is a page of at most a
+ * thousand keys of at most 1024 bytes each, URL-encoded. A server that
+ * sends more is cut off, not followed into gigabytes. */
+#define ERROR_BODY_MOST ((size_t)64 * 1024)
+#define ANSWER_MOST ((size_t)16 * 1024 * 1024)
+
+/* The most bytes a 2xx answer to req may bring: its buffer, its max_body,
+ * its range's length, else ANSWER_MOST. */
+static size_t answer_most(const s3_request* req) {
+  long long first, last;
+  if (req->max_body > 0) return req->max_body;
+  if (req->range != NULL && sscanf(req->range, "bytes=%lld-%lld", &first, &last) == 2 && last >= first)
+    return (size_t)(last - first + 1);
+  return ANSWER_MOST;
+}
 
 static size_t on_body(char* data, size_t size, size_t n, void* arg) {
   transfer* t = arg;
   size_t len = size * n;
-  if (t->req->out != NULL && t->resp->http / 100 == 2) {
+  if (t->resp->http / 100 != 2) { /* an error document: its start is all that is read */
+    size_t room = ERROR_BODY_MOST - t->resp->body.len;
+    if (len > room) {
+      if (room > 0 && plugin_buf_append(&t->resp->body, data, room) != 0) return 0;
+      t->error_cut = 1;
+      return 0;
+    }
+    return plugin_buf_append(&t->resp->body, data, len) == 0 ? len : 0;
+  }
+  if (t->req->out != NULL) {
     if (t->resp->out_len + len > t->req->out_cap) {
       t->overflow = 1;
       return 0;
@@ -289,8 +317,7 @@ static size_t on_body(char* data, size_t size, size_t n, void* arg) {
     t->resp->out_len += len;
     return len;
   }
-  if (t->req->max_body > 0 && t->resp->http / 100 == 2 &&
-      t->resp->body.len + len > t->req->max_body) {
+  if (t->resp->body.len + len > answer_most(t->req)) {
     t->overflow = 1;
     return 0;
   }
@@ -583,7 +610,7 @@ static int check_setup(s3_fs* fs, const s3_config* cfg, TF_Status* status) {
  * status set and nothing held. */
 static int attempt_prepare(s3_fs* fs, const s3_config* cfg, attempt* a, TF_Status* status) {
   a->number++;
-  a->t = (transfer){a->req, a->resp, 0, 0};
+  a->t = (transfer){a->req, a->resp, 0, 0, 0};
   a->detail[0] = '\0';
   reset_response(a->resp);
   if (s3_credentials_acquire(fs, cfg, &a->borrowed, &a->creds, status) != 0) return -1;
@@ -621,6 +648,7 @@ static long receive_buffer(const s3_request* req) {
 static void attempt_bind(const s3_config* cfg, attempt* a, CURL* h) {
   const s3_request* req = a->req;
   curl_easy_setopt(h, CURLOPT_URL, a->sr.url);
+  curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L); /* a key's "/../" is a key's, as signed */
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, a->sr.headers);
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_MAXCONNECTS, 1L); /* one connection per handle */
@@ -660,17 +688,21 @@ static int attempt_finish(const s3_config* cfg, attempt* a, CURL* h, CURLcode rc
                           int* healthy, TF_Status* status) {
   const s3_request* req = a->req;
   s3_response* resp = a->resp;
+  *healthy = rc == CURLE_OK;
+  if (rc != CURLE_OK && a->t.error_cut) {
+    rc = CURLE_OK; /* an error answer cut short: what was kept says which (its connection is closed) */
+  }
   if (rc == CURLE_OK) {
     long http = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &http);
     resp->http = http;
   } else if (a->t.overflow) {
-    /* More body than the caller's buffer or max_body: not retryable. */
+    /* More body than the caller's buffer, max_body or the answer's bound:
+     * not retryable. */
     rc = CURLE_WRITE_ERROR;
     resp->too_long = req->max_body > 0;
     snprintf(a->detail, sizeof a->detail, "the answer was longer than asked for");
   }
-  *healthy = rc == CURLE_OK;
   s3_signed_free(&a->sr);
 
   /* Error answers carry an <Error> document; so do some 200s

@@ -17,6 +17,7 @@
  * already inside the refresh window are not fetched again per request. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <poll.h>
@@ -520,16 +521,38 @@ static int take_json(chain* ch, const fetched* f, const char* source) {
 
 /* A full URI must be https or name a loopback or the container agents'
  * own addresses (botocore's rule: never send the token elsewhere). */
+/* Whether the container credentials may be fetched from uri, with the
+ * authorization token: https to any host, or http to a loopback address or
+ * the container agent's (as botocore allows), judged by the host the URL
+ * parses to, never by its text: "http://localhost:80@attacker/" and
+ * "http://127.attacker/" name other hosts. */
 static int allowed_container_uri(const char* uri) {
-  static const char* const hosts[] = {"http://127.",          "http://localhost:",
-                                      "http://localhost/",    "http://[::1]",
-                                      "http://169.254.170.2", "http://169.254.170.23",
-                                      "http://[fd00:ec2::23]"};
+  static const char* const agents[] = {"169.254.170.2", "169.254.170.23", "[fd00:ec2::23]",
+                                       "localhost", "[::1]"};
+  CURLU* url = curl_url();
+  char *scheme = NULL, *host = NULL, *user = NULL;
+  int allowed = 0;
   size_t i;
-  if (strncmp(uri, "https://", 8) == 0) return 1;
-  for (i = 0; i < sizeof hosts / sizeof hosts[0]; ++i)
-    if (strncmp(uri, hosts[i], strlen(hosts[i])) == 0) return 1;
-  return 0;
+  if (url == NULL) return 0;
+  if (curl_url_set(url, CURLUPART_URL, uri, 0) == CURLUE_OK &&
+      curl_url_get(url, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+      curl_url_get(url, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+      curl_url_get(url, CURLUPART_USER, &user, 0) == CURLUE_NO_USER) {
+    struct in_addr v4;
+    if (strcmp(scheme, "https") == 0) {
+      allowed = 1;
+    } else if (strcmp(scheme, "http") == 0) {
+      for (i = 0; i < sizeof agents / sizeof agents[0]; ++i)
+        if (strcmp(host, agents[i]) == 0) allowed = 1;
+      /* 127.0.0.0/8, written as a dotted address (not a name that starts so) */
+      if (inet_pton(AF_INET, host, &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127) allowed = 1;
+    }
+  }
+  curl_free(scheme);
+  curl_free(host);
+  curl_free(user);
+  curl_url_cleanup(url);
+  return allowed;
 }
 
 static int container(chain* ch) {
@@ -543,6 +566,9 @@ static int container(chain* ch) {
   fetched f;
   int rc;
   if (relative != NULL && *relative) {
+    if (relative[0] != '/')  /* else "...170.2" + ".attacker/x" would name another host */
+      return fail(ch, TF_INVALID_ARGUMENT,
+                  "s3: AWS_CONTAINER_CREDENTIALS_RELATIVE_URI '%s' must start with '/'%s", relative, "");
     snprintf(url, sizeof url, "http://169.254.170.2%s", relative);
   } else if (full != NULL && *full) {
     if (!allowed_container_uri(full))

@@ -238,6 +238,13 @@ static int list_uploads(s3_fs* fs, const s3_config* cfg, const s3_path* p, s3_li
       rc = -1;
     }
     s3_response_free(&resp);
+    if (rc == 0 && l->truncated && key_marker != NULL && l->next_token != NULL &&
+        strcmp(key_marker, l->next_token) == 0 &&
+        strcmp(id_marker, l->next_upload_id != NULL ? l->next_upload_id : "") == 0) {
+      TF_SetStatus(status, TF_DATA_LOSS,
+                   "s3: a ListMultipartUploads page names itself as the next: the store would be listed for ever");
+      rc = -1;
+    }
     free(key_marker);
     free(id_marker);
     key_marker = id_marker = NULL;
