@@ -385,3 +385,53 @@ def test_both_crc32c_paths_agree_with_google_crc32c() -> None:
             [sys.executable, "-c", script], capture_output=True, text=True, env=environment, timeout=120, check=False
         )
         assert done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+# ---- names that hostile input generates ------------------------------------------------------
+
+
+@given(bucket=st.from_regex(r"[a-z0-9][a-z0-9.-]{2,20}", fullmatch=True), rel=relative_paths)
+@SETTINGS
+def test_an_object_store_path_never_leaves_its_bucket(bucket: str, rel: str) -> None:
+    """However many ".." a key holds, the plugin's name for it starts with
+    its bucket (the rule PLUGIN_NAMES_KEYS; memory's tree rule for contrast
+    climbs)."""
+    assume("\0" not in rel and "://" not in rel)
+    if "s3" not in asyncfs.default_registry().schemes():
+        pytest.skip("asyncfs was built without the s3 plugin")
+    name = asyncfs.get_filesystem("s3://").translate_name(f"s3://{bucket}/{rel}")
+    assert name == f"/{bucket}" or name.startswith(f"/{bucket}/")
+    assert all(segment not in ("", ".") for segment in name.split("/")[1:])
+
+
+@given(plan=st.fixed_dictionaries(
+    {
+        "staging": st.one_of(st.just(".root.asyncfs-txn.x"), segments),
+        "deletes": st.lists(relative_paths, max_size=3),
+        "mkdirs": st.lists(relative_paths, max_size=3),
+        "moves": st.lists(relative_paths, max_size=3),
+    }
+))  # fmt: skip
+@SETTINGS
+def test_a_journal_plan_that_passes_names_only_what_is_inside_its_root(plan: dict[str, Any]) -> None:
+    """Whatever a planted journal's plan holds, what recovery would act on
+    (when the plan passes) lies below the root, or is the root's staging."""
+    from asyncfs._generic_staging import Siblings, _plan_inside  # noqa: PLC0415
+
+    names = Siblings("/data/root")
+    if not _plan_inside(names, plan):
+        return
+    assert plan["staging"].startswith(".root.asyncfs-txn.") and "/" not in plan["staging"]
+    for rel in [*plan["deletes"], *plan["mkdirs"], *plan["moves"]]:
+        assert os.path.normpath(f"/data/root/{rel}").startswith("/data/root/")
+
+
+@given(name=st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=40))
+@SETTINGS
+def test_only_asyncfs_own_names_are_hidden(name: str) -> None:
+    """Walks and listings hide a name only when it has the shape asyncfs
+    gives its temporaries; a staging name of any file is one."""
+    assume("/" not in name and "\0" not in name)
+    assert _uri.is_internal_name(_uri.staging_name(f"/d/{name}").rpartition("/")[2])
+    if "asyncfs-" not in name:
+        assert not _uri.is_internal_name(name)
