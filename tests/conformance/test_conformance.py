@@ -96,19 +96,27 @@ def make_dir(fs: ModularFileSystem, uri: str) -> str:
 # ---- translate name ---------------------------------------------------------
 
 
+# Object stores whose keys keep ".." as a name, as s3fs sends them: no path
+# leaves its bucket or a prefix a wrapper confines it to (docs/uris.md). On
+# every other plugin ".." climbs, as TensorFlow's TranslateName has it.
+KEYS_AS_WRITTEN = frozenset({"s3"})
+
+
 def test_translate_name(fs: ModularFileSystem) -> None:
     s = fs.scheme
     if not s:
         pytest.skip("bare paths have no scheme")
+    keys = s in KEYS_AS_WRITTEN
     assert fs.translate_name("") == ""
     assert fs.translate_name("/") == "/"
     assert fs.translate_name("//") == "/"
     assert fs.translate_name("a_file") == "a_file"
-    assert fs.translate_name("a_dir/..") == "."
+    assert fs.translate_name("a_dir/..") == ("a_dir/.." if keys else ".")
     for uri in (f"{s}://", f"{s}:///", f"{s}:////"):
         assert fs.translate_name(uri) == "/", uri
     assert fs.translate_name(f"{s}:///./a_file") == "/a_file"
-    assert fs.translate_name(f"{s}:///a/convoluted/../path/./to/.//.///a/file") == "/a/path/to/a/file"
+    convoluted = fs.translate_name(f"{s}:///a/convoluted/../path/./to/.//.///a/file")
+    assert convoluted == ("/a/convoluted/../path/to/a/file" if keys else "/a/path/to/a/file")
 
 
 # ---- new writable / appendable / random access file -------------------------
