@@ -625,20 +625,7 @@ class ModularFileSystem:
         child. A child removed during the listing is left out."""
         if "get_children_stats" not in self._ops:
             return _plans.run(self, _plans.children_stats(uri))
-        entries = ffi.new("char***")
-        stats = ffi.new("TF_FileStatistics**")
-        count = int(self._path_call("get_children_stats", uri, entries, stats))
-        try:
-            names = unpack_strings(entries[0], count, self._free)
-            raw = unpack_statistics(stats[0], len(names))
-        finally:
-            if stats[0] != ffi.NULL:
-                self._free(stats[0])
-        shortest = min((length for length, _, _ in raw), default=0)
-        _ffi.check_count(
-            shortest, _ffi.UNBOUNDED, plugin=self.metadata.name, op="get_children_stats", path=uri, what="as length"
-        )
-        return [(name, FileStatistics(*fields)) for name, fields in zip(names, raw, strict=True)]
+        return [(name, stats) for name, stats, _ in self._listing("get_children_stats", uri)]
 
     def get_children_kinds(self, uri: str) -> list[tuple[str, FileStatistics, EntryKind]]:
         """:meth:`get_children_stats`, and what each entry is itself
@@ -648,30 +635,32 @@ class ModularFileSystem:
         by its statistics."""
         if "get_children_kinds" not in self._ops:
             return by_statistics(self.get_children_stats(uri))
+        return self._listing("get_children_kinds", uri)
+
+    def _listing(self, op: str, uri: str) -> list[tuple[str, FileStatistics, EntryKind]]:
+        """The entries of uri by op, get_children_stats (whose kinds follow
+        from the statistics) or get_children_kinds: the plugin's arrays
+        unpacked and freed, and every length checked."""
         entries = ffi.new("char***")
         stats = ffi.new("TF_FileStatistics**")
-        kinds = ffi.new("int**")
-        count = int(self._path_call("get_children_kinds", uri, entries, stats, kinds))
+        kinds = ffi.new("int**") if op == "get_children_kinds" else None
+        count = int(self._path_call(op, uri, entries, stats, *([kinds] if kinds is not None else [])))
         try:
             names = unpack_strings(entries[0], count, self._free)
             raw = unpack_statistics(stats[0], len(names))
-            codes = list(ffi.unpack(kinds[0], len(names))) if names else []
+            codes = list(ffi.unpack(kinds[0], len(names))) if kinds is not None and names else None
         finally:
-            for block in (stats[0], kinds[0]):
+            for block in (stats[0], kinds[0] if kinds is not None else ffi.NULL):
                 if block != ffi.NULL:
                     self._free(block)
-        _ffi.check_count(
-            min((length for length, _, _ in raw), default=0),
-            _ffi.UNBOUNDED,
-            plugin=self.metadata.name,
-            op="get_children_kinds",
-            path=uri,
-            what="as length",
-        )
+        shortest = min((length for length, _, _ in raw), default=0)
+        _ffi.check_count(shortest, _ffi.UNBOUNDED, plugin=self.metadata.name, op=op, path=uri, what="as length")
+        found = [(name, FileStatistics(*fields)) for name, fields in zip(names, raw, strict=True)]
+        if codes is None:
+            return by_statistics(found)
         known = {kind.value: kind for kind in EntryKind}
         return [
-            (name, FileStatistics(*fields), known.get(code, EntryKind.OTHER))
-            for name, fields, code in zip(names, raw, codes, strict=True)
+            (name, stats, known.get(code, EntryKind.OTHER)) for (name, stats), code in zip(found, codes, strict=True)
         ]
 
     def incomplete_writes(self, uri: str) -> list[IncompleteWrite]:

@@ -16,6 +16,7 @@ import pytest
 from asyncfs import (
     Code,
     DirectoryNotEmptyError,
+    EntryKind,
     FailedPreconditionError,
     FileStatistics,
     ModularFileSystem,
@@ -464,6 +465,22 @@ def test_get_children_stats(fs: ModularFileSystem, root: str) -> None:
     assert fs.get_children_stats(make_dir(fs, f"{root}/empty")) == []
     expect(NOTDIR, fs.get_children_stats, f"{root}/dir/a")
     expect(NF, fs.get_children_stats, f"{root}/missing")
+
+
+def test_get_children_kinds(fs: ModularFileSystem, root: str) -> None:
+    """asyncfs's get_children_kinds (API 8; the core's answer from the
+    statistics for plugins without it): what get_children_stats says, and
+    for files and folders a kind that agrees with their statistics."""
+    make_dir(fs, f"{root}/dir")
+    make_file(fs, f"{root}/dir/a", b"abc")
+    make_dir(fs, f"{root}/dir/sub")
+    kinds = {
+        name: (stats.length, stats.is_directory, kind) for name, stats, kind in fs.get_children_kinds(f"{root}/dir")
+    }
+    assert kinds == {"a": (3, False, EntryKind.FILE), "sub": (0, True, EntryKind.DIRECTORY)}
+    assert fs.get_children_kinds(make_dir(fs, f"{root}/empty")) == []
+    expect(NOTDIR, fs.get_children_kinds, f"{root}/dir/a")
+    expect(NF, fs.get_children_kinds, f"{root}/missing")
 
 
 def test_get_matching_paths(fs: ModularFileSystem, root: str) -> None:
