@@ -70,57 +70,57 @@ from .errors import (
 
 if TYPE_CHECKING:  # what the lazy attributes below resolve to
     from . import tfrecord
-    from ._libs import get_include
-    from ._loader import PluginMetadata, core_abi_version
-    from ._marshal import Option
-    from .async_filesystem import (
+    from ._async.filesystem import (
         AsyncModularFileSystem,
         AsyncRandomAccessFile,
         AsyncReadOnlyMemoryRegion,
         AsyncWritableFile,
     )
+    from ._native.libraries import get_include
+    from ._native.marshal import Option
+    from ._plugins.loader import PluginMetadata, core_abi_version
+    from ._streams.prefetch import Budget
+    from ._streams.streams import AsyncBinaryReader, AsyncBinaryWriter, AsyncTextReader, AsyncTextWriter
+    from ._streams.tfrecord import TFRecordCorruptionError
+    from ._sync.files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
+    from ._sync.filesystem import EntryKind, FileStatistics, IncompleteWrite, ModularFileSystem
+    from ._sync.registry import PluginInfo, Registry, default_registry, get_filesystem, load_plugin
+    from ._transactions.transaction import Transaction
     from .env import Env
-    from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
-    from .filesystem import EntryKind, FileStatistics, IncompleteWrite, ModularFileSystem
-    from .prefetch import Budget
-    from .registry import PluginInfo, Registry, default_registry, get_filesystem, load_plugin
-    from .streams import AsyncBinaryReader, AsyncBinaryWriter, AsyncTextReader, AsyncTextWriter
-    from .tfrecord import TFRecordCorruptionError
-    from .transactions import Transaction
 
 # Everything but the exceptions is imported on first use: ``import asyncfs``
 # stays cheap (the C header is parsed, and the runtime loaded, only when a
 # filesystem is first needed).
 _LAZY = {
     "tfrecord": (".tfrecord", None),
-    "get_include": ("._libs", "get_include"),
-    "PluginMetadata": ("._loader", "PluginMetadata"),
-    "core_abi_version": ("._loader", "core_abi_version"),
-    "Option": ("._marshal", "Option"),
-    "AsyncModularFileSystem": (".async_filesystem", "AsyncModularFileSystem"),
-    "AsyncRandomAccessFile": (".async_filesystem", "AsyncRandomAccessFile"),
-    "AsyncReadOnlyMemoryRegion": (".async_filesystem", "AsyncReadOnlyMemoryRegion"),
-    "AsyncWritableFile": (".async_filesystem", "AsyncWritableFile"),
+    "get_include": ("._native.libraries", "get_include"),
+    "PluginMetadata": ("._plugins.loader", "PluginMetadata"),
+    "core_abi_version": ("._plugins.loader", "core_abi_version"),
+    "Option": ("._native.marshal", "Option"),
+    "AsyncModularFileSystem": ("._async.filesystem", "AsyncModularFileSystem"),
+    "AsyncRandomAccessFile": ("._async.filesystem", "AsyncRandomAccessFile"),
+    "AsyncReadOnlyMemoryRegion": ("._async.filesystem", "AsyncReadOnlyMemoryRegion"),
+    "AsyncWritableFile": ("._async.filesystem", "AsyncWritableFile"),
     "Env": (".env", "Env"),
-    "RandomAccessFile": (".files", "RandomAccessFile"),
-    "ReadOnlyMemoryRegion": (".files", "ReadOnlyMemoryRegion"),
-    "WritableFile": (".files", "WritableFile"),
-    "EntryKind": (".filesystem", "EntryKind"),
-    "FileStatistics": (".filesystem", "FileStatistics"),
-    "IncompleteWrite": (".filesystem", "IncompleteWrite"),
-    "ModularFileSystem": (".filesystem", "ModularFileSystem"),
-    "Budget": (".prefetch", "Budget"),
-    "PluginInfo": (".registry", "PluginInfo"),
-    "Registry": (".registry", "Registry"),
-    "default_registry": (".registry", "default_registry"),
-    "get_filesystem": (".registry", "get_filesystem"),
-    "load_plugin": (".registry", "load_plugin"),
-    "AsyncBinaryReader": (".streams", "AsyncBinaryReader"),
-    "AsyncBinaryWriter": (".streams", "AsyncBinaryWriter"),
-    "AsyncTextReader": (".streams", "AsyncTextReader"),
-    "AsyncTextWriter": (".streams", "AsyncTextWriter"),
-    "TFRecordCorruptionError": (".tfrecord", "TFRecordCorruptionError"),
-    "Transaction": (".transactions", "Transaction"),
+    "RandomAccessFile": ("._sync.files", "RandomAccessFile"),
+    "ReadOnlyMemoryRegion": ("._sync.files", "ReadOnlyMemoryRegion"),
+    "WritableFile": ("._sync.files", "WritableFile"),
+    "EntryKind": ("._sync.filesystem", "EntryKind"),
+    "FileStatistics": ("._sync.filesystem", "FileStatistics"),
+    "IncompleteWrite": ("._sync.filesystem", "IncompleteWrite"),
+    "ModularFileSystem": ("._sync.filesystem", "ModularFileSystem"),
+    "Budget": ("._streams.prefetch", "Budget"),
+    "PluginInfo": ("._sync.registry", "PluginInfo"),
+    "Registry": ("._sync.registry", "Registry"),
+    "default_registry": ("._sync.registry", "default_registry"),
+    "get_filesystem": ("._sync.registry", "get_filesystem"),
+    "load_plugin": ("._sync.registry", "load_plugin"),
+    "AsyncBinaryReader": ("._streams.streams", "AsyncBinaryReader"),
+    "AsyncBinaryWriter": ("._streams.streams", "AsyncBinaryWriter"),
+    "AsyncTextReader": ("._streams.streams", "AsyncTextReader"),
+    "AsyncTextWriter": ("._streams.streams", "AsyncTextWriter"),
+    "TFRecordCorruptionError": ("._streams.tfrecord", "TFRecordCorruptionError"),
+    "Transaction": ("._transactions.transaction", "Transaction"),
 }
 
 

@@ -184,7 +184,7 @@ def translate_name(uri: str) -> str:
 
 
 def _by_runtime(function: str, text: str) -> str:
-    from . import _ffi  # noqa: PLC0415 (the runtime loads on first use)
+    from ._native import binding as _ffi  # noqa: PLC0415 (the runtime loads on first use)
 
     raw = text.encode("utf-8", "surrogateescape")
     cap = len(raw) + 2  # cleaning never lengthens a path; "" becomes "." or "/"

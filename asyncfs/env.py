@@ -21,26 +21,23 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import anyio
 
-from . import _transfer, _uri
-from ._pool import WorkerPool
-from ._transfer import Progress
+from . import _uri
+from ._async import transfer as _transfer
+from ._async.filesystem import AsyncModularFileSystem, AsyncRandomAccessFile, AsyncWritableFile
+from ._async.pool import WorkerPool
+from ._async.transfer import Progress
+from ._sync.filesystem import FileStatistics, IncompleteWrite, ModularFileSystem
+from ._sync.registry import PluginInfo, Registry, RegistryRecipe, default_registry
 from ._uri import StrPath
-from .async_filesystem import (
-    AsyncModularFileSystem,
-    AsyncRandomAccessFile,
-    AsyncWritableFile,
-)
 from .errors import NotFoundError, UnimplementedError
-from .filesystem import FileStatistics, IncompleteWrite, ModularFileSystem
-from .registry import PluginInfo, Registry, RegistryRecipe, default_registry
 
 # streams, prefetch and transactions are imported when first used
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
-    from ._marshal import Option
-    from .prefetch import Prefetch, PrefetchRecords
-    from .streams import (
+    from ._native.marshal import Option
+    from ._streams.prefetch import Prefetch, PrefetchRecords
+    from ._streams.streams import (
         AsyncBinaryReader,
         AsyncBinaryWriter,
         AsyncTextReader,
@@ -48,7 +45,7 @@ if TYPE_CHECKING:
         Stream,
         StreamOpener,
     )
-    from .transactions import Transaction
+    from ._transactions.transaction import Transaction
 else:
     Buffer = object
 
@@ -264,7 +261,7 @@ class Env:
         A transaction on an overlapping root waits up to timeout seconds,
         then raises TransactionConflictError. native picks the plugin's own
         transaction ops (default: when it has them) or the generic path."""
-        from .transactions import Transaction  # noqa: PLC0415 (lazy: see the imports)
+        from ._transactions.transaction import Transaction  # noqa: PLC0415 (lazy: see the imports)
 
         fs, root = self._at(root)
         return Transaction(fs, root, timeout=timeout, native=native)
@@ -322,7 +319,7 @@ class Env:
         file as text), readahead (blocks read
         ahead, 2), atomic ("w" modes: a temporary sibling renamed over the
         target on close; True). Inside a transaction, ``txn.open``."""
-        from .streams import StreamOpener, open_stream  # noqa: PLC0415 (lazy: see the imports)
+        from ._streams.streams import StreamOpener, open_stream  # noqa: PLC0415 (lazy: see the imports)
 
         fs, uri = self._at(uri)
         opening = partial(open_stream, fs, uri, mode, **options)
@@ -336,7 +333,7 @@ class Env:
         max_bytes=256 MiB, ordered=True, errors="raise"; see
         :mod:`asyncfs.prefetch`). With records=True, the TFRecord records of
         the files, interleaved (cycle_length=4)."""
-        from .prefetch import prefetch, prefetch_records  # noqa: PLC0415 (lazy: see the imports)
+        from ._streams.prefetch import prefetch, prefetch_records  # noqa: PLC0415 (lazy: see the imports)
 
         paths = (os.fspath(uri) for uri in uris)  # lazily: uris may be a long generator
         if options.pop("records", False):

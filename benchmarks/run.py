@@ -274,7 +274,7 @@ def bench_latency(dirs: int, files: int, count: int, workers: int, latency_ms: f
     rows.append(row)
 
     exists_time = asyncio.run(run(lambda env: env.files_exist(paths)))
-    calls = len(asyncfs._fanout.chunked(paths, workers))
+    calls = len(asyncfs._async.fanout.chunked(paths, workers))
     ideal_calls = -(-calls // workers) * latency
     ideal_paths = count * latency / workers
     row = Row(f"files_exist on {count} paths, {latency_ms:g} ms per op, {workers} workers", "s")

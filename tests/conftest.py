@@ -32,7 +32,7 @@ from facade import BlockingFacade
 from fault_proxy import FaultProxy
 
 import asyncfs
-from asyncfs import _libs
+from asyncfs._native import libraries as _libs
 
 REPO = Path(__file__).resolve().parent.parent
 

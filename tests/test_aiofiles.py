@@ -656,7 +656,7 @@ class _NeverAtHand:
 
 def _never_at_hand(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every stat and open the drop-in would make at hand goes to the pool."""
-    from asyncfs._ffi import runtime  # noqa: PLC0415
+    from asyncfs._native.binding import runtime  # noqa: PLC0415
     from asyncfs.aiofiles import _bulk, _stats  # noqa: PLC0415 (the modules under test, not public)
 
     for module in (_stats, _bulk):
@@ -669,7 +669,7 @@ def test_a_stat_at_hand_is_the_standard_librarys_or_refused(tmp_path: Path) -> N
     never anything else. A path on a filesystem whose attributes may need
     a round trip (procfs stands for one here: it is not on the list) is
     always refused; on a listed one, what was just stat'ed is at hand."""
-    from asyncfs._ffi import runtime  # noqa: PLC0415 (the runtime's C call under test)
+    from asyncfs._native.binding import runtime  # noqa: PLC0415 (the runtime's C call under test)
     from asyncfs.aiofiles._paths import c_path  # noqa: PLC0415
     from asyncfs.aiofiles._stats import _os_error  # noqa: PLC0415
 

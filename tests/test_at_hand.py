@@ -20,7 +20,8 @@ import pytest
 from conftest import at_hand_here
 
 import asyncfs
-from asyncfs import async_filesystem, streams
+from asyncfs._async import filesystem as async_filesystem
+from asyncfs._streams import streams
 
 pytestmark = pytest.mark.anyio
 

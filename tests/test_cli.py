@@ -14,7 +14,9 @@ import pytest
 from conftest import REPO, build_plugin
 
 import asyncfs as asyncfs_module
-from asyncfs import _extension, _libs, cli
+from asyncfs import cli
+from asyncfs._native import libraries as _libs
+from asyncfs._native import speedups as _extension
 
 
 def asyncfs(*args: str) -> subprocess.CompletedProcess[str]:

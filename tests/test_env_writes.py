@@ -165,7 +165,7 @@ async def test_pathlib_paths_are_accepted_wherever_a_uri_is(tmp_path: Path) -> N
 def test_a_memory_region_is_a_c_string_too(size: int) -> None:
     """TensorFlow's own conformance test reads a region's data as a C
     string: the memory plugin keeps a zero byte after the content."""
-    from asyncfs._ffi import ffi  # noqa: PLC0415
+    from asyncfs._native.binding import ffi  # noqa: PLC0415
 
     fs = asyncfs.get_filesystem("mem://")
     uri = f"mem:///regions/{uuid.uuid4().hex}"

@@ -29,8 +29,8 @@ from ceph_gateway import Gateway  # noqa: E402
 from conftest import build_plugin  # noqa: E402
 
 import asyncfs  # noqa: E402
-from asyncfs._fsspec_names import plugin_options  # noqa: E402
 from asyncfs.fsspec import AsyncfsFileSystem, BridgeFile, DirectFile, DirectWriter, filesystem_class, register  # noqa: E402
+from asyncfs.fsspec.names import plugin_options  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 

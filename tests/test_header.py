@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import asyncfs
-from asyncfs._ffi import ffi
+from asyncfs._native.binding import ffi
 
 TF_FILESYSTEM_OPS = [
     "init", "cleanup", "new_random_access_file", "new_writable_file", "new_appendable_file",
@@ -105,16 +105,17 @@ def test_tables_and_handles_match_tensorflow() -> None:
 
 
 def test_status_codes_match_tensorflow() -> None:
-    rt = asyncfs._ffi.runtime()
+    rt = asyncfs._native.binding.runtime()
     for code in asyncfs.Code:
         assert getattr(rt, f"TF_{code.name}") == code.value
 
 
 def test_the_preparsed_declarations_match_the_headers(tmp_path: Path) -> None:
-    """asyncfs/_cdef.py is generated from the headers' CDEF regions; after a
-    header change, `python -m asyncfs._cdef_build` brings it up to date."""
-    from asyncfs import _cdef_build  # noqa: PLC0415
+    """asyncfs/_native/cdef.py is generated from the headers' CDEF regions;
+    after a header change, `python -m asyncfs._native.cdef_build` brings it
+    up to date."""
+    from asyncfs._native import cdef_build as _cdef_build  # noqa: PLC0415
 
-    committed = (Path(asyncfs.__file__).parent / "_cdef.py").read_text(encoding="utf-8")
-    fresh = _cdef_build.generate(tmp_path / "_cdef.py")
-    assert committed == fresh, "asyncfs/_cdef.py is stale: run python -m asyncfs._cdef_build"
+    committed = (Path(asyncfs.__file__).parent / "_native" / "cdef.py").read_text(encoding="utf-8")
+    fresh = _cdef_build.generate(tmp_path / "cdef.py")
+    assert committed == fresh, "asyncfs/_native/cdef.py is stale: run python -m asyncfs._native.cdef_build"

@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import asyncfs
-from asyncfs import InvalidArgumentError, _ffi, _uri
+from asyncfs import InvalidArgumentError, _uri
+from asyncfs._native import binding as _ffi
 from asyncfs.tfrecord import masked_crc32c
 
 pytestmark = pytest.mark.anyio

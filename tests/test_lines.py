@@ -19,7 +19,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asyncfs import _extension, _libs, _lines
+from asyncfs._native import libraries as _libs
+from asyncfs._native import speedups as _extension
+from asyncfs._streams import lines as _lines
 
 pytestmark = pytest.mark.anyio
 
@@ -240,7 +242,7 @@ def test_a_line_loop_runs_where_the_extension_was_built() -> None:
     (not skipped: a build with CPython's headers must have them)."""
     _speedups()
     code = (
-        "import asyncio, asyncfs._lines as l\n"
+        "import asyncio, asyncfs._streams.lines as l\n"
         "async def more(h):\n"
         "    if h.ahead is not None: raise StopAsyncIteration\n"
         "    h.ahead = iter(l.split_keep('b\\nc\\n', '\\n')[:-1])\n"
@@ -262,12 +264,12 @@ def test_a_module_that_will_not_load_leaves_lines_to_python(tmp_path: Path) -> N
         old.unlink()
     (libs / "_speedups.abi3.so").write_bytes(b"not a library")
     code = (
-        "import asyncfs._extension as x, asyncfs._lines as l\n"
+        "import asyncfs._native.speedups as x, asyncfs._streams.lines as l\n"
         "print(x.SPEEDUPS is None, l.Handover.__module__)\nprint(x.WHY_NOT)\n"
     )
     env = {**os.environ, _libs.LIB_DIR_ENV: str(libs)}
     env.pop(_extension.NO_SPEEDUPS_ENV, None)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     first, why = done.stdout.splitlines()
-    assert first == "True asyncfs._lines"
+    assert first == "True asyncfs._streams.lines"
     assert why.startswith(f"{libs / '_speedups.abi3.so'} does not load: ")

@@ -204,7 +204,7 @@ for _ in range(200):  # each load initialises the plugin again
     registry.load_plugin(sys.argv[1])
     assert registry.get("testfs").exists("testfs:///here")
 asyncio.run(main())
-print(asyncfs._loader.binding())
+print(asyncfs._plugins.loader.binding())
 """
 
 

@@ -19,7 +19,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "pickles-0.1.0.pkl"
 def test_pickles_of_the_flat_tree_load_and_work() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # the old paths say they moved
-        items = pickle.loads(FIXTURE.read_bytes())  # noqa: S301 (our own fixture)
+        items = pickle.loads(FIXTURE.read_bytes())
     env = items["env"]
     try:
         assert isinstance(env, asyncfs.Env) and env.copy_chunk == 1 << 20

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import asyncfs
-from asyncfs import _plans
+from asyncfs._sync import plans as _plans
 
 pytestmark = pytest.mark.anyio
 

@@ -23,8 +23,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import asyncfs
-from asyncfs import _ffi, _libs, _plugin_copy
-from asyncfs._elf import DynamicTables, ElfError
+from asyncfs._native import binding as _ffi
+from asyncfs._native import libraries as _libs
+from asyncfs._plugins import copies as _plugin_copy
+from asyncfs._plugins.elf import DynamicTables, ElfError
 
 MEMORY = _libs.library_path("memory")
 

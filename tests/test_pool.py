@@ -26,7 +26,7 @@ import pytest
 from conftest import exit_code_of, open_fds
 
 import asyncfs
-from asyncfs import _pool
+from asyncfs._async import pool as _pool
 
 pytestmark = pytest.mark.anyio
 
@@ -328,7 +328,12 @@ def test_import_asyncfs_loads_only_what_it_needs() -> None:
     code = "import sys, asyncfs; asyncfs.Env; print(' '.join(sorted(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     loaded = set(done.stdout.split())
-    assert not loaded & {"asyncfs.streams", "asyncfs.tfrecord", "asyncfs.compression", "asyncfs.transactions"}
+    assert not loaded & {
+        "asyncfs._streams.streams",
+        "asyncfs._streams.tfrecord",
+        "asyncfs._streams.compression",
+        "asyncfs._transactions.transaction",
+    }
     assert "pycparser" not in loaded  # the declarations come pre-parsed
 
 

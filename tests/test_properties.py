@@ -30,8 +30,10 @@ from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import asyncfs  # noqa: E402
-from asyncfs import _extension, _marshal, _uri, tfrecord  # noqa: E402
-from asyncfs._ffi import ffi  # noqa: E402
+from asyncfs import _uri, tfrecord  # noqa: E402
+from asyncfs._native import marshal as _marshal  # noqa: E402
+from asyncfs._native import speedups as _extension  # noqa: E402
+from asyncfs._native.binding import ffi  # noqa: E402
 from asyncfs.tfrecord import masked_crc32c  # noqa: E402
 
 EXAMPLES = int(os.environ.get("ASYNCFS_HYPOTHESIS_EXAMPLES", "150"))
@@ -359,7 +361,7 @@ def test_both_crc32c_paths_agree_with_google_crc32c() -> None:
     tables otherwise (ARM wheels): the tables run here too, by request."""
     script = (
         "import random, struct, sys\n"
-        "from asyncfs import _ffi\n"
+        "from asyncfs._native import binding as _ffi\n"
         "from asyncfs.tfrecord import masked_crc32c\n"
         "rng = random.Random(7)\n"
         "def rec(d):\n"
@@ -416,7 +418,7 @@ def test_an_object_store_path_never_leaves_its_bucket(bucket: str, rel: str) -> 
 def test_a_journal_plan_that_passes_names_only_what_is_inside_its_root(plan: dict[str, Any]) -> None:
     """Whatever a planted journal's plan holds, what recovery would act on
     (when the plan passes) lies below the root, or is the root's staging."""
-    from asyncfs._generic_staging import Siblings, _plan_inside  # noqa: PLC0415
+    from asyncfs._transactions.generic import Siblings, _plan_inside  # noqa: PLC0415
 
     names = Siblings("/data/root")
     if not _plan_inside(names, plan):

@@ -28,7 +28,7 @@ from fault_proxy import FaultProxy
 from txn_holder import race
 
 import asyncfs
-from asyncfs import _libs
+from asyncfs._native import libraries as _libs
 
 MiB = 1 << 20
 
@@ -1176,7 +1176,7 @@ def test_concurrent_read_file_calls_are_read_together(
     the calls after it are not combined for a while."""
     import asyncio  # noqa: PLC0415
 
-    from asyncfs import _combined  # noqa: PLC0415
+    from asyncfs._async import combined as _combined  # noqa: PLC0415
 
     groups = group_sizes(monkeypatch, _combined.WholeReads)
     uris = [f"s3://{bucket}/c/{i:02d}" for i in range(40)]
@@ -1246,7 +1246,7 @@ def test_concurrent_stats_are_sent_together(
 ) -> None:
     import asyncio  # noqa: PLC0415
 
-    from asyncfs import _combined  # noqa: PLC0415
+    from asyncfs._async import combined as _combined  # noqa: PLC0415
 
     groups = group_sizes(monkeypatch, _combined.Stats)
     uris = [f"s3://{bucket}/st/{i:02d}" for i in range(30)]
@@ -1293,7 +1293,7 @@ def test_concurrent_writes_are_sent_together(
     those with attributes); each caller sees its own outcome."""
     import asyncio  # noqa: PLC0415
 
-    from asyncfs import _combined  # noqa: PLC0415
+    from asyncfs._async import combined as _combined  # noqa: PLC0415
 
     groups = group_sizes(monkeypatch, _combined.Writes)
     uris = [f"s3://{bucket}/cw/{i:02d}" for i in range(30)]

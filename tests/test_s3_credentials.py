@@ -30,7 +30,7 @@ from credential_fakes import Keys, MetadataFakes
 from fault_proxy import FaultProxy
 
 import asyncfs
-from asyncfs import _libs
+from asyncfs._native import libraries as _libs
 
 Environ = Callable[..., None]
 

@@ -33,7 +33,8 @@ import anyio
 import pytest
 
 import asyncfs
-from asyncfs import _libs, _private, tfrecord
+from asyncfs import _private, tfrecord
+from asyncfs._native import libraries as _libs
 from asyncfs.tfrecord import masked_crc32c
 
 pytestmark = pytest.mark.anyio
@@ -70,7 +71,7 @@ async def test_a_read_of_more_than_memory_holds_gives_what_the_file_has(env: asy
 
 def _bomb(path: Path, codec: str, zeros: int) -> None:
     """A small file that decompresses to zeros bytes of zeros."""
-    from asyncfs.compression import compressor  # noqa: PLC0415
+    from asyncfs._streams.compression import compressor  # noqa: PLC0415
 
     squeeze = compressor(codec, str(path))
     block = bytes(1 << 20)
@@ -718,7 +719,7 @@ def test_a_plugin_cache_others_may_write_is_never_loaded_from(users: tuple[User,
         fs = asyncfs.get_filesystem("mem://")
         fs.recursively_create_dir("mem://x")
         fs.write_file("mem://x/y", b"ok")
-        loaded = [os.readlink(f"/proc/self/fd/{fd}") for fd in asyncfs._plugin_copy._held]
+        loaded = [os.readlink(f"/proc/self/fd/{fd}") for fd in asyncfs._plugins.copies._held]
         print(fs.read_file("mem://x/y").decode(), *loaded)
         """,
         env={"ASYNCFS_CACHE_DIR": str(cache)},

@@ -10,7 +10,7 @@ import pytest
 
 import asyncfs
 from asyncfs import Code, errors
-from asyncfs._ffi import check, ffi, new_status, runtime
+from asyncfs._native.binding import check, ffi, new_status, runtime
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import asyncfs
-from asyncfs import streams, tfrecord
+from asyncfs import tfrecord
+from asyncfs._streams import prefetch as _prefetch
+from asyncfs._streams import streams
+from asyncfs._streams import tfrecord as _tfrecord
 
 pytestmark = pytest.mark.anyio
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -520,7 +523,7 @@ async def test_prefetch_of_a_slow_store_goes_on_in_its_workers(ordered: bool) ->
     for i, uri in enumerate(uris):
         fs.write_file(uri, b"%d" % i)
     followed = 0
-    follow = asyncfs.prefetch.Prefetch._follow
+    follow = _prefetch.Prefetch._follow
 
     def counting(self: Any, *args: Any) -> Any:
         nonlocal followed
@@ -529,13 +532,13 @@ async def test_prefetch_of_a_slow_store_goes_on_in_its_workers(ordered: bool) ->
         return after
 
     budget = asyncfs.Budget(1 << 20)
-    measured = asyncfs.prefetch._LATELY.get(fs)
+    measured = _prefetch._LATELY.get(fs)
     fs.set_option("latency_us", 2000)
     try:
-        with mock.patch.object(asyncfs.prefetch.Prefetch, "_follow", counting):
+        with mock.patch.object(_prefetch.Prefetch, "_follow", counting):
             async with asyncfs.Env(workers=16) as env:
                 assert env.filesystem(root).wrapped is fs
-                asyncfs.prefetch._LATELY[fs] = 0.002  # a file per group, as measured
+                _prefetch._LATELY[fs] = 0.002  # a file per group, as measured
                 got = [item async for item in env.prefetch(uris, in_flight=16, ordered=ordered, budget=budget)]
                 assert followed > 100  # most groups were started by the worker before them
                 followed = 0
@@ -552,9 +555,9 @@ async def test_prefetch_of_a_slow_store_goes_on_in_its_workers(ordered: bool) ->
                 await leave_prefetches_early(env, uris, budget, ordered=ordered)
     finally:
         if measured is None:
-            asyncfs.prefetch._LATELY.pop(fs, None)
+            _prefetch._LATELY.pop(fs, None)
         else:
-            asyncfs.prefetch._LATELY[fs] = measured
+            _prefetch._LATELY[fs] = measured
         fs.set_option("latency_us", 0)
         fs.delete_recursively(root)
     expected = [(uri, b"%d" % i) for i, uri in enumerate(uris)]
@@ -795,7 +798,7 @@ async def test_prefetch_groups_are_sized_by_the_time_per_file_lately(
     for path in paths:
         Path(path).write_bytes(b"d")
     fs = env.filesystem(paths[0])
-    asyncfs.prefetch._LATELY[fs.wrapped] = per_file
+    _prefetch._LATELY[fs.wrapped] = per_file
     before = env.pool.stats().operations
     got = [data async for _, data in env.prefetch(paths, in_flight=64)]
     assert got == [b"d"] * 2000
@@ -995,7 +998,7 @@ _PATH = st.builds(lambda *parts: "".join(parts), _PATH_PART, st.sampled_from([""
 def test_a_run_of_paths_is_one_scheme_when_each_path_says_so(paths: list[str]) -> None:
     """prefetch's check over a list joined (in C) answers as a check path
     by path would."""
-    from asyncfs.prefetch import _one_scheme, _scheme_part  # noqa: PLC0415 (what is tested is private)
+    from asyncfs._streams.prefetch import _one_scheme, _scheme_part  # noqa: PLC0415 (what is tested is private)
 
     assert _one_scheme(paths) == (len({_scheme_part(path) for path in paths}) <= 1)
 
@@ -1507,7 +1510,7 @@ def test_tfrecord_blocks_of_any_size_read_as_one_block_does(
                     return got, reader.skipped, "error", error.offset
                 return got, reader.skipped
 
-        with mock.patch.object(tfrecord, "_BLOCK", block_size):
+        with mock.patch.object(_tfrecord, "_BLOCK", block_size):
             return asyncio.run(run())
 
     assert read(block) == read(1 << 20)

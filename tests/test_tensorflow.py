@@ -22,7 +22,7 @@ from ceph_gateway import Gateway
 from conftest import REPO, build_plugin, preloadable
 
 import asyncfs
-from asyncfs import _libs
+from asyncfs._native import libraries as _libs
 
 SCRIPT = """
 import sys, tempfile

@@ -16,7 +16,7 @@ import pytest
 from txn_holder import Holder, race
 
 import asyncfs
-from asyncfs import _generic_staging
+from asyncfs._transactions import generic as _generic_staging
 
 pytestmark = pytest.mark.anyio
 

@@ -29,8 +29,8 @@ import sys
 from errno import EAGAIN
 from typing import TYPE_CHECKING, Any
 
-from .._ffi import ffi, runtime
-from .._pool import ALONE
+from .._async.pool import ALONE
+from .._native.binding import ffi, runtime
 from ._memory import Descriptor, ReadAhead
 from ._paths import c_path
 from ._stack import Opened, Unlayered, layer_up, layered

@@ -12,9 +12,9 @@ from collections.abc import Callable, Coroutine
 from functools import wraps
 from typing import Any
 
+from .._sync.filesystem import FileStatistics
 from ..env import default_env
 from ..errors import NotFoundError
-from ..filesystem import FileStatistics
 from ._paths import local, plugin_uri
 from ._stats import StatMany
 from .base import on_worker

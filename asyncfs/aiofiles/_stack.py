@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .. import _uri
+from .._streams.streams import AT_HAND_MOST
 from ..env import default_env
 from ..errors import StatusError
-from ..streams import AT_HAND_MOST
 from ._memory import Descriptor, ReadAhead, WriteBehind
 
 __all__ = ["Info", "Landing", "Opened", "Unlayered", "close_opened", "layer_up", "layered", "open_stack"]

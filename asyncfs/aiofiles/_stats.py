@@ -26,7 +26,7 @@ from functools import partial
 from pathlib import PurePath
 from typing import Any, Generic, TypeVar
 
-from .._ffi import ffi, runtime
+from .._native.binding import ffi, runtime
 from ..env import default_env
 from ._paths import c_path, packed_c_paths
 

@@ -24,10 +24,10 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import _private, _uri
-from ._fallbacks import write_by_rename
-from ._staging import Staging
-from .errors import (
+from .. import _private, _uri
+from .._sync.fallbacks import write_by_rename
+from .._sync.filesystem import ModularFileSystem
+from ..errors import (
     AbortedError,
     AlreadyExistsError,
     FailedPreconditionError,
@@ -37,7 +37,7 @@ from .errors import (
     StatusError,
     TransactionConflictError,
 )
-from .filesystem import ModularFileSystem
+from .staging import Staging
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer

@@ -40,13 +40,13 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 
-from . import __version__, core_abi_version
-from ._plans import has_glob_meta
-from ._uri import join, parse_uri
+from .. import __version__, core_abi_version
+from .._sync.filesystem import ModularFileSystem
+from .._sync.plans import has_glob_meta
+from .._uri import join, parse_uri
+from ..env import Env
+from ..errors import AsyncFSError, NotFoundError, StatusError
 from .doctor import HOW_TO_GET, report
-from .env import Env
-from .errors import AsyncFSError, NotFoundError, StatusError
-from .filesystem import ModularFileSystem
 
 __all__ = ["main"]
 

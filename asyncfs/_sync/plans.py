@@ -27,12 +27,12 @@ from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
-from . import _uri
-from ._entries import PLAIN, EntryKind
-from .errors import AlreadyExistsError, InvalidArgumentError, NotFoundError, PathNotDirectoryError, StatusError
+from .. import _uri
+from ..errors import AlreadyExistsError, InvalidArgumentError, NotFoundError, PathNotDirectoryError, StatusError
+from .entries import PLAIN, EntryKind
 
 if TYPE_CHECKING:
-    from .async_filesystem import AsyncModularFileSystem
+    from .._async.filesystem import AsyncModularFileSystem
     from .filesystem import FileStatistics, ModularFileSystem
 
 __all__ = [

@@ -9,13 +9,14 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from . import _plans, _uri
-from ._fallbacks import stream_copy
-from .errors import InvalidArgumentError
-from .filesystem import ModularFileSystem
+from .. import _uri
+from .._sync import plans as _plans
+from .._sync.fallbacks import stream_copy
+from .._sync.filesystem import ModularFileSystem
+from ..errors import InvalidArgumentError
 
 if TYPE_CHECKING:
-    from .async_filesystem import AsyncModularFileSystem
+    from .filesystem import AsyncModularFileSystem
 
 __all__ = ["Progress", "copy_file", "copy_tree"]
 

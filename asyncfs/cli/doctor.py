@@ -11,9 +11,11 @@ import platform
 import sys
 from pathlib import Path
 
-from . import __version__, _extension, _libs
-from ._loader import binding, core_abi_version
-from .registry import Registry
+from .. import __version__
+from .._native import libraries as _libs
+from .._native import speedups as _extension
+from .._plugins.loader import binding, core_abi_version
+from .._sync.registry import Registry
 
 __all__ = ["report"]
 

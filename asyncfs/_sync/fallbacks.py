@@ -9,9 +9,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from . import _uri
-from ._marshal import refuse_text
-from .errors import Code, NotFoundError, PathIsDirectoryError, PathNotDirectoryError, StatusError
+from .. import _uri
+from .._native.marshal import refuse_text
+from ..errors import Code, NotFoundError, PathIsDirectoryError, PathNotDirectoryError, StatusError
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer

@@ -17,7 +17,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ._extension import SPEEDUPS
+from .._native.speedups import SPEEDUPS
 
 __all__ = ["Handover", "split_keep"]
 

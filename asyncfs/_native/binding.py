@@ -12,9 +12,10 @@ import threading
 from functools import cache
 from typing import Any, NoReturn
 
-from . import _libs, _uri
-from ._cdef import ffi
-from .errors import Code, DataLossError, StatusError, UnknownError, status_error_class
+from .. import _uri
+from ..errors import Code, DataLossError, StatusError, UnknownError, status_error_class
+from . import libraries as _libs
+from .cdef import ffi
 
 __all__ = [
     "UNBOUNDED",

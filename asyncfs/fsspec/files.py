@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from fsspec.asyn import sync
 from fsspec.spec import AbstractBufferedFile
 
-from . import _uri
-from ._landing import Landing
-from .filesystem import ModularFileSystem
+from .. import _uri
+from .._sync.filesystem import ModularFileSystem
+from .._sync.landing import Landing
 
 if TYPE_CHECKING:
-    from .fsspec import AsyncfsFileSystem
-    from .streams import AsyncBinaryReader, AsyncBinaryWriter
+    from .._streams.streams import AsyncBinaryReader, AsyncBinaryWriter
+    from . import AsyncfsFileSystem
 
 __all__ = ["DIRECT_BLOCK", "BridgeFile", "DirectFile", "DirectWriter", "RangeFile", "StagedFile"]
 

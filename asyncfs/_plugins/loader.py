@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from . import _ffi, _plugin_copy, _uri
-from ._ffi import CData, ffi
-from .errors import (
+from .. import _uri
+from .._native import binding as _ffi
+from .._native.binding import CData, ffi
+from ..errors import (
     ABIMismatchError,
     CoreABIRangeError,
     InvalidSchemeError,
@@ -42,6 +43,7 @@ from .errors import (
     PluginInitError,
     PluginOpenError,
 )
+from . import copies as _plugin_copy
 
 __all__ = [
     "MAX_SCHEMES",

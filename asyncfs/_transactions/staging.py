@@ -10,10 +10,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
-from . import _uri
-from ._fallbacks import write_by_rename
-from .errors import NotFoundError
-from .filesystem import FileStatistics, ModularFileSystem, TransactionToken
+from .. import _uri
+from .._sync.fallbacks import write_by_rename
+from .._sync.filesystem import FileStatistics, ModularFileSystem, TransactionToken
+from ..errors import NotFoundError
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer

@@ -37,15 +37,15 @@ from fsspec.asyn import AsyncFileSystem, sync, sync_wrapper
 from fsspec.transaction import Transaction as _FsspecTransaction
 from fsspec.utils import stringify_path
 
-from . import _landing
-from ._backends import current_loop
-from ._fsspec_files import BridgeFile, DirectFile, DirectWriter, RangeFile, StagedFile
-from ._fsspec_names import FOREIGN_NAMES, plugin_options
-from ._uri import is_internal_name
-from .env import Env, default_env
-from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError, PathIsDirectoryError
-from .filesystem import EntryKind, FileStatistics, ModularFileSystem
-from .registry import PluginInfo, RegistryRecipe, add_load_listener, default_registry
+from .._async.backends import current_loop
+from .._sync import landing as _landing
+from .._sync.filesystem import EntryKind, FileStatistics, ModularFileSystem
+from .._sync.registry import PluginInfo, RegistryRecipe, add_load_listener, default_registry
+from .._uri import is_internal_name
+from ..env import Env, default_env
+from ..errors import FailedPreconditionError, InvalidArgumentError, NotFoundError, PathIsDirectoryError
+from .files import BridgeFile, DirectFile, DirectWriter, RangeFile, StagedFile
+from .names import FOREIGN_NAMES, plugin_options
 
 __all__ = ["AsyncfsFileSystem", "PREFIX", "filesystem_class", "protocol_for", "register"]
 

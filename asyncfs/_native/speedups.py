@@ -20,7 +20,7 @@ import sys
 from importlib.machinery import EXTENSION_SUFFIXES
 from types import ModuleType
 
-from ._libs import lib_dir
+from .libraries import lib_dir
 
 __all__ = ["NAME", "NO_SPEEDUPS_ENV", "SPEEDUPS", "WHY_NOT"]
 

@@ -40,8 +40,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from ._backends import Backend, Waiter, backend_for, current_loop
-from .errors import AbandonedOperationWarning, EnvClosedError, UnavailableError
+from ..errors import AbandonedOperationWarning, EnvClosedError, UnavailableError
+from .backends import Backend, Waiter, backend_for, current_loop
 
 __all__ = ["ALONE", "Combiner", "Pending", "PoolStats", "Sink", "WorkerPool", "call_quietly", "default_workers"]
 

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
-from . import _uri
-from ._fallbacks import naming_target, write_by_rename
-from .errors import FailedPreconditionError, PathIsDirectoryError
+from .. import _uri
+from ..errors import FailedPreconditionError, PathIsDirectoryError
+from .fallbacks import naming_target, write_by_rename
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer

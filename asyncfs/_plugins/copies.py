@@ -36,8 +36,8 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ._elf import DynamicTables, ElfError
-from ._private import PrivateFolderError, open_private_folder
+from .._private import PrivateFolderError, open_private_folder
+from .elf import DynamicTables, ElfError
 
 __all__ = ["RUNTIME_SONAME", "TENSORFLOW_FRAMEWORK", "CopyError", "loadable"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._scratch import scratch
-from .errors import StatusError
-from .filesystem import ModularFileSystem
+from .._sync.filesystem import ModularFileSystem
+from .._sync.scratch import scratch
+from ..errors import StatusError
 
 __all__ = ["Combiners", "Stats", "WholeReads", "Writes"]
 

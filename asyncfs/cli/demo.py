@@ -15,8 +15,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
-from . import tfrecord
-from .env import Env
+from .._streams import tfrecord
+from ..env import Env
 
 __all__ = ["run_demo"]
 

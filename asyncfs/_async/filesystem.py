@@ -1,0 +1,507 @@
+"""The async face of one plugin filesystem: :class:`AsyncModularFileSystem`.
+
+Every method runs the matching :class:`~asyncfs.ModularFileSystem` call on
+the Env's worker pool, with the same results and errors. Cancellation:
+
+- side-effect-free calls (reads, stat, exists, listings, glob) may be
+  abandoned: a cancelled caller returns at once and the result is dropped;
+- mutating calls (writes, appends, creates, deletes, renames, copies,
+  configuration changes, closes) are shielded: a cancelled caller waits for
+  the call to finish, then sees the cancellation;
+- a call that opens a handle closes it itself when its caller was cancelled
+  before receiving it, so no handle ever leaks.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from functools import partial
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from anyio.lowlevel import checkpoint
+
+from .._native.marshal import Option, OptionValue, refuse_text
+from .._sync import plans as _plans
+from .._sync.entries import EntryKind, by_statistics
+from .._sync.files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
+from .._sync.filesystem import FileStatistics, IncompleteWrite, ModularFileSystem
+from .._sync.landing import write_whole
+from ..errors import FailedPreconditionError, StatusError
+from . import fanout as _fanout
+from .combined import Combiners
+from .pool import Follow, OnDrop, Pending, Sink, WorkerPool
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer, Self
+else:
+    Buffer = object
+    Self = object
+
+T = TypeVar("T")
+
+__all__ = [
+    "AsyncModularFileSystem",
+    "AsyncRandomAccessFile",
+    "AsyncReadOnlyMemoryRegion",
+    "AsyncWritableFile",
+]
+
+# What the plugin holds at hand (a cached local file, mem://) is read on the
+# loop's thread: a small file's read_file (ModularFileSystem.read_file_if_ready),
+# a stream's blocks. No worker is woken and waited for (2,000 cached 4 KiB
+# files read one after another: 83-90 µs a file on workers, 12.8 µs so). Such
+# reads never wait, but they take the loop's time: after every AT_HAND_TURN
+# bytes read so from one filesystem, each call counted as at least
+# AT_HAND_CALL, the loop's other tasks get a turn (at_hand_turn).
+AT_HAND_TURN = 1 << 20
+AT_HAND_CALL = 16 << 10
+
+
+def _close(handle: RandomAccessFile | WritableFile | ReadOnlyMemoryRegion) -> None:
+    handle.close()
+
+
+class _AsyncHandle:
+    def __init__(self, handle: Any, pool: WorkerPool) -> None:
+        self.wrapped = handle
+        self._pool = pool
+
+    @property
+    def uri(self) -> str:
+        return str(self.wrapped.uri)
+
+    @property
+    def closed(self) -> bool:
+        return bool(self.wrapped.closed)
+
+    async def close(self) -> None:
+        await self._pool.run(self.wrapped.close, mutating=True)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+class AsyncRandomAccessFile(_AsyncHandle):
+    wrapped: RandomAccessFile
+
+    async def read(self, offset: int, n: int, *, strict: bool = False) -> bytes:
+        return await self._pool.run(partial(self.wrapped.read, strict=strict), offset, n, mutating=False)
+
+    async def read_into(self, offset: int, buffer: Buffer, *, strict: bool = False) -> int:
+        # shielded: the buffer is the caller's, and a read it gave up on must
+        # not go on writing into it
+        return await self._pool.run(partial(self.wrapped.read_into, strict=strict), offset, buffer, mutating=True)
+
+
+class AsyncWritableFile(_AsyncHandle):
+    wrapped: WritableFile
+
+    async def append(self, data: Buffer) -> None:
+        await self._pool.run(self.wrapped.append, data, mutating=True)
+
+    async def tell(self) -> int:
+        return await self._pool.run(self.wrapped.tell, mutating=False)
+
+    async def flush(self) -> None:
+        await self._pool.run(self.wrapped.flush, mutating=True)
+
+    async def sync(self) -> None:
+        """Make what was appended durable (the plugin's Sync: fsync on posix)."""
+        await self._pool.run(self.wrapped.sync, mutating=True)
+
+
+class AsyncReadOnlyMemoryRegion(_AsyncHandle):
+    wrapped: ReadOnlyMemoryRegion
+
+    @property
+    def data(self) -> memoryview:
+        return self.wrapped.data
+
+    def __len__(self) -> int:
+        return len(self.wrapped)
+
+
+class AsyncModularFileSystem:
+    """One scheme's filesystem, async. Get it from :meth:`Env.filesystem`."""
+
+    def __init__(self, fs: ModularFileSystem, pool: WorkerPool) -> None:
+        self.wrapped = fs
+        self._pool = pool
+        self._combined = Combiners(fs)
+        # read_file reads a small file at hand on the loop's thread when the
+        # plugin can (see AT_HAND_TURN); a network store never has it at hand
+        self._reads_at_hand = not fs.metadata.network and fs.offers("new_random_access_file_if_ready")
+        self._since_turn = 0  # bytes read at hand since the loop's other tasks last had a turn
+
+    @property
+    def scheme(self) -> str:
+        """The URI scheme served (``""`` for bare paths)."""
+        return self.wrapped.scheme
+
+    def __repr__(self) -> str:
+        return f"<AsyncModularFileSystem {self.scheme!r} from {self.wrapped.metadata.name}>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles as its synchronous filesystem; the receiving process runs
+        it on the pools of its process-wide Env
+        (:func:`asyncfs.env.default_env`)."""
+        return (_rebuild_async, (self.wrapped,))
+
+    @property
+    def network(self) -> bool:
+        """Whether its calls wait on a network (the plugin's
+        ASYNCFS_PLUGIN_NETWORK flag): they run on the Env's network pool."""
+        return self.wrapped.metadata.network
+
+    # ---- composing sync calls: the one way in for the layers above ----------
+    #
+    # Streams, transactions, prefetch, TFRecord, the Env and the CLI compose
+    # several calls of :attr:`wrapped` into one plain function and hand it to
+    # one of these: one round trip to the pool instead of one per call, and
+    # the pool stays this layer's own (docs/architecture.md).
+
+    async def run(
+        self, fn: Callable[..., T], *args: Any, mutating: bool, discard: Callable[[T], Any] | None = None
+    ) -> T:
+        """Run ``fn(*args)`` on the worker pool and return its result.
+
+        ``mutating=True`` shields the call from cancellation (the caller
+        waits for it, then sees the cancellation); a side-effect-free one may
+        be abandoned, and if its result holds something to release (an open
+        handle), ``discard(result)`` then runs on a worker."""
+        return await self._pool.run(fn, *args, mutating=mutating, discard=discard)
+
+    async def run_many(
+        self, fn: Callable[..., T], calls: Sequence[tuple[Any, ...]], *, mutating: bool
+    ) -> list[T | Exception]:
+        """``fn(*args)`` for every args in calls, spread over the workers as
+        one batch; results in order, each a value or the exception raised."""
+        return await self._pool.run_many(fn, calls, mutating=mutating)
+
+    def run_soon(self, fn: Callable[..., object], *args: Any) -> None:
+        """Run ``fn(*args)`` on a worker with nobody waiting for it: the
+        release of a handle that was only read, which has nothing to
+        report. It never waits for room and is never leaked (see
+        :meth:`asyncfs._pool.WorkerPool.run_soon`)."""
+        self._pool.run_soon(fn, *args)
+
+    def start(self, fn: Callable[..., T], *args: Any) -> Pending[T] | None:
+        """Start side-effect-free ``fn(*args)`` now and await its
+        :meth:`~asyncfs._pool.Pending.result` later (read-ahead); None when
+        the in-flight cap leaves no room."""
+        return self._pool.submit(fn, *args)
+
+    def sink(self, on_drop: OnDrop | None = None) -> Sink:
+        """A fan-in for :meth:`run_into`, on the running event loop. Any
+        filesystem of the same Env may deliver into it. on_drop receives
+        ``(tag, result, error)`` of work that finishes after the sink is
+        closed, or is still in it then (from any thread): to release what
+        it holds."""
+        return self._pool.sink(on_drop)
+
+    async def run_into(
+        self, sink: Sink, tag: Any, fn: Callable[..., Any], *args: Any, follow: Follow | None = None
+    ) -> None:
+        """Start side-effect-free ``fn(*args)``; ``(tag, result, error)``
+        arrives in sink when it is done, in the order calls finish. Waits
+        for room under the in-flight cap. ``follow(tag, result)``, called on
+        the worker once the call succeeded, may answer the ``(tag, args)`` of
+        the next call of fn, which that worker then runs in its place."""
+        await self._pool.submit_to(sink, tag, fn, *args, follow=follow)
+
+    @property
+    def workers(self) -> int:
+        """How many calls its pool runs at once."""
+        return self._pool.workers
+
+    @property
+    def cores(self) -> int:
+        """How many cores its pool's threads may run on."""
+        return self._pool.cores
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self._pool.run(fn, *args, mutating=False)
+
+    async def _mutate(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self._pool.run(fn, *args, mutating=True)
+
+    # ---- the sync adapter's operations, one to one --------------------------
+
+    async def translate_name(self, uri: str) -> str:
+        return await self._read(self.wrapped.translate_name, uri)
+
+    async def new_random_access_file(self, uri: str) -> AsyncRandomAccessFile:
+        handle = await self._pool.run(self.wrapped.new_random_access_file, uri, mutating=False, discard=_close)
+        return AsyncRandomAccessFile(handle, self._pool)
+
+    async def new_writable_file(self, uri: str, *, attributes: Mapping[str, str] | None = None) -> AsyncWritableFile:
+        handle = await self._pool.run(
+            partial(self.wrapped.new_writable_file, attributes=attributes), uri, mutating=True
+        )
+        return AsyncWritableFile(handle, self._pool)
+
+    async def new_appendable_file(self, uri: str) -> AsyncWritableFile:
+        handle = await self._pool.run(self.wrapped.new_appendable_file, uri, mutating=True)
+        return AsyncWritableFile(handle, self._pool)
+
+    async def new_read_only_memory_region_from_file(self, uri: str) -> AsyncReadOnlyMemoryRegion:
+        region = await self._pool.run(
+            self.wrapped.new_read_only_memory_region_from_file, uri, mutating=False, discard=_close
+        )
+        return AsyncReadOnlyMemoryRegion(region, self._pool)
+
+    async def create_dir(self, uri: str) -> None:
+        await self._mutate(self.wrapped.create_dir, uri)
+
+    async def recursively_create_dir(self, uri: str) -> None:
+        await self._mutate(self.wrapped.recursively_create_dir, uri)
+
+    async def delete_file(self, uri: str) -> None:
+        await self._mutate(self.wrapped.delete_file, uri)
+
+    async def delete_dir(self, uri: str) -> None:
+        await self._mutate(self.wrapped.delete_dir, uri)
+
+    async def delete_recursively(self, uri: str) -> tuple[int, int]:
+        if self.wrapped.offers("delete_recursively"):
+            return await self._mutate(self.wrapped.delete_recursively, uri)
+        return await _plans.run_async(self, _plans.delete_tree(uri))
+
+    async def rename_file(self, src: str, dst: str) -> None:
+        await self._mutate(self.wrapped.rename_file, src, dst)
+
+    async def rename_dir(self, src: str, dst: str) -> None:
+        if self.wrapped.offers("rename_dir"):
+            await self._mutate(self.wrapped.rename_dir, src, dst)
+        else:
+            await _plans.run_async(self, _plans.move_tree(src, dst))
+
+    async def copy_file(self, src: str, dst: str) -> None:
+        await self._mutate(self.wrapped.copy_file, src, dst)
+
+    async def path_exists(self, uri: str) -> None:
+        await self._read(self.wrapped.path_exists, uri)
+
+    async def paths_exist(self, uris: Sequence[str]) -> list[StatusError | None]:
+        chunks = _fanout.chunked(list(uris), self.workers)
+        parts = await self.run_many(self.wrapped.paths_exist, [(c,) for c in chunks], mutating=False)
+        return [status for part in _fanout.unwrap(parts) for status in part]
+
+    async def files_exist(self, uris: Sequence[str]) -> list[bool]:
+        """Whether each uri exists: chunks of the list, each one batch
+        plugin call, run in parallel."""
+        chunks = _fanout.chunked(list(uris), self.workers)
+        parts = await self.run_many(self.wrapped.files_exist, [(c,) for c in chunks], mutating=False)
+        return [found for part in _fanout.unwrap(parts) for found in part]
+
+    async def stat(self, uri: str) -> FileStatistics:
+        return await self._pool.run(self.wrapped.stat, uri, mutating=False, combine=self._combined.stat)
+
+    async def is_directory(self, uri: str) -> bool:
+        return await self._read(self.wrapped.is_directory, uri)
+
+    async def get_file_size(self, uri: str) -> int:
+        return await self._read(self.wrapped.get_file_size, uri)
+
+    async def get_children(self, uri: str) -> list[str]:
+        return await self._read(self.wrapped.get_children, uri)
+
+    async def get_children_stats(self, uri: str) -> list[tuple[str, FileStatistics]]:
+        """As :meth:`ModularFileSystem.get_children_stats`; without the op,
+        the children's stats run in parallel on the pool."""
+        if self.wrapped.offers("get_children_stats"):
+            return await self._read(self.wrapped.get_children_stats, uri)
+        return await _plans.run_async(self, _plans.children_stats(uri))
+
+    async def get_children_kinds(self, uri: str) -> list[tuple[str, FileStatistics, EntryKind]]:
+        """As :meth:`ModularFileSystem.get_children_kinds`; without the op,
+        as :meth:`get_children_stats` (a plugin without it has no links)."""
+        if self.wrapped.offers("get_children_kinds"):
+            return await self._read(self.wrapped.get_children_kinds, uri)
+        return by_statistics(await self.get_children_stats(uri))
+
+    async def incomplete_writes(self, uri: str) -> list[IncompleteWrite]:
+        return await self._read(self.wrapped.incomplete_writes, uri)
+
+    async def abort_incomplete_write(self, uri: str, id: str) -> None:
+        await self._mutate(self.wrapped.abort_incomplete_write, uri, id)
+
+    async def get_matching_paths(self, pattern: str) -> list[str]:
+        """Glob, expanding directory levels concurrently (see
+        :func:`asyncfs._plans.glob`); equal to the sync result."""
+        native = self.wrapped.offers("get_matching_paths")
+        return await _plans.run_async(self, _plans.glob(pattern, native=native))
+
+    async def flush_caches(self) -> None:
+        await self._mutate(self.wrapped.flush_caches)
+
+    async def configuration(self) -> list[Option]:
+        return await self._read(self.wrapped.configuration)
+
+    async def configuration_keys(self) -> list[str]:
+        return await self._read(self.wrapped.configuration_keys)
+
+    async def get_option(self, key: str) -> Option:
+        return await self._read(self.wrapped.get_option, key)
+
+    async def set_option(self, name: str, *values: OptionValue, travels: bool | None = None) -> None:
+        """As :meth:`ModularFileSystem.set_option`, on a worker."""
+        await self._mutate(partial(self.wrapped.set_option, travels=travels), name, *values)
+
+    async def set_configuration(self, options: list[Option], *, travels: bool | None = None) -> None:
+        await self._mutate(partial(self.wrapped.set_configuration, travels=travels), options)
+
+    # ---- whole-file and Pythonic operations ---------------------------------
+
+    async def read_file(self, uri: str) -> bytes:
+        if self._reads_at_hand:
+            self._pool.check_open()
+            await self.at_hand_turn()
+            data = self.wrapped.read_file_if_ready(uri)
+            if data is not None:
+                self.took_at_hand(len(data))
+                return data
+        combine = self._combined.read_file
+        if combine is not None and combine.paused > 0:  # objects bigger than a share, lately
+            combine.paused -= 1
+            combine = None
+        return await self._pool.run(self.wrapped.read_file, uri, mutating=False, combine=combine)
+
+    async def at_hand_turn(self) -> None:
+        """Before a read at hand (on the loop's thread, see AT_HAND_TURN):
+        once AT_HAND_TURN bytes were read so from this filesystem, the
+        loop's other tasks get a turn first, as they would while a worker
+        read."""
+        if self._since_turn >= AT_HAND_TURN:
+            self._since_turn = 0
+            await checkpoint()
+
+    def took_at_hand(self, count: int) -> None:
+        """After a read at hand of count bytes: it counts towards the next
+        turn (as at least AT_HAND_CALL: each call takes the loop's time)."""
+        self._since_turn += max(count, AT_HAND_CALL)
+
+    async def read_into(self, uri: str, buffer: Buffer, offset: int = 0) -> int:
+        """Read from offset of uri into a caller-owned buffer (no copy)."""
+        return await self._mutate(self.wrapped.read_into, uri, buffer, offset)
+
+    async def write_file(
+        self, uri: str, data: Buffer, *, atomic: bool = True, attributes: Mapping[str, str] | None = None
+    ) -> None:
+        """Create or replace uri with data. With atomic (the default) the
+        data goes to a temporary sibling that is renamed over uri, so uri
+        holds the old or the new content, never a part. attributes: see
+        :meth:`ModularFileSystem.new_writable_file`."""
+        refuse_text(data, "write_file", uri)
+        combine = self._combined.write_file if attributes is None else None
+        await self._pool.run(write_whole, self.wrapped, uri, data, atomic, attributes, mutating=True, combine=combine)
+
+    async def attributes(self, uri: str) -> dict[str, str]:
+        return await self._read(self.wrapped.attributes, uri)
+
+    async def append(self, uri: str, data: Buffer) -> None:
+        """Append data to uri, creating it if needed."""
+        refuse_text(data, "append", uri)
+        await self._mutate(_append, self.wrapped, uri, data)
+
+    async def exists(self, uri: str) -> bool:
+        return await self._read(self.wrapped.exists, uri)
+
+    async def isdir(self, uri: str) -> bool:
+        return await self._read(self.wrapped.isdir, uri)
+
+    async def size(self, uri: str) -> int:
+        """The size of the file at uri, in bytes."""
+        return await self.get_file_size(uri)
+
+    async def listdir(self, uri: str) -> list[str]:
+        """Sorted names of the entries of a directory."""
+        return sorted(await self.get_children(uri))
+
+    def walk(self, uri: str) -> AsyncIterator[tuple[str, list[str], list[str]]]:
+        """Like :func:`os.walk`, top-down, names sorted, listing each level
+        of directories concurrently."""
+        return _plans.iterate_async(self, _plans.walk(uri))
+
+    async def glob(self, pattern: str, *, recursive: bool = False) -> list[str]:
+        """The sorted paths matching pattern: TensorFlow's rule (``*``,
+        ``?``, ``[...]`` within one path component), or with recursive,
+        :func:`glob.glob`'s too, where a ``**`` component matches any number
+        of directory levels (docs/uris.md)."""
+        if recursive and "**" in pattern.split("/"):
+            return await _plans.run_async(self, _plans.recursive_glob(pattern))
+        return await self.get_matching_paths(pattern)
+
+    async def mkdir(self, uri: str) -> None:
+        """Create the directory uri; its parent must exist."""
+        await self.create_dir(uri)
+
+    async def makedirs(self, uri: str, *, exist_ok: bool = True) -> None:
+        """Create uri and every missing directory above it; an existing
+        uri is an error only with exist_ok false."""
+        await self._pool.run(partial(self.wrapped.makedirs, exist_ok=exist_ok), uri, mutating=True)
+
+    async def rm(self, uri: str) -> None:
+        """Delete the file uri."""
+        await self.delete_file(uri)
+
+    async def rmdir(self, uri: str) -> None:
+        """Delete the empty directory uri."""
+        await self.delete_dir(uri)
+
+    async def rmtree(self, uri: str) -> tuple[int, int]:
+        """Delete uri and all below it; returns (undeleted files, dirs)."""
+        return await self.delete_recursively(uri)
+
+    async def rename(self, src: str, dst: str) -> None:
+        """Rename a file (replacing a file at dst) or a directory (dst must
+        not exist; see :meth:`rename_dir`)."""
+        try:
+            await self.rename_file(src, dst)
+        except FailedPreconditionError:
+            if not await self.isdir(src):
+                raise
+            await self.rename_dir(src, dst)
+
+    @asynccontextmanager
+    async def memory_region(self, uri: str) -> AsyncIterator[memoryview]:
+        """A zero-copy, read-only view of a file, valid inside the block."""
+        region = await self.new_read_only_memory_region_from_file(uri)
+        try:
+            yield region.data
+        finally:
+            await region.close()
+
+
+def _mirror_docstrings() -> None:
+    """An async op that does what the same-named op of the sync adapter
+    does, on a worker, says so with that op's docstring."""
+    for name, method in vars(AsyncModularFileSystem).items():
+        sync = getattr(ModularFileSystem, name, None)
+        if not name.startswith("_") and callable(method) and method.__doc__ is None and sync and sync.__doc__:
+            method.__doc__ = f"{inspect.cleandoc(sync.__doc__)}\n\nAwaitable: runs on the Env's worker pool."
+
+
+_mirror_docstrings()
+
+
+def _append(fs: ModularFileSystem, uri: str, data: Buffer) -> None:
+    with fs.new_appendable_file(uri) as file:
+        file.append(data)
+
+
+def _rebuild_async(sync: ModularFileSystem) -> AsyncModularFileSystem:
+    from ..env import default_env  # noqa: PLC0415 (the Env builds on this module)
+
+    return default_env()._on_pools(sync)

@@ -1,0 +1,5 @@
+"""python -m asyncfs.cli: the command line."""
+
+from . import main
+
+raise SystemExit(main())
