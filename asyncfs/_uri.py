@@ -32,7 +32,6 @@ __all__ = [
     "all_start_with",
     "check_uri",
     "check_uris",
-    "clean_path",
     "hashed_name",
     "is_internal_name",
     "is_scheme",
@@ -40,7 +39,6 @@ __all__ = [
     "parse_uri",
     "scheme_of",
     "short_sibling",
-    "translate_name",
 ]
 
 _SCHEME = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*)://")
@@ -166,33 +164,6 @@ def scheme_of(uri: str, argument: str = "path") -> str:
             path=uri,
         )
     return ""
-
-
-def clean_path(path: str) -> str:
-    """Collapse "//", "." and ".."; drop a trailing "/"; "" becomes ".".
-
-    The rule lives once, in C (``plugins/common/plugin_paths.c``), where the
-    plugins and the runtime use it; this calls the runtime's copy."""
-    return _by_runtime("ASYNCFS_CleanPath", path)
-
-
-def translate_name(uri: str) -> str:
-    """TensorFlow's generic TranslateName: "" stays "", an empty path is
-    "/", otherwise the cleaned path part of the URI (the runtime's rule, as
-    :func:`clean_path`)."""
-    return _by_runtime("ASYNCFS_GenericTranslateName", uri)
-
-
-def _by_runtime(function: str, text: str) -> str:
-    from ._native import binding as _ffi  # noqa: PLC0415 (the runtime loads on first use)
-
-    raw = text.encode("utf-8", "surrogateescape")
-    cap = len(raw) + 2  # cleaning never lengthens a path; "" becomes "." or "/"
-    out = _ffi.ffi.new("char[]", cap)
-    length = getattr(_ffi.runtime(), function)(raw, out, cap)
-    if length < 0:
-        raise MemoryError(f"{function} ran out of memory")
-    return bytes(_ffi.ffi.buffer(out, length)).decode("utf-8", "surrogateescape")
 
 
 def parent(uri: str) -> str:

@@ -196,16 +196,6 @@ class NotFoundError(StatusError, FileNotFoundError):
     code = Code.NOT_FOUND
     errno_value = _errno.ENOENT
 
-    def __str__(self) -> str:
-        from ._uri import is_scheme  # noqa: PLC0415 (_uri raises this module's errors)
-
-        text = super().__str__()
-        # "s3:/bucket/key": a URI with one slash too few, which is a local path
-        scheme, one_slash, rest = (self.path or "").partition(":/")
-        if scheme and one_slash and not rest.startswith("/") and is_scheme(scheme):
-            text += f" (a local path; the URI would be {scheme}://{rest})"
-        return text
-
 
 class AlreadyExistsError(StatusError, FileExistsError):
     code = Code.ALREADY_EXISTS

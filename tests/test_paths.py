@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import asyncfs
-from asyncfs import _uri
+from asyncfs._native import paths as _paths
 
 CLEAN_CASES = [
     ("", "."),
@@ -46,12 +46,12 @@ TRANSLATE_CASES = [
 
 @pytest.mark.parametrize(("path", "cleaned"), CLEAN_CASES)
 def test_clean_path(path: str, cleaned: str) -> None:
-    assert _uri.clean_path(path) == cleaned
+    assert _paths.clean_path(path) == cleaned
 
 
 @pytest.mark.parametrize(("uri", "translated"), TRANSLATE_CASES)
 def test_generic_translate_name(uri: str, translated: str) -> None:
-    assert _uri.translate_name(uri) == translated
+    assert _paths.translate_name(uri) == translated
 
 
 @pytest.mark.parametrize(("uri", "translated"), TRANSLATE_CASES)
@@ -69,4 +69,4 @@ def test_memory_plugin_cleans_the_same(path: str, cleaned: str, registry: asyncf
 def test_absolute_paths_clean_as_posixpath_normalizes(parts: list[str]) -> None:
     path = "/" + "/".join(parts)
     expected = posixpath.normpath(path)  # keeps a leading "//", as POSIX allows
-    assert _uri.clean_path(path) == "/" + expected.lstrip("/")
+    assert _paths.clean_path(path) == "/" + expected.lstrip("/")

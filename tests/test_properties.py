@@ -32,6 +32,7 @@ from hypothesis import strategies as st  # noqa: E402
 import asyncfs  # noqa: E402
 from asyncfs import _uri, tfrecord  # noqa: E402
 from asyncfs._native import marshal as _marshal  # noqa: E402
+from asyncfs._native import paths as _paths  # noqa: E402
 from asyncfs._native import speedups as _extension  # noqa: E402
 from asyncfs._native.binding import ffi  # noqa: E402
 from asyncfs.tfrecord import masked_crc32c  # noqa: E402
@@ -69,7 +70,7 @@ class Sandbox:
 
     def uri(self, anchor: str, rel: str) -> str:
         # kept only when the cleaned path stays in the sandbox
-        assume(_uri.clean_path(f"{self.inside}/{rel}").startswith(f"{self.inside}/"))
+        assume(_paths.clean_path(f"{self.inside}/{rel}").startswith(f"{self.inside}/"))
         return {
             "bare": f"{self.inside}/{rel}",
             "file": f"file://{self.inside}/{rel}",
@@ -80,7 +81,7 @@ class Sandbox:
 
     def target(self, rel: str) -> Path:
         """The path a URI built from rel names: its cleaned form."""
-        return Path(_uri.clean_path(f"{self.inside}/{rel}"))
+        return Path(_paths.clean_path(f"{self.inside}/{rel}"))
 
     def start(self) -> dict[Path, str]:
         """The snapshot an example starts from. Examples share the sandbox,

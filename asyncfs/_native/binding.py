@@ -85,8 +85,19 @@ def error_from(status: CData, op: str, path: str | None = None) -> StatusError:
     except (KeyError, ValueError):
         cls = UnknownError
         message = f"{message} (unrecognised status code {code})"
-    message = _unrepeated(message, path)
-    return cls(message or Code(cls.code).name.lower().replace("_", " "), op=op, path=path)
+    message = _unrepeated(message, path) or Code(cls.code).name.lower().replace("_", " ")
+    if cls.code == Code.NOT_FOUND and path:
+        message += _one_slash_short(path)
+    return cls(message, op=op, path=path)
+
+
+def _one_slash_short(path: str) -> str:
+    """What to add to a NOT_FOUND about path when it is a URI with one slash
+    too few ("s3:/bucket/key"), which names a local path."""
+    scheme, one_slash, rest = path.partition(":/")
+    if scheme and one_slash and not rest.startswith("/") and _uri.is_scheme(scheme):
+        return f" (a local path; the URI would be {scheme}://{rest})"
+    return ""
 
 
 def _unrepeated(message: str, path: str | None) -> str:

@@ -35,6 +35,7 @@ from .._native.marshal import (
     unpack_statistics,
     unpack_strings,
 )
+from .._native.paths import translate_name as generic_translate_name
 from .._plugins.loader import PluginMetadata, SchemeTables, init_filesystem
 from ..errors import AlreadyExistsError, Code, InvalidArgumentError, StatusError
 from . import fallbacks as _fallbacks
@@ -289,7 +290,7 @@ class ModularFileSystem:
         if n >= 0:
             return ffi.unpack(out, n)  # type: ignore[no-any-return]
         if n == -2:
-            return encode(_uri.translate_name(uri))
+            return encode(generic_translate_name(uri))
         return encode(self.translate_name(uri))  # longer than the scratch buffer
 
     def _path_call(self, name: str, uri: str, *extra: Any) -> Any:
@@ -315,9 +316,9 @@ class ModularFileSystem:
         _uri.check_uri(uri)
         fn = self._ops.get("translate_name")
         if fn is None:
-            return _uri.translate_name(uri)
+            return generic_translate_name(uri)
         translated = take_string(fn(self._fs, encode(uri)), self._free)
-        return translated if translated is not None else _uri.translate_name(uri)
+        return translated if translated is not None else generic_translate_name(uri)
 
     # ---- files ----------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import _private, _uri
+from .._native.paths import clean_path
 from .._sync.fallbacks import write_by_rename
 from .._sync.filesystem import ModularFileSystem
 from ..errors import (
@@ -434,11 +435,7 @@ def _plan_inside(names: Siblings, plan: Any) -> bool:
         else [None]
     )
     return all(
-        isinstance(rel, str)
-        and rel
-        and "\0" not in rel
-        and _uri.clean_path(rel) == rel
-        and not rel.startswith(("/", ".."))
+        isinstance(rel, str) and rel and "\0" not in rel and clean_path(rel) == rel and not rel.startswith(("/", ".."))
         for rel in paths
     )
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from .. import _uri
+from .._native.paths import clean_path
 from .._streams.streams import AsyncBinaryWriter, AsyncTextWriter, Stream, StreamOpener, open_stream
 from .._sync.filesystem import FileStatistics, ModularFileSystem
 from .._uri import StrPath
@@ -291,7 +292,7 @@ class Transaction:
             if not path.startswith(self.root + "/"):
                 raise TransactionStateError(f"{path} is outside the transaction's root {self.root}")
             path = path[len(self.root) + 1 :]
-        cleaned = _uri.clean_path(path) if path else ""
+        cleaned = clean_path(path) if path else ""
         if cleaned == ".":
             return ""
         if cleaned.startswith(".."):
