@@ -13,8 +13,11 @@ from typing import Any
 __all__ = ["moved"]
 
 
-def moved(old: str, new: str, instead: str = "asyncfs") -> Callable[[str], Any]:
-    """The module ``__getattr__`` of old, which moved to new."""
+def moved(
+    old: str, new: str, instead: str = "asyncfs", elsewhere: dict[str, str] | None = None
+) -> Callable[[str], Any]:
+    """The module ``__getattr__`` of old, which moved to new; the names in
+    elsewhere moved to the module they map to."""
 
     def forward(name: str) -> Any:
         if name.startswith("__"):
@@ -24,6 +27,6 @@ def moved(old: str, new: str, instead: str = "asyncfs") -> Callable[[str], Any]:
             DeprecationWarning,
             stacklevel=2,
         )
-        return getattr(importlib.import_module(new), name)
+        return getattr(importlib.import_module((elsewhere or {}).get(name, new)), name)
 
     return forward

@@ -10,6 +10,7 @@ whole operation set::
 
 from __future__ import annotations
 
+import copyreg
 import os
 import time
 from collections import defaultdict
@@ -574,3 +575,20 @@ def default_env() -> Env:
     if _default_env is None:
         _default_env = Env()
     return _default_env
+
+
+# ---- pickling: an async filesystem travels as its sync one ------------------------------
+
+
+def _reduce_async(fs: AsyncModularFileSystem) -> tuple[Any, ...]:
+    """An async filesystem pickles as its synchronous filesystem; the
+    receiving process runs it on the pools of its process-wide Env
+    (:func:`default_env`). Registered here, with the Env the rebuild needs."""
+    return (_rebuild_async, (fs.wrapped,))
+
+
+def _rebuild_async(sync: ModularFileSystem) -> AsyncModularFileSystem:
+    return default_env()._on_pools(sync)
+
+
+copyreg.pickle(AsyncModularFileSystem, _reduce_async)

@@ -3,4 +3,4 @@ stays for a release, for imports and pickles that name it."""
 
 from ._moved import moved
 
-__getattr__ = moved(__name__, "asyncfs._sync.filesystem", "asyncfs")
+__getattr__ = moved(__name__, "asyncfs._sync.filesystem", "asyncfs", {"_rebuild_filesystem": "asyncfs._sync.registry"})

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import asyncfs
+from asyncfs._async import plans as _driver
 from asyncfs._sync import plans as _plans
 
 pytestmark = pytest.mark.anyio
@@ -34,7 +35,7 @@ async def test_glob_drivers_agree(tree: str, env: asyncfs.Env, pattern: str, nat
     afs = env.filesystem(tree)
     full = f"{tree}/{pattern}"
     synchronous = _plans.run(afs.wrapped, _plans.glob(full, native=native))
-    concurrent = await _plans.run_async(afs, _plans.glob(full, native=native))
+    concurrent = await _driver.run(afs, _plans.glob(full, native=native))
     assert synchronous == concurrent == afs.wrapped.get_matching_paths(full)
 
 
@@ -55,7 +56,7 @@ async def test_walk_drivers_agree_and_prune(tree: str, env: asyncfs.Env) -> None
 async def test_delete_tree_drivers(tree: str, env: asyncfs.Env, driver: str) -> None:
     afs = env.filesystem(tree)
     plan = _plans.delete_tree(f"{tree}/a")
-    counts = _plans.run(afs.wrapped, plan) if driver == "sync" else await _plans.run_async(afs, plan)
+    counts = _plans.run(afs.wrapped, plan) if driver == "sync" else await _driver.run(afs, plan)
     assert counts == (0, 0)
     assert not afs.wrapped.exists(f"{tree}/a")
     assert afs.wrapped.exists(f"{tree}/d/x.txt")
@@ -64,5 +65,5 @@ async def test_delete_tree_drivers(tree: str, env: asyncfs.Env, driver: str) -> 
 async def test_delete_tree_of_a_missing_path_counts_its_root(env: asyncfs.Env, tmp_path: Path) -> None:
     afs = env.filesystem(str(tmp_path))
     with pytest.raises(asyncfs.NotFoundError) as raised:
-        await _plans.run_async(afs, _plans.delete_tree(str(tmp_path / "missing")))
+        await _driver.run(afs, _plans.delete_tree(str(tmp_path / "missing")))
     assert raised.value.undeleted == (0, 1)

@@ -31,6 +31,7 @@ from .._sync.filesystem import FileStatistics, IncompleteWrite, ModularFileSyste
 from .._sync.landing import write_whole
 from ..errors import FailedPreconditionError, StatusError
 from . import fanout as _fanout
+from . import plans as _driver
 from .combined import Combiners
 from .pool import Follow, OnDrop, Pending, Sink, WorkerPool
 
@@ -152,12 +153,6 @@ class AsyncModularFileSystem:
     def __repr__(self) -> str:
         return f"<AsyncModularFileSystem {self.scheme!r} from {self.wrapped.metadata.name}>"
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickles as its synchronous filesystem; the receiving process runs
-        it on the pools of its process-wide Env
-        (:func:`asyncfs.env.default_env`)."""
-        return (_rebuild_async, (self.wrapped,))
-
     @property
     def network(self) -> bool:
         """Whether its calls wait on a network (the plugin's
@@ -276,7 +271,7 @@ class AsyncModularFileSystem:
     async def delete_recursively(self, uri: str) -> tuple[int, int]:
         if self.wrapped.offers("delete_recursively"):
             return await self._mutate(self.wrapped.delete_recursively, uri)
-        return await _plans.run_async(self, _plans.delete_tree(uri))
+        return await _driver.run(self, _plans.delete_tree(uri))
 
     async def rename_file(self, src: str, dst: str) -> None:
         await self._mutate(self.wrapped.rename_file, src, dst)
@@ -285,7 +280,7 @@ class AsyncModularFileSystem:
         if self.wrapped.offers("rename_dir"):
             await self._mutate(self.wrapped.rename_dir, src, dst)
         else:
-            await _plans.run_async(self, _plans.move_tree(src, dst))
+            await _driver.run(self, _plans.move_tree(src, dst))
 
     async def copy_file(self, src: str, dst: str) -> None:
         await self._mutate(self.wrapped.copy_file, src, dst)
@@ -322,7 +317,7 @@ class AsyncModularFileSystem:
         the children's stats run in parallel on the pool."""
         if self.wrapped.offers("get_children_stats"):
             return await self._read(self.wrapped.get_children_stats, uri)
-        return await _plans.run_async(self, _plans.children_stats(uri))
+        return await _driver.run(self, _plans.children_stats(uri))
 
     async def get_children_kinds(self, uri: str) -> list[tuple[str, FileStatistics, EntryKind]]:
         """As :meth:`ModularFileSystem.get_children_kinds`; without the op,
@@ -341,7 +336,7 @@ class AsyncModularFileSystem:
         """Glob, expanding directory levels concurrently (see
         :func:`asyncfs._plans.glob`); equal to the sync result."""
         native = self.wrapped.offers("get_matching_paths")
-        return await _plans.run_async(self, _plans.glob(pattern, native=native))
+        return await _driver.run(self, _plans.glob(pattern, native=native))
 
     async def flush_caches(self) -> None:
         await self._mutate(self.wrapped.flush_caches)
@@ -432,7 +427,7 @@ class AsyncModularFileSystem:
     def walk(self, uri: str) -> AsyncIterator[tuple[str, list[str], list[str]]]:
         """Like :func:`os.walk`, top-down, names sorted, listing each level
         of directories concurrently."""
-        return _plans.iterate_async(self, _plans.walk(uri))
+        return _driver.iterate(self, _plans.walk(uri))
 
     async def glob(self, pattern: str, *, recursive: bool = False) -> list[str]:
         """The sorted paths matching pattern: TensorFlow's rule (``*``,
@@ -440,7 +435,7 @@ class AsyncModularFileSystem:
         :func:`glob.glob`'s too, where a ``**`` component matches any number
         of directory levels (docs/uris.md)."""
         if recursive and "**" in pattern.split("/"):
-            return await _plans.run_async(self, _plans.recursive_glob(pattern))
+            return await _driver.run(self, _plans.recursive_glob(pattern))
         return await self.get_matching_paths(pattern)
 
     async def mkdir(self, uri: str) -> None:
@@ -499,9 +494,3 @@ _mirror_docstrings()
 def _append(fs: ModularFileSystem, uri: str, data: Buffer) -> None:
     with fs.new_appendable_file(uri) as file:
         file.append(data)
-
-
-def _rebuild_async(sync: ModularFileSystem) -> AsyncModularFileSystem:
-    from ..env import default_env  # noqa: PLC0415 (the Env builds on this module)
-
-    return default_env()._on_pools(sync)

@@ -14,6 +14,7 @@ from .._sync import plans as _plans
 from .._sync.fallbacks import stream_copy
 from .._sync.filesystem import ModularFileSystem
 from ..errors import InvalidArgumentError
+from . import plans as _driver
 
 if TYPE_CHECKING:
     from .filesystem import AsyncModularFileSystem
@@ -83,7 +84,7 @@ async def copy_tree(
     fs_from, fs_to = source.wrapped, target.wrapped
     recreate = _same_filesystem(source, target) and fs_from.offers("copy_entry")
     await target.makedirs(dst)
-    async for directory, dirs, files, special in _plans.iterate_async(source, _plans.walk(src, kinds=True)):
+    async for directory, dirs, files, special in _driver.iterate(source, _plans.walk(src, kinds=True)):
         relative = directory[len(src) :].lstrip("/")
         here = _uri.join(dst, relative) if relative else dst
         made = await target.run_many(fs_to.recursively_create_dir, [(_uri.join(here, d),) for d in dirs], mutating=True)

@@ -182,15 +182,6 @@ class ModularFileSystem:
     def __repr__(self) -> str:
         return f"<ModularFileSystem {self.scheme!r} from {self.metadata.name}>"
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickles as (scheme, plugin library, travelling options): the
-        receiving process serves the scheme from its process-wide registry,
-        loading the library there if the scheme is not registered yet, and
-        sets the options there (see :meth:`set_option`). So does one made by
-        :meth:`new_instance` (an Env's): in a worker, the copies that tasks
-        receive share one filesystem and its connections."""
-        return (_rebuild_filesystem, (self.scheme, self.metadata.library, self.travelling_options()))
-
     def new_instance(self) -> ModularFileSystem:
         """Another filesystem of this plugin and scheme, independent of
         this one: the plugin's init runs again (the s3 plugin reads the
@@ -1146,15 +1137,3 @@ class ModularFileSystem:
         """Set several options at once, all or none; ``travels`` as in
         :meth:`set_option`."""
         self._set_own(list(options), travels, together=True)
-
-
-def _rebuild_filesystem(scheme: str, library: str, options: tuple[Option, ...] = ()) -> ModularFileSystem:
-    from .registry import default_registry  # noqa: PLC0415 (the registry builds on this module)
-
-    registry = default_registry()
-    if scheme not in registry.schemes():
-        registry.load_plugin(library)
-    fs = registry.get(scheme)
-    if options:
-        fs.set_configuration(options, travels=True)
-    return fs

@@ -8,9 +8,9 @@ the call raised. It never calls a filesystem itself. Two drivers run a plan:
 
 - :func:`run` and :func:`iterate` make the calls one after another on the
   calling thread (the sync adapter's fallbacks, ``ModularFileSystem.walk``);
-- :func:`run_async` and :func:`iterate_async` hand each step's calls to the
-  worker pool as one batch (``AsyncModularFileSystem``), so a level of N
-  directories costs about N / workers round trips, not N.
+- ``asyncfs._async.plans`` hands each step's calls to the worker pool as
+  one batch (``AsyncModularFileSystem``), so a level of N directories costs
+  about N / workers round trips, not N.
 
 A plan that produces items as it goes (walk) yields :class:`Emit`; the
 driver passes the item on and resumes the plan when the consumer asks for
@@ -23,7 +23,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import re
-from collections.abc import AsyncIterator, Generator
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
@@ -32,7 +32,6 @@ from ..errors import AlreadyExistsError, InvalidArgumentError, NotFoundError, Pa
 from .entries import PLAIN, EntryKind
 
 if TYPE_CHECKING:
-    from .._async.filesystem import AsyncModularFileSystem
     from .filesystem import FileStatistics, ModularFileSystem
 
 __all__ = [
@@ -44,11 +43,9 @@ __all__ = [
     "glob",
     "has_glob_meta",
     "iterate",
-    "iterate_async",
     "move_tree",
     "recursive_glob",
     "run",
-    "run_async",
     "walk",
 ]
 
@@ -357,34 +354,3 @@ def run(fs: ModularFileSystem, plan: Plan[R]) -> R:
         result: R = done.value
         return result
     raise AssertionError("run() is for plans that emit nothing")
-
-
-async def _call_batch(afs: AsyncModularFileSystem, step: Calls) -> list[Any]:
-    return await afs.run_many(getattr(afs.wrapped, step.op), step.args, mutating=step.mutating)
-
-
-async def iterate_async(afs: AsyncModularFileSystem, plan: Plan[Any]) -> AsyncIterator[Any]:
-    """Run plan on the worker pool, a step's calls as one batch, yielding
-    what it emits."""
-    try:
-        step = next(plan)
-        while True:
-            if isinstance(step, Emit):
-                yield step.item
-                step = plan.send([])
-            else:
-                step = plan.send(await _call_batch(afs, step))
-    except StopIteration:
-        return
-
-
-async def run_async(afs: AsyncModularFileSystem, plan: Plan[R]) -> R:
-    """Run a plan that emits nothing on the worker pool; its result."""
-    try:
-        step = next(plan)
-        while True:
-            assert isinstance(step, Calls), "run_async() is for plans that emit nothing"
-            step = plan.send(await _call_batch(afs, step))
-    except StopIteration as done:
-        result: R = done.value
-        return result

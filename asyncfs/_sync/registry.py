@@ -7,11 +7,13 @@ Plugins are never unloaded.
 
 from __future__ import annotations
 
+import copyreg
 import os
 import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .. import _uri
 from .._native import libraries as _libs
@@ -215,3 +217,30 @@ def load_plugin(library: str | os.PathLike[str], *, replace: bool = False) -> Pl
 def get_filesystem(uri: str) -> ModularFileSystem:
     """The filesystem serving uri in the process-wide registry."""
     return default_registry().for_uri(uri)
+
+
+# ---- pickling: a filesystem travels as its scheme, library and options ------------------
+
+
+def _reduce_filesystem(fs: ModularFileSystem) -> tuple[Any, ...]:
+    """A filesystem pickles as (scheme, plugin library, travelling options):
+    the receiving process serves the scheme from its process-wide registry,
+    loading the library there if the scheme is not registered yet, and sets
+    the options there (see :meth:`ModularFileSystem.set_option`). So does
+    one made by :meth:`ModularFileSystem.new_instance` (an Env's): in a
+    worker, the copies that tasks receive share one filesystem and its
+    connections. Registered here, with the registry the rebuild needs."""
+    return (_rebuild_filesystem, (fs.scheme, fs.metadata.library, fs.travelling_options()))
+
+
+def _rebuild_filesystem(scheme: str, library: str, options: tuple[Option, ...] = ()) -> ModularFileSystem:
+    registry = default_registry()
+    if scheme not in registry.schemes():
+        registry.load_plugin(library)
+    fs = registry.get(scheme)
+    if options:
+        fs.set_configuration(options, travels=True)
+    return fs
+
+
+copyreg.pickle(ModularFileSystem, _reduce_filesystem)
