@@ -15,6 +15,7 @@ import io
 import os
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -35,10 +36,11 @@ needs_proc = pytest.mark.skipif(sys.platform != "linux", reason="counts descript
 
 async def _settle(before: int) -> None:
     """Wait until the process has at most `before` descriptors (a read-only
-    file's close runs on a worker, not awaited), and fail if it never does."""
-    for _ in range(200):
-        if open_fds() <= before:
-            return
+    file's close runs on a worker, not awaited), and fail if it never does.
+    The wait is long (30 s): on a machine loaded by another test run, 400
+    closes queued on the pool took more than the 2 s this once allowed."""
+    deadline = time.monotonic() + 30
+    while open_fds() > before and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
     assert open_fds() <= before
 
