@@ -658,11 +658,10 @@ class _NeverAtHand:
 
 def _never_at_hand(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every stat and open the drop-in would make at hand goes to the pool."""
+    from asyncfs._native import local  # noqa: PLC0415 (the drop-in's system calls, not public)
     from asyncfs._native.binding import runtime  # noqa: PLC0415
-    from asyncfs.aiofiles import _bulk, _stats  # noqa: PLC0415 (the modules under test, not public)
 
-    for module in (_stats, _bulk):
-        monkeypatch.setattr(module, "runtime", lambda: _NeverAtHand(runtime()))
+    monkeypatch.setattr(local, "runtime", lambda: _NeverAtHand(runtime()))
 
 
 def test_a_stat_at_hand_is_the_standard_librarys_or_refused(tmp_path: Path) -> None:
@@ -1017,10 +1016,10 @@ async def test_layers_built_while_a_read_to_the_end_is_in_c_take_what_it_read(
     """The loop's thread builds a binary file's layers for a call made while
     the file's read to the end is inside its C call: the read still returns
     every byte, and the layers then stand where that read left the file."""
-    from asyncfs.aiofiles import _bulk  # noqa: PLC0415 (the module under test, not public)
+    from asyncfs._native import local  # noqa: PLC0415 (the drop-in's system calls, not public)
 
     inside, go_on = threading.Event(), threading.Event()
-    real_runtime = _bulk.runtime()
+    real_runtime = local.runtime()
 
     class HeldInside:
         """The runtime, with its bulk read held just inside the call."""
@@ -1033,7 +1032,7 @@ async def test_layers_built_while_a_read_to_the_end_is_in_c_take_what_it_read(
             assert go_on.wait(10)
             return real_runtime.ASYNCFS_ReadFds(*args)
 
-    monkeypatch.setattr(_bulk, "runtime", HeldInside)
+    monkeypatch.setattr(local, "runtime", HeldInside)
     from asyncfs.aiofiles._stack import Unlayered  # noqa: PLC0415
 
     monkeypatch.setattr(Unlayered, "read_at_hand", lambda self: None)  # the page cache's answer: not at hand

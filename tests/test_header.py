@@ -119,3 +119,18 @@ def test_the_preparsed_declarations_match_the_headers(tmp_path: Path) -> None:
     committed = (Path(asyncfs.__file__).parent / "_native" / "cdef.py").read_text(encoding="utf-8")
     fresh = _cdef_build.generate(tmp_path / "cdef.py")
     assert committed == fresh, "asyncfs/_native/cdef.py is stale: run python -m asyncfs._native.cdef_build"
+
+
+def test_the_stat_fields_python_reads_are_the_runtimes() -> None:
+    from asyncfs._native import local  # noqa: PLC0415
+
+    assert local.STAT_FIELDS == asyncfs._native.binding.runtime().ASYNCFS_STAT_FIELDS
+
+
+def test_why_a_record_parse_stopped_is_the_runtimes() -> None:
+    from asyncfs._native.records import Stop  # noqa: PLC0415
+
+    rt = asyncfs._native.binding.runtime()
+    assert {stop.name: stop.value for stop in Stop} == {
+        name: getattr(rt, f"ASYNCFS_RECORDS_{name}") for name in ("MORE", "BAD_LENGTH", "BAD_DATA")
+    }

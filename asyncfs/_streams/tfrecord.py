@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import google_crc32c
 
-from .._native import binding as _ffi
+from .._native.records import RecordParser, Stop, find_header
 from ..errors import DataLossError
 from .lines import Handover
 from .streams import AsyncBinaryReader, AsyncBinaryWriter, Opener
@@ -116,8 +116,7 @@ class TFRecordReader:
         self._damaged_length: int | None = None  # a header there failed its checksum: resync after it
         self._ready: Iterator[bytes] = iter(())  # records parsed and not taken yet
         # what each call into C fills: record spans, and why parsing stopped
-        self._spans = _ffi.ffi.new("int64_t[]", 2 * _PER_CALL)
-        self._stop = _ffi.ffi.new("int64_t[3]")
+        self._parser = RecordParser(_PER_CALL)
 
     def __aiter__(self) -> Handover[bytes]:
         """``async for record in reader``: the records, each handed over
@@ -205,10 +204,8 @@ class TFRecordReader:
             held += len(piece)
         record = b"".join(parts)
         del parts
-        lib, ffi = _ffi.runtime(), _ffi.ffi
-        count = lib.ASYNCFS_ParseRecords(ffi.from_buffer(record), total, self.verify, self._spans, 1, self._stop)
         self._base = offset + total
-        if count == 1:
+        if self._parser.one(record, verify=self.verify):
             self.records += 1
             return [record[12:-4]]
         self._corrupt("record data fails its checksum", offset)
@@ -225,28 +222,23 @@ class TFRecordReader:
         if not len(rest) < total <= len(rest) + len(chunk):
             return None
         straddler = rest + chunk[: total - len(rest)]
-        lib, ffi = _ffi.runtime(), _ffi.ffi
-        count = lib.ASYNCFS_ParseRecords(ffi.from_buffer(straddler), total, self.verify, self._spans, 1, self._stop)
-        return straddler if count == 1 and self._stop[0] == total else None
+        return straddler if self._parser.one(straddler, verify=self.verify) else None
 
     def _parse(self) -> list[bytes]:
         """The whole records from _at on, up to a damaged one: reported, or
         (skip_corrupt) skipped, or marked for read_batch to resync after."""
-        lib, ffi = _ffi.runtime(), _ffi.ffi
-        buffer, start, spans, stop = self._buffer, self._at, self._spans, self._stop
-        whole = ffi.from_buffer(buffer)
-        count = int(lib.ASYNCFS_ParseRecords(whole + start, len(buffer) - start, self.verify, spans, _PER_CALL, stop))
-        found = ffi.unpack(spans, 2 * count)  # one list of ints, not a cffi lookup per record
+        buffer, start = self._buffer, self._at
+        found, end, stop, skip = self._parser.parse(buffer, start, verify=self.verify)
         offsets = [start + offset for offset in found[0::2]]
         batch = [buffer[offset : offset + length] for offset, length in zip(offsets, found[1::2], strict=True)]
-        self._at = start + int(stop[0])
-        if count:
+        self._at = start + end
+        if batch:
             return batch  # a damaged record after these is reported when parsing reaches it again
         offset = self._base + self._at
-        if stop[1] == lib.ASYNCFS_RECORDS_BAD_DATA:
+        if stop == Stop.BAD_DATA:
             self._corrupt("record data fails its checksum", offset)
-            self._at += int(stop[2])
-        elif stop[1] == lib.ASYNCFS_RECORDS_BAD_LENGTH:
+            self._at += skip
+        elif stop == Stop.BAD_LENGTH:
             self._corrupt("record length fails its checksum", offset)
             self._damaged_length = offset
         return batch
@@ -277,7 +269,7 @@ class TFRecordReader:
         while True:
             chunk = await stream.read(1 << 16)
             window += chunk
-            found = _find_header(window)
+            found = find_header(window)
             if found >= 0:
                 await stream.seek(position + found)
                 return
@@ -296,11 +288,6 @@ def _claimed(start: bytes) -> int:
         return 0
     length, crc = _HEADER.unpack_from(start)
     return 12 + length + 4 if masked_crc32c(start[:8]) == crc else 0
-
-
-def _find_header(window: bytes) -> int:
-    """The offset of the first valid record header in window, or -1."""
-    return int(_ffi.runtime().ASYNCFS_FindRecordHeader(window, len(window)))
 
 
 async def writer(opener: Opener, uri: str, *, compression: str | None = "infer", atomic: bool = True) -> TFRecordWriter:

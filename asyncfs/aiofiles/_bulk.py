@@ -26,15 +26,14 @@ from __future__ import annotations
 
 import os
 import sys
-from errno import EAGAIN
 from typing import TYPE_CHECKING, Any
 
 from .._async.pool import ALONE
-from .._native.binding import ffi, runtime
+from .._native import local
 from ._memory import Descriptor, ReadAhead
 from ._paths import c_path
 from ._stack import Opened, Unlayered, layer_up, layered
-from ._stats import FIELDS, Fields
+from ._stats import Fields
 
 if TYPE_CHECKING:
     from .base import AsyncBase
@@ -82,10 +81,10 @@ class OpenToRead:
         name = c_path(path)
         if name is None:
             return None
-        fields = ffi.new("int64_t[]", FIELDS)
-        fd = runtime().ASYNCFS_OpenIfReady(name, fields)
-        if fd == -EAGAIN:
+        ready = local.open_if_ready(name)
+        if ready is None:
             return None
+        fd, fields = ready
         try:
             sys.audit("open", path, "r", _OPEN_FLAGS)  # as FileIO announces it
         except BaseException:
@@ -122,12 +121,8 @@ class OpenToRead:
     def _open(
         self, calls: list[tuple[Any, ...]], native: list[tuple[int, str | bytes, bytes]], out: list[_Outcome]
     ) -> None:
-        n = len(native)
-        fds = ffi.new("int[]", n)
-        fields = ffi.new("int64_t[]", n * FIELDS)
-        errnos = ffi.new("int[]", n)
         packed = b"\0".join(name for _, _, name in native) + b"\0"
-        runtime().ASYNCFS_OpenPaths(packed, n, fds, fields, errnos)
+        fds, fields, errnos = local.open_paths(packed, len(native))
         try:
             for k, (i, path, _name) in enumerate(native):
                 _file, mode, buffering, encoding, errors, newline, _closefd, _opener, close_later, _atomic = calls[i]
@@ -141,7 +136,7 @@ class OpenToRead:
                     out[i] = (None, OSError(errno, os.strerror(errno), path))
                 # else not a regular file, not opened: it is opened by itself
         finally:  # whatever was opened and not handed over is closed
-            for fd in ffi.unpack(fds, n):
+            for fd in fds:
                 if fd >= 0:
                     os.close(fd)
 
@@ -161,7 +156,7 @@ def _layered_on(
 def close_descriptors(fds: list[int]) -> None:
     """Close descriptors that were only read (errors are not reported, as a
     read-only FileIO's close has none worth reporting), in one C call."""
-    runtime().ASYNCFS_CloseFds(fds, len(fds))
+    local.close_fds(fds)
 
 
 class ReadToEnd:
@@ -205,30 +200,12 @@ class ReadToEnd:
         """Each file's bytes from its offset to its end (or _MOST of them),
         and whether the end was seen; None where the first read failed (the
         file object's own read then fails, as it would)."""
-        n = len(files)
-        if not n:
+        if not files:
             return []
         caps = [_MOST if memory.size >= _MOST else memory.size + 1 for memory in files]  # one more: the end seen
-        starts = [0] * n
-        for k in range(1, n):
-            starts[k] = starts[k - 1] + caps[k - 1]
-        buffer = _uncleared("char[]", starts[-1] + caps[-1])
-        counts = ffi.new("int64_t[]", n)
-        ends = ffi.new("int[]", n)
-        errnos = ffi.new("int[]", n)
-        runtime().ASYNCFS_ReadFds([memory.fileno() for memory in files], n, buffer, starts, caps, counts, ends, errnos)
-        view = ffi.buffer(buffer)
-        fetched: list[tuple[bytes, bool] | None] = []
-        for k in range(n):
-            count = counts[k]
-            if errnos[k] and not count:
-                fetched.append(None)
-            else:  # a read that failed after others read something: the file object's next read reports it
-                fetched.append((view[starts[k] : starts[k] + count], bool(ends[k])))
-        return fetched
-
-
-_uncleared = ffi.new_allocator(should_clear_after_alloc=False)
+        read = local.read_fds([memory.fileno() for memory in files], caps)
+        # a read that failed after others read something: the file object's next read reports it
+        return [None if errno and not data else (data, end) for data, end, errno in read]
 
 
 def _outcome(fn: Any, *args: Any) -> _Outcome:

@@ -26,7 +26,7 @@ from functools import partial
 from pathlib import PurePath
 from typing import Any, Generic, TypeVar
 
-from .._native.binding import ffi, runtime
+from .._native import local
 from ..env import default_env
 from ._paths import c_path, packed_c_paths
 
@@ -46,7 +46,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-FIELDS = 16  # ASYNCFS_STAT_FIELDS
+FIELDS = local.STAT_FIELDS
 _UNSIGNED = 1 << 64
 _BILLION = 1_000_000_000
 # os.stat_result as os.stat fills it on this platform: the 10 fields of the
@@ -130,17 +130,13 @@ class StatMany(Generic[T]):
                 outcomes[i] = self._failed(partial(_refusal, paths[i]))
         if not wanted:
             return outcomes
-        n = len(wanted)
-        fields = ffi.new("int64_t[]", n * FIELDS)
-        errors = ffi.new("int[]", n)
-        runtime().ASYNCFS_StatPaths(packed, n, fields, errors)
-        errnos = ffi.unpack(errors, n)
+        fields, errnos = local.stat_paths(packed, len(wanted))
         answer = self.answer
         if answer is None:
             for i, errno in zip(wanted, errnos, strict=True):
                 outcomes[i] = self._failed(partial(_os_error, errno, paths[i])) if errno else (True, None)
             return outcomes
-        each = zip(*[iter(ffi.unpack(fields, n * FIELDS))] * FIELDS, strict=True)  # a path's fields at a time
+        each = zip(*[iter(fields)] * FIELDS, strict=True)  # a path's fields at a time
         for i, errno, path_fields in zip(wanted, errnos, each, strict=True):
             if errno:
                 outcomes[i] = self._failed(partial(_os_error, errno, paths[i]))
@@ -199,7 +195,7 @@ class StatMany(Generic[T]):
         iteration."""
         name = c_path(path)
         if name is not None:
-            fd = runtime().ASYNCFS_PathIfReady(name)
+            fd = local.path_if_ready(name)
             if fd >= 0:
                 try:
                     of_stat = self.of_stat
