@@ -70,22 +70,27 @@ from .errors import (
 
 if TYPE_CHECKING:  # what the lazy attributes below resolve to
     from . import tfrecord
-    from ._async.filesystem import (
-        AsyncModularFileSystem,
-        AsyncRandomAccessFile,
-        AsyncReadOnlyMemoryRegion,
-        AsyncWritableFile,
-    )
+    from ._async import AsyncModularFileSystem, AsyncRandomAccessFile, AsyncReadOnlyMemoryRegion, AsyncWritableFile
+    from ._native import Option
     from ._native.libraries import get_include
-    from ._native.marshal import Option
-    from ._plugins.loader import PluginMetadata, core_abi_version
-    from ._streams.prefetch import Budget
-    from ._streams.streams import AsyncBinaryReader, AsyncBinaryWriter, AsyncTextReader, AsyncTextWriter
+    from ._plugins import PluginMetadata, core_abi_version
+    from ._streams import AsyncBinaryReader, AsyncBinaryWriter, AsyncTextReader, AsyncTextWriter, Budget
     from ._streams.tfrecord import TFRecordCorruptionError
-    from ._sync.files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
-    from ._sync.filesystem import EntryKind, FileStatistics, IncompleteWrite, ModularFileSystem
-    from ._sync.registry import PluginInfo, Registry, default_registry, get_filesystem, load_plugin
-    from ._transactions.transaction import Transaction
+    from ._sync import (
+        EntryKind,
+        FileStatistics,
+        IncompleteWrite,
+        ModularFileSystem,
+        PluginInfo,
+        RandomAccessFile,
+        ReadOnlyMemoryRegion,
+        Registry,
+        WritableFile,
+        default_registry,
+        get_filesystem,
+        load_plugin,
+    )
+    from ._transactions import Transaction
     from .env import Env
 
 # Everything but the exceptions is imported on first use: ``import asyncfs``

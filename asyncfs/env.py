@@ -23,12 +23,17 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 import anyio
 
 from . import _uri
+from ._async import AsyncModularFileSystem, AsyncRandomAccessFile, AsyncWritableFile, Progress, WorkerPool
 from ._async import transfer as _transfer
-from ._async.filesystem import AsyncModularFileSystem, AsyncRandomAccessFile, AsyncWritableFile
-from ._async.pool import WorkerPool
-from ._async.transfer import Progress
-from ._sync.filesystem import FileStatistics, IncompleteWrite, ModularFileSystem
-from ._sync.registry import PluginInfo, Registry, RegistryRecipe, default_registry
+from ._sync import (
+    FileStatistics,
+    IncompleteWrite,
+    ModularFileSystem,
+    PluginInfo,
+    Registry,
+    RegistryRecipe,
+    default_registry,
+)
 from ._uri import StrPath
 from .errors import NotFoundError, UnimplementedError
 
@@ -36,17 +41,18 @@ from .errors import NotFoundError, UnimplementedError
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
-    from ._native.marshal import Option
-    from ._streams.prefetch import Prefetch, PrefetchRecords
-    from ._streams.streams import (
+    from ._native import Option
+    from ._streams import (
         AsyncBinaryReader,
         AsyncBinaryWriter,
         AsyncTextReader,
         AsyncTextWriter,
+        Prefetch,
+        PrefetchRecords,
         Stream,
         StreamOpener,
     )
-    from ._transactions.transaction import Transaction
+    from ._transactions import Transaction
 else:
     Buffer = object
 
@@ -262,7 +268,7 @@ class Env:
         A transaction on an overlapping root waits up to timeout seconds,
         then raises TransactionConflictError. native picks the plugin's own
         transaction ops (default: when it has them) or the generic path."""
-        from ._transactions.transaction import Transaction  # noqa: PLC0415 (lazy: see the imports)
+        from ._transactions import Transaction  # noqa: PLC0415 (lazy: see the imports)
 
         fs, root = self._at(root)
         return Transaction(fs, root, timeout=timeout, native=native)
@@ -320,7 +326,7 @@ class Env:
         file as text), readahead (blocks read
         ahead, 2), atomic ("w" modes: a temporary sibling renamed over the
         target on close; True). Inside a transaction, ``txn.open``."""
-        from ._streams.streams import StreamOpener, open_stream  # noqa: PLC0415 (lazy: see the imports)
+        from ._streams import StreamOpener, open_stream  # noqa: PLC0415 (lazy: see the imports)
 
         fs, uri = self._at(uri)
         opening = partial(open_stream, fs, uri, mode, **options)
@@ -334,7 +340,7 @@ class Env:
         max_bytes=256 MiB, ordered=True, errors="raise"; see
         :mod:`asyncfs.prefetch`). With records=True, the TFRecord records of
         the files, interleaved (cycle_length=4)."""
-        from ._streams.prefetch import prefetch, prefetch_records  # noqa: PLC0415 (lazy: see the imports)
+        from ._streams import prefetch, prefetch_records  # noqa: PLC0415 (lazy: see the imports)
 
         paths = (os.fspath(uri) for uri in uris)  # lazily: uris may be a long generator
         if options.pop("records", False):

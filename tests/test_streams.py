@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import gc
 import gzip
+import importlib
 import io
 import os
 import sys
@@ -24,9 +25,11 @@ from hypothesis import strategies as st
 
 import asyncfs
 from asyncfs import tfrecord
-from asyncfs._streams import prefetch as _prefetch
 from asyncfs._streams import streams
 from asyncfs._streams import tfrecord as _tfrecord
+
+# the module, which the face's prefetch (the function) hides
+_prefetch = importlib.import_module("asyncfs._streams.prefetch")
 
 pytestmark = pytest.mark.anyio
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._sync.filesystem import ModularFileSystem
-from .._sync.scratch import scratch
+from .._sync import ModularFileSystem, scratch
 from ..errors import StatusError
 
 __all__ = ["Combiners", "Stats", "WholeReads", "Writes"]

@@ -23,12 +23,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from anyio.lowlevel import checkpoint
 
-from .._native.marshal import Option, OptionValue, refuse_text
+from .._native import Option, OptionValue, refuse_text
+from .._sync import (
+    EntryKind,
+    FileStatistics,
+    IncompleteWrite,
+    ModularFileSystem,
+    RandomAccessFile,
+    ReadOnlyMemoryRegion,
+    WritableFile,
+    by_statistics,
+    write_whole,
+)
 from .._sync import plans as _plans
-from .._sync.entries import EntryKind, by_statistics
-from .._sync.files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
-from .._sync.filesystem import FileStatistics, IncompleteWrite, ModularFileSystem
-from .._sync.landing import write_whole
 from ..errors import FailedPreconditionError, StatusError
 from . import fanout as _fanout
 from . import plans as _driver

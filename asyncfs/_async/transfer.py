@@ -10,9 +10,8 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from .. import _uri
+from .._sync import ModularFileSystem, stream_copy
 from .._sync import plans as _plans
-from .._sync.fallbacks import stream_copy
-from .._sync.filesystem import ModularFileSystem
 from ..errors import InvalidArgumentError
 from . import plans as _driver
 

@@ -29,8 +29,8 @@ from functools import cache
 from typing import Any
 
 from .. import _uri
+from .._native import CData, ffi
 from .._native import binding as _ffi
-from .._native.binding import CData, ffi
 from ..errors import (
     ABIMismatchError,
     CoreABIRangeError,

@@ -44,8 +44,7 @@ from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Sequen
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
-from .._sync.filesystem import ModularFileSystem
-from .._sync.scratch import scratch
+from .._sync import ModularFileSystem, scratch
 from .._uri import all_start_with
 from ..errors import InvalidArgumentError, StatusError, UnknownSchemeError
 from .lines import Handover
@@ -55,8 +54,7 @@ from .tfrecord import TFRecordReader, _compression
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-    from .._async.filesystem import AsyncModularFileSystem
-    from .._async.pool import Sink
+    from .._async import AsyncModularFileSystem, Sink
 
 __all__ = ["Budget", "Prefetch", "PrefetchRecords", "Resolver", "prefetch", "prefetch_records"]
 

@@ -25,11 +25,9 @@ from itertools import islice
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from .._async.filesystem import AT_HAND_TURN
-from .._native.marshal import refuse_text
-from .._sync.files import AheadRead, RandomAccessFile
-from .._sync.filesystem import ModularFileSystem
-from .._sync.landing import Landing
+from .._async import AT_HAND_TURN
+from .._native import refuse_text
+from .._sync import AheadRead, Landing, ModularFileSystem, RandomAccessFile
 from ..errors import InvalidArgumentError
 from . import compression as _compression
 from .lines import Handover, split_keep
@@ -37,8 +35,7 @@ from .lines import Handover, split_keep
 if TYPE_CHECKING:
     from typing_extensions import Buffer, Self
 
-    from .._async.filesystem import AsyncModularFileSystem
-    from .._async.pool import Pending
+    from .._async import AsyncModularFileSystem, Pending
 else:
     Buffer = object
     Self = object

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import google_crc32c
 
-from .._native.records import RecordParser, Stop, find_header
+from .._native import RecordParser, Stop, find_header
 from ..errors import DataLossError
 from .lines import Handover
 from .streams import AsyncBinaryReader, AsyncBinaryWriter, Opener

@@ -1,19 +1,28 @@
-"""What a directory entry is, apart from what its statistics say: the kinds
-a plugin's ``get_children_kinds`` reports (the ABI's ``ASYNCFS_ENTRY_*``).
-Below both the sync adapter and the plans that walk trees, which need it."""
+"""What a directory entry is: its statistics, as ``stat`` gives them, and
+its kind, its link not followed, as a plugin's ``get_children_kinds``
+reports it (the ABI's ``ASYNCFS_ENTRY_*``). Below both the adapter and the
+plans that walk trees, which need them."""
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, TypeVar
+from dataclasses import dataclass
+from typing import TypeVar
 
-if TYPE_CHECKING:
-    from .filesystem import FileStatistics
+__all__ = ["PLAIN", "EntryKind", "FileStatistics", "by_statistics"]
 
-__all__ = ["PLAIN", "EntryKind", "by_statistics"]
 
-S = TypeVar("S", bound="FileStatistics")
+@dataclass(frozen=True)
+class FileStatistics:
+    """What :meth:`~asyncfs.ModularFileSystem.stat` reports."""
+
+    length: int
+    mtime_nsec: int
+    is_directory: bool
+
+
+S = TypeVar("S", bound=FileStatistics)
 
 
 class EntryKind(enum.IntEnum):

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from .. import _uri
-from .._native.marshal import refuse_text
+from .._native import refuse_text
 from ..errors import Code, NotFoundError, PathIsDirectoryError, PathNotDirectoryError, StatusError
 
 if TYPE_CHECKING:

@@ -14,9 +14,8 @@ from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
+from .._native import CData, ffi, refuse_text
 from .._native import binding as _ffi
-from .._native.binding import CData, ffi
-from .._native.marshal import refuse_text
 from ..errors import Code
 
 if TYPE_CHECKING:

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import _uri
-from .._native import binding as _ffi
-from .._native.binding import CData, ffi
-from .._native.marshal import (
+from .._native import (
+    CData,
     Option,
     OptionValue,
     cut_files,
     encode,
+    ffi,
     free_options,
     option_from_c,
     option_to_c,
@@ -35,12 +35,13 @@ from .._native.marshal import (
     unpack_statistics,
     unpack_strings,
 )
-from .._native.paths import translate_name as generic_translate_name
-from .._plugins.loader import PluginMetadata, SchemeTables, init_filesystem
+from .._native import binding as _ffi
+from .._native import translate_name as generic_translate_name
+from .._plugins import PluginMetadata, SchemeTables, init_filesystem
 from ..errors import AlreadyExistsError, Code, InvalidArgumentError, StatusError
 from . import fallbacks as _fallbacks
 from . import plans as _plans
-from .entries import EntryKind, by_statistics
+from .entries import EntryKind, FileStatistics, by_statistics
 from .files import RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 else:
     Buffer = object
 
-__all__ = ["EntryKind", "FileStatistics", "ModularFileSystem", "is_secret"]
+__all__ = ["EntryKind", "FileStatistics", "IncompleteWrite", "ModularFileSystem", "TransactionToken", "is_secret"]
 
 # Configuration options whose name holds one of these words carry secrets:
 # they travel in a pickle only when set with travels=True.
@@ -108,15 +109,6 @@ class TransactionToken:
     """A plugin's transaction token (``TF_TransactionToken*``)."""
 
     raw: CData
-
-
-@dataclass(frozen=True)
-class FileStatistics:
-    """What :meth:`ModularFileSystem.stat` reports."""
-
-    length: int
-    mtime_nsec: int
-    is_directory: bool
 
 
 def _attribute_arrays(attributes: Mapping[str, str], uri: str) -> tuple[CData, CData, list[CData]]:

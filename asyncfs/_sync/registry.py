@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _uri
+from .._native import Option
 from .._native import libraries as _libs
-from .._native.marshal import Option
-from .._plugins.loader import PluginMetadata, init_filesystems, open_plugin
+from .._plugins import PluginMetadata, init_filesystems, open_plugin
 from ..errors import SchemeAlreadyRegisteredError, UnknownSchemeError
 from .filesystem import ModularFileSystem
 

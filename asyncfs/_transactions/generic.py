@@ -25,9 +25,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import _private, _uri
-from .._native.paths import clean_path
-from .._sync.fallbacks import write_by_rename
-from .._sync.filesystem import ModularFileSystem
+from .._native import clean_path
+from .._sync import ModularFileSystem, write_by_rename
 from ..errors import (
     AbortedError,
     AlreadyExistsError,

@@ -11,8 +11,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
 from .. import _uri
-from .._sync.fallbacks import write_by_rename
-from .._sync.filesystem import FileStatistics, ModularFileSystem, TransactionToken
+from .._sync import FileStatistics, ModularFileSystem, TransactionToken, write_by_rename
 from ..errors import NotFoundError
 
 if TYPE_CHECKING:

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from .. import _uri
-from .._native.paths import clean_path
-from .._streams.streams import AsyncBinaryWriter, AsyncTextWriter, Stream, StreamOpener, open_stream
-from .._sync.filesystem import FileStatistics, ModularFileSystem
+from .._native import clean_path
+from .._streams import AsyncBinaryWriter, AsyncTextWriter, Stream, StreamOpener, open_stream
+from .._sync import FileStatistics, ModularFileSystem
 from .._uri import StrPath
 from ..errors import AbortedError, InvalidArgumentError, TransactionConflictError, TransactionStateError
 from .generic import GenericStaging
@@ -45,7 +45,7 @@ from .staging import NativeStaging, Staging
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
-    from .._async.filesystem import AsyncModularFileSystem
+    from .._async import AsyncModularFileSystem
 else:
     Buffer = object
 

@@ -28,7 +28,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .._async.pool import ALONE
+from .._async import ALONE
 from .._native import local
 from ._memory import Descriptor, ReadAhead
 from ._paths import c_path

@@ -12,7 +12,7 @@ from collections.abc import Callable, Coroutine
 from functools import wraps
 from typing import Any
 
-from .._sync.filesystem import FileStatistics
+from .._sync import FileStatistics
 from ..env import default_env
 from ..errors import NotFoundError
 from ._paths import local, plugin_uri

@@ -16,7 +16,7 @@ from concurrent.futures import Executor
 from functools import partial
 from typing import Any, TypeVar
 
-from .._async.pool import Combiner, call_quietly
+from .._async import Combiner, call_quietly
 from ..env import default_env
 
 __all__ = ["run", "run_soon", "run_soon_together"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .. import _uri
-from .._streams.streams import AT_HAND_MOST
+from .._streams import AT_HAND_MOST
 from ..env import default_env
 from ..errors import StatusError
 from ._memory import Descriptor, ReadAhead, WriteBehind

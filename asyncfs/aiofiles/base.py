@@ -20,7 +20,7 @@ from functools import partial, wraps
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .._async.pool import Combiner
+from .._async import Combiner
 from ._memory import ReadAhead, WriteBehind
 from ._run import run
 from ._stack import Landing

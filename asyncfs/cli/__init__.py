@@ -41,7 +41,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import anyio
 
 from .. import __version__, core_abi_version
-from .._sync.filesystem import ModularFileSystem
+from .._sync import ModularFileSystem
 from .._sync.plans import has_glob_meta
 from .._uri import join, parse_uri
 from ..env import Env

@@ -14,8 +14,8 @@ from pathlib import Path
 from .. import __version__
 from .._native import libraries as _libs
 from .._native import speedups as _extension
-from .._plugins.loader import binding, core_abi_version
-from .._sync.registry import Registry
+from .._plugins import binding, core_abi_version
+from .._sync import Registry
 
 __all__ = ["report"]
 

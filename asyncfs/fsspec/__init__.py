@@ -37,10 +37,17 @@ from fsspec.asyn import AsyncFileSystem, sync, sync_wrapper
 from fsspec.transaction import Transaction as _FsspecTransaction
 from fsspec.utils import stringify_path
 
-from .._async.backends import current_loop
-from .._sync import landing as _landing
-from .._sync.filesystem import EntryKind, FileStatistics, ModularFileSystem
-from .._sync.registry import PluginInfo, RegistryRecipe, add_load_listener, default_registry
+from .._async import current_loop
+from .._sync import (
+    EntryKind,
+    FileStatistics,
+    ModularFileSystem,
+    PluginInfo,
+    RegistryRecipe,
+    add_load_listener,
+    default_registry,
+    write_whole,
+)
 from .._uri import is_internal_name
 from ..env import Env, default_env
 from ..errors import FailedPreconditionError, InvalidArgumentError, NotFoundError, PathIsDirectoryError
@@ -470,7 +477,7 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         if mode == "create" and plugin.exists(uri):
             raise FileExistsError(f"{self.unstrip_protocol(path)} exists")
         try:
-            _landing.write_whole(plugin, uri, value, atomic=True, attributes=None)
+            write_whole(plugin, uri, value, atomic=True, attributes=None)
         except NotFoundError:  # a folder above it is missing: the Env's create_parents decides
             sync(self.loop, self._pipe_file, path, value, mode=mode, **kwargs)
 

@@ -24,11 +24,10 @@ from fsspec.asyn import sync
 from fsspec.spec import AbstractBufferedFile
 
 from .. import _uri
-from .._sync.filesystem import ModularFileSystem
-from .._sync.landing import Landing
+from .._sync import Landing, ModularFileSystem
 
 if TYPE_CHECKING:
-    from .._streams.streams import AsyncBinaryReader, AsyncBinaryWriter
+    from .._streams import AsyncBinaryReader, AsyncBinaryWriter
     from . import AsyncfsFileSystem
 
 __all__ = ["DIRECT_BLOCK", "BridgeFile", "DirectFile", "DirectWriter", "RangeFile", "StagedFile"]

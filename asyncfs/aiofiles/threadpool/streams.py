@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from ..._streams.streams import AsyncBinaryReader, AsyncBinaryWriter, AsyncTextReader, AsyncTextWriter
+from ..._streams import AsyncBinaryReader, AsyncBinaryWriter, AsyncTextReader, AsyncTextWriter
 from ..base import LineIteration
 
 __all__ = ["AsyncStreamFile"]
