@@ -421,7 +421,7 @@ def apply_journal(fs: ModularFileSystem, root: str, plan: dict[str, Any]) -> Non
 def _plan_inside(names: Siblings, plan: Any) -> bool:
     """Whether a plan names only what a transaction on names.root may touch:
     a staging directory of that root's, and paths below the root (clean,
-    relative, never climbing out with ``..``)."""
+    relative, never the root itself nor climbing out with ``..``)."""
     if not isinstance(plan, dict) or set(plan) != {"staging", "deletes", "mkdirs", "moves"}:
         return False
     staging = plan["staging"]
@@ -434,7 +434,11 @@ def _plan_inside(names: Siblings, plan: Any) -> bool:
         else [None]
     )
     return all(
-        isinstance(rel, str) and rel and "\0" not in rel and clean_path(rel) == rel and not rel.startswith(("/", ".."))
+        isinstance(rel, str)
+        and rel not in ("", ".")  # the root itself is never a plan's entry
+        and "\0" not in rel
+        and clean_path(rel) == rel
+        and not rel.startswith(("/", ".."))
         for rel in paths
     )
 
