@@ -66,7 +66,7 @@ class Env:
     posix plugin) resolved to :class:`AsyncModularFileSystem` instances that
     share one bounded, batching worker pool.
 
-    ``workers`` sizes the pool (default :func:`asyncfs._pool.default_workers`),
+    ``workers`` sizes the pool (default :func:`asyncfs._async.pool.default_workers`),
     ``max_in_flight`` caps the operations queued or running at once per event
     loop (more wait for room, so memory stays bounded), ``worker_nice`` is the
     workers' CPU priority relative to the event loop's thread (Linux nice;
@@ -338,7 +338,7 @@ class Env:
         """``async for path, data in env.prefetch(uris)``: whole files, read
         concurrently under an in-flight and a byte budget (in_flight=32,
         max_bytes=256 MiB, ordered=True, errors="raise"; see
-        :mod:`asyncfs.prefetch`). With records=True, the TFRecord records of
+        :mod:`asyncfs._streams.prefetch`). With records=True, the TFRecord records of
         the files, interleaved (cycle_length=4)."""
         from ._streams import prefetch, prefetch_records  # noqa: PLC0415 (lazy: see the imports)
 

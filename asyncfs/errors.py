@@ -7,7 +7,7 @@ of the plugin ABI, and each also inherits the builtin it resembles, so
 the plugin loader are :class:`PluginError` subclasses naming the library, the
 scheme and the item at fault.
 
-Status codes become exceptions in one place only: ``asyncfs._ffi.check``.
+Status codes become exceptions in one place only: ``asyncfs._native.binding.check``.
 """
 
 from __future__ import annotations

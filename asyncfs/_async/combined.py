@@ -2,7 +2,7 @@
 reads or stats many paths in one call (``read_files``, ``stat_files``: s3
 keeps all of a call's requests in flight from one thread), the pool hands
 the ``read_file``, ``stat`` and ``write_file`` calls of one loop iteration to these
-combiners in groups (see ``_pool.Combiner``), so that 64 concurrent
+combiners in groups (see ``pool.Combiner``), so that 64 concurrent
 ``env.read_file`` calls cost four worker threads, not 64. A lone call runs
 as it is; each caller gets its own result or its own error."""
 

@@ -1,5 +1,5 @@
 """Splitting a batch of calls across the worker pool, and reading its
-results. (Walk, glob and tree deletion are plans in :mod:`asyncfs._plans`.)
+results. (Walk, glob and tree deletion are plans in :mod:`asyncfs._sync.plans`.)
 """
 
 from __future__ import annotations

@@ -195,12 +195,12 @@ class AsyncModularFileSystem:
         """Run ``fn(*args)`` on a worker with nobody waiting for it: the
         release of a handle that was only read, which has nothing to
         report. It never waits for room and is never leaked (see
-        :meth:`asyncfs._pool.WorkerPool.run_soon`)."""
+        :meth:`asyncfs._async.pool.WorkerPool.run_soon`)."""
         self._pool.run_soon(fn, *args)
 
     def start(self, fn: Callable[..., T], *args: Any) -> Pending[T] | None:
         """Start side-effect-free ``fn(*args)`` now and await its
-        :meth:`~asyncfs._pool.Pending.result` later (read-ahead); None when
+        :meth:`~asyncfs._async.pool.Pending.result` later (read-ahead); None when
         the in-flight cap leaves no room."""
         return self._pool.submit(fn, *args)
 
@@ -341,7 +341,7 @@ class AsyncModularFileSystem:
 
     async def get_matching_paths(self, pattern: str) -> list[str]:
         """Glob, expanding directory levels concurrently (see
-        :func:`asyncfs._plans.glob`); equal to the sync result."""
+        :func:`asyncfs._sync.plans.glob`); equal to the sync result."""
         native = self.wrapped.offers("get_matching_paths")
         return await _driver.run(self, _plans.glob(pattern, native=native))
 

@@ -2,7 +2,7 @@
 one function that turns a C status into a Python exception.
 
 The declarations come from the marked regions of the C headers, pre-parsed
-into ``_cdef.py`` (``python -m asyncfs._cdef_build``), so the headers stay
+into ``cdef.py`` (``python -m asyncfs._native.cdef_build``), so the headers stay
 the single source of the ABI and no process pays for parsing them.
 """
 

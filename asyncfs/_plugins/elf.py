@@ -1,6 +1,6 @@
 """The strings of an ELF shared library's dynamic tables, read and renamed in
 place: just what the loader needs to load a plugin from a copy whose imports
-and dependencies name asyncfs's runtime (``_plugin_copy.py``).
+and dependencies name asyncfs's runtime (:mod:`.copies`).
 
 A rename never moves anything: the new string is no longer than the old one
 and is written over it, NUL-padded. Linkers share storage between strings (a

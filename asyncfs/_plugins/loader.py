@@ -381,7 +381,7 @@ def open_plugin(library: str) -> LoadedPlugin:
     initialising any filesystem yet (see :func:`init_filesystems`)."""
     where: dict[str, Any] = {"library": library}
     try:
-        # a private copy bound to the runtime, globally visible first (_plugin_copy.py)
+        # a private copy bound to the runtime, globally visible first (copies.py)
         with _plugin_copy.loadable(library, _ffi.runtime_provides(), _open) as path:
             lib = _open(path)
     except _plugin_copy.CopyError as exc:

@@ -1,5 +1,5 @@
 """Stream codecs: gzip, zlib, zstd and snappy, as incremental compressors and
-decompressors for :mod:`asyncfs.streams`. gzip and zlib come from the
+decompressors for :mod:`asyncfs._streams.streams`. gzip and zlib come from the
 standard library, zstd from the standard library's ``compression.zstd``
 (Python 3.14) or its backport ``backports.zstd``, snappy (the framing
 format) from ``python-snappy``; the latter two are the

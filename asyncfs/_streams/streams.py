@@ -8,7 +8,7 @@ writes into large appends. ``"w"``/``"wb"`` write to a temporary sibling that
 replaces the target on close, so a writer that fails or crashes never leaves
 a truncated file under the target's name (``atomic=False`` opts out; appends
 always go to the file itself). Any stream can be compressed
-(:mod:`asyncfs.compression`); text modes decode and encode, reading with
+(:mod:`asyncfs._streams.compression`); text modes decode and encode, reading with
 universal newlines.
 """
 
@@ -789,7 +789,7 @@ class _Writer(_Stream):
 
 class AsyncBinaryWriter(_Writer):
     """A buffered writer: data reaches the plugin in appends of at least
-    block_size bytes, toward a :class:`~asyncfs._landing.Landing` (staged
+    block_size bytes, toward a :class:`~asyncfs._sync.landing.Landing` (staged
     and renamed over the target on close where the store stages, deleted
     if the writer is aborted, never landed once a write has failed)."""
 

@@ -4,7 +4,7 @@ scheme (TensorFlow's ModularFileSystem), calling the plugin's ops.
 Every method takes URIs (or bare paths for the posix plugin), passes the
 plugin its translated name, and raises the :mod:`asyncfs.errors` exception
 for a failed status. An optional op the plugin leaves NULL falls back to
-generic code built on the other ops (see :mod:`asyncfs._fallbacks`); a
+generic code built on the other ops (see :mod:`asyncfs._sync.fallbacks`); a
 required one raises :class:`~asyncfs.errors.UnimplementedError` naming it.
 Calls into C release the GIL, so threads run plugin calls in parallel.
 """

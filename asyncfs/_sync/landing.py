@@ -1,7 +1,7 @@
 """A file written whole under a staging name beside its target, landing on
 the target by rename when it closes, and deleted if it is dropped: the
 steps, on the synchronous adapter, that an atomic writer takes. The async
-stream writer (:mod:`asyncfs.streams`) runs them on the worker pool; the
+stream writer (:mod:`asyncfs._streams.streams`) runs them on the worker pool; the
 fsspec bridge's writer runs them on the caller's thread."""
 
 from __future__ import annotations

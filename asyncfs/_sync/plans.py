@@ -1,7 +1,7 @@
 """Walk, glob and tree deletion, each written once.
 
 An algorithm here is a *plan*: a generator that says, step by step, which
-calls of :class:`~asyncfs.filesystem.ModularFileSystem` it needs
+calls of :class:`~asyncfs.ModularFileSystem` it needs
 (:class:`Calls`: one operation over a list of arguments, a whole directory
 level at once) and receives their results, each a value or the exception
 the call raised. It never calls a filesystem itself. Two drivers run a plan:

@@ -5,7 +5,7 @@ per file hands the pool many opens in one event-loop iteration, then many
 reads. Run one by one on a worker, each ``open``, ``fstat`` and ``read``
 gives up the GIL for its system call and waits for the loop's thread to
 give it back, so the worker and the loop take turns at every call. Here the
-pool's combiner (:class:`asyncfs._pool.Combiner`) makes each group one call
+pool's combiner (:class:`asyncfs._async.pool.Combiner`) makes each group one call
 into the runtime, with the GIL released once: ``ASYNCFS_OpenPaths`` opens
 and fstat's every path, ``ASYNCFS_ReadFds`` reads every file to its end.
 
@@ -48,7 +48,7 @@ _Outcome = tuple[Any, BaseException | None]
 
 
 class OpenToRead:
-    """A :class:`asyncfs._pool.Combiner` of :func:`._stack.open_stack`
+    """A :class:`asyncfs._async.pool.Combiner` of :func:`._stack.open_stack`
     calls that it :meth:`takes`: their opens in one C call. A path with a
     NUL or an unencodable character in it, and what is not a regular file,
     are opened by themselves, after the others (see ALONE), and answered as
@@ -160,7 +160,7 @@ def close_descriptors(fds: list[int]) -> None:
 
 
 class ReadToEnd:
-    """A :class:`asyncfs._pool.Combiner` of a file object's worker calls
+    """A :class:`asyncfs._async.pool.Combiner` of a file object's worker calls
     (see :meth:`.base.AsyncBase._call`) of its read to the end: the reads
     from the descriptors, to their ends, in one C call, then each file
     object's read, which takes them: from its read-ahead layer

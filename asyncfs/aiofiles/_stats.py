@@ -4,7 +4,7 @@ A program that awaits ``aiofiles.os.stat`` or ``aiofiles.ospath.exists`` in
 a task per path hands the pool many stats in one event-loop iteration. Run
 one by one on a worker, each ``os.stat`` gives up the GIL for its system call
 and then waits for the loop's thread to give it back, so the calls and the
-loop take turns. Here the pool's combiner (:class:`asyncfs._pool.Combiner`)
+loop take turns. Here the pool's combiner (:class:`asyncfs._async.pool.Combiner`)
 makes them one call into the runtime (``ASYNCFS_StatPaths``), which stats
 every path with the GIL released; the loop runs meanwhile.
 
@@ -96,7 +96,7 @@ def _os_error(errno: int, path: str | bytes) -> OSError:
 
 
 class StatMany(Generic[T]):
-    """A :class:`asyncfs._pool.Combiner` of ``os.stat(path)`` calls, each
+    """A :class:`asyncfs._async.pool.Combiner` of ``os.stat(path)`` calls, each
     answered by ``answer(fields)`` (the path's ASYNCFS_STAT_FIELDS values),
     or True when answer is None (only whether the path could be stat'ed:
     no field is read); with ``failed``, a path that cannot be stat'ed is

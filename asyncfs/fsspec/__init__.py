@@ -13,10 +13,10 @@ and plugins it loads later (TensorFlow-built ones too).
 :class:`~asyncfs.Env`: the coroutines are asyncfs's, and fsspec's sync
 methods run them on fsspec's own loop. Options that are not fsspec's are the
 plugin's configuration (``endpoint=``, ``region=``, ... for s3; s3fs's
-names too, :mod:`asyncfs._fsspec_names`): with options, the filesystem
+names too, :mod:`asyncfs.fsspec.names`): with options, the filesystem
 gets an Env of its own, which serves its scheme with a filesystem of its
 own, so they never change another user's plugin. The file objects
-``fs.open`` returns are in :mod:`asyncfs._fsspec_files`. See
+``fs.open`` returns are in :mod:`asyncfs.fsspec.files`. See
 ``docs/fsspec.md``.
 """
 

@@ -17,8 +17,9 @@ import contextlib
 import errno
 import io
 import posixpath
+import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from fsspec.asyn import sync
 from fsspec.spec import AbstractBufferedFile
@@ -28,18 +29,30 @@ from .._sync import Landing, ModularFileSystem
 
 if TYPE_CHECKING:
     from .._streams import AsyncBinaryReader, AsyncBinaryWriter
-    from . import AsyncfsFileSystem
+    from ..env import Env
 
-__all__ = ["DIRECT_BLOCK", "BridgeFile", "DirectFile", "DirectWriter", "RangeFile", "StagedFile"]
+__all__ = ["DIRECT_BLOCK", "Bridge", "BridgeFile", "DirectFile", "DirectWriter", "RangeFile", "StagedFile"]
 
 T = TypeVar("T")
+
+
+class Bridge(Protocol):
+    """What these file objects need of the bridge filesystem that opens
+    them (:class:`asyncfs.fsspec.AsyncfsFileSystem`)."""
+
+    env: Env
+    loop: asyncio.AbstractEventLoop
+
+    def _uri(self, path: str) -> str: ...
+    def unstrip_protocol(self, name: str) -> str: ...
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes: ...
 
 
 class StagedFile:
     """A file written under a staging name beside its target, landed by
     :meth:`commit` (or with the whole transaction)."""
 
-    def __init__(self, fs: AsyncfsFileSystem, path: str) -> None:
+    def __init__(self, fs: Bridge, path: str) -> None:
         self.fs = fs
         self.path = path
         self.uri = _uri.staging_name(fs._uri(path))
@@ -61,7 +74,7 @@ class BridgeFile(io.RawIOBase):
     caller's thread; the rest hop to fsspec's loop."""
 
     def __init__(
-        self, fs: AsyncfsFileSystem, path: str, mode: str, *, block_size: int | None, autocommit: bool
+        self, fs: Bridge, path: str, mode: str, *, block_size: int | None, autocommit: bool
     ) -> None:
         super().__init__()
         if mode not in ("rb", "wb", "ab", "xb"):
@@ -313,7 +326,7 @@ class DirectFile(io.BufferedReader):
     call from a running event loop, take :class:`BridgeFile`."""
 
     def __init__(
-        self, fs: AsyncfsFileSystem, plugin: ModularFileSystem, path: str, uri: str, block_size: int | None
+        self, fs: Bridge, plugin: ModularFileSystem, path: str, uri: str, block_size: int | None
     ) -> None:
         self._raw = _PluginRaw(plugin, uri, path)
         super().__init__(self._raw, block_size or DIRECT_BLOCK)
@@ -343,7 +356,7 @@ class _PluginSink(io.RawIOBase):
     """A file of a local store written on the caller's own thread: appends
     to a plugin handle, under a staging name where the store stages atomic
     writes, landing on the target when closed with ``keep`` set (see
-    :mod:`asyncfs._landing`) and dropped otherwise."""
+    :mod:`asyncfs._sync.landing`) and dropped otherwise."""
 
     def __init__(self, plugin: ModularFileSystem, uri: str, path: str) -> None:
         super().__init__()
@@ -392,7 +405,7 @@ class DirectWriter(io.BufferedWriter):
     was."""
 
     def __init__(
-        self, fs: AsyncfsFileSystem, plugin: ModularFileSystem, path: str, uri: str, block_size: int | None
+        self, fs: Bridge, plugin: ModularFileSystem, path: str, uri: str, block_size: int | None
     ) -> None:
         self._sink = _PluginSink(plugin, uri, path)
         super().__init__(self._sink, block_size or DIRECT_BLOCK)

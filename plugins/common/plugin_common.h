@@ -6,7 +6,8 @@
  *   plugin_common.h    plugin memory, string lists, status shorthands
  *   plugin_config.h    settings and the ABI's five configuration ops
  *   plugin_txn.h       transaction tokens and the ABI's seven transaction ops
- *   plugin_fs.h        the state every filesystem starts with, registration
+ *   plugin_state.h     the state every filesystem starts with (both of the above)
+ *   plugin_fs.h        creating a filesystem's state, and registration
  *   plugin_fork.h      locks a fork must not copy held
  */
 #ifndef ASYNCFS_PLUGIN_COMMON_H_

@@ -9,7 +9,7 @@
 
 #include "plugin_common.h"
 #include "plugin_fork.h"
-#include "plugin_fs.h"
+#include "plugin_state.h"
 
 static char** text_field(void* settings, const plugin_option* o) {
   return (char**)((char*)settings + o->offset);

@@ -19,17 +19,7 @@
 
 #include "asyncfs/filesystem_interface.h"
 #include "plugin_common.h"
-#include "plugin_config.h"
-#include "plugin_txn.h"
-
-typedef struct plugin_fs {
-  plugin_config config;
-  plugin_txn_table txns;
-} plugin_fs;
-
-static inline plugin_fs* plugin_fs_of(const TF_Filesystem* filesystem) {
-  return (plugin_fs*)filesystem->plugin_filesystem;
-}
+#include "plugin_state.h"
 
 /* init's common part: allocates size zeroed bytes (a struct starting with
  * plugin_fs) as filesystem's state, with settings from defaults (a

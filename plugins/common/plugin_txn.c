@@ -8,7 +8,7 @@
 
 #include "plugin_common.h"
 #include "plugin_fork.h"
-#include "plugin_fs.h"
+#include "plugin_state.h"
 
 int plugin_txn_table_init(plugin_txn_table* table,
                           const plugin_txn_hooks* hooks) {

@@ -22,9 +22,8 @@
 #include <time.h>
 
 #include "asyncfs/filesystem_interface.h"
-#include "asyncfs/runtime_core.h"
-
-#define RUNTIME_EXPORT __attribute__((visibility("default")))
+#include "runtime_core.h"
+#include "runtime_export.h"
 
 /* At most this many threads; more reads than that wait in the queue (two
  * keep a reader's blocks coming while another thread's read is slow). */
