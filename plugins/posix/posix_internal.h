@@ -6,7 +6,24 @@
 #include <sys/types.h>
 
 #include "asyncfs/filesystem_interface.h"
+#include "plugin_config.h"
+#include "plugin_fs.h"
 #include "plugin_txn.h"
+
+/* The posix plugin's settings. */
+typedef struct posix_settings {
+  plugin_settings base;
+  int64_t sync_on_close;
+} posix_settings;
+
+/* Its files (posix_files.c): the tables, and the constructors the
+ * filesystem table names (posix_new_random_access_file, ...). */
+extern const TF_RandomAccessFileOps posix_reader_ops;
+extern const TF_WritableFileOps posix_writer_ops;
+extern const TF_ReadOnlyMemoryRegionOps posix_region_ops;
+PLUGIN_DECLARE_FILE_CONSTRUCTORS(posix_);
+int64_t posix_new_random_access_file_if_ready(const TF_Filesystem* filesystem, const char* path,
+                                              TF_RandomAccessFile* file, TF_Status* status);
 
 /* mkdir -p; an existing non-directory on the way is FAILED_PRECONDITION.
  * Returns 0, or -1 with status set. */
