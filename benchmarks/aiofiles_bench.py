@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from harness import Row, optional
+from .harness import Row, optional
 
 TARGET = 4.0
 

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import io
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
-from harness import Row, best, optional
+from tests.support.ceph_gateway import Gateway, missing_reason, start_gateway
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from ceph_gateway import Gateway, missing_reason, start_gateway
+from .harness import Row, best, optional
 
 BUCKET = "asyncfs-bench-fsspec"
 CSV = "".join(f"{i},{i * 2},name {i}\n" for i in range(20))

@@ -20,9 +20,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from harness import IN_FLIGHT, Row, best, best_async, bounded, optional, started_env
-
 import asyncfs
+
+from .harness import IN_FLIGHT, Row, best, best_async, bounded, optional, started_env
 
 # ---- harnesses --------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """s3:// against obstore, s3fs and boto3, all on one Ceph gateway started for
-the run (tests/ceph_gateway.py), with the same data and in-flight limits."""
+the run (tests/support/ceph_gateway.py), with the same data and in-flight limits."""
 
 from __future__ import annotations
 
@@ -7,16 +7,13 @@ import asyncio
 import contextlib
 import fnmatch
 import os
-import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
 from typing import Any
 
-from harness import IN_FLIGHT, Row, best_async, bounded, optional, started_env
+from tests.support.ceph_gateway import Gateway, missing_reason, start_gateway
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from ceph_gateway import Gateway, missing_reason, start_gateway
+from .harness import IN_FLIGHT, Row, best_async, bounded, optional, started_env
 
 MiB = 1 << 20
 BUCKET = "asyncfs-bench"

@@ -27,14 +27,18 @@ from typing import Any
 import anyio
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from ceph_gateway import Gateway, missing_reason, start_gateway
-from facade import BlockingFacade
-from fault_proxy import FaultProxy
+from support.ceph_gateway import Gateway, missing_reason, start_gateway
+from support.facade import BlockingFacade
+from support.fault_proxy import FaultProxy
 
 import asyncfs
 from asyncfs._native import libraries as _libs
 
 REPO = Path(__file__).resolve().parent.parent
+TESTS = REPO / "tests"
+FIXTURES = TESTS / "fixtures"  # files made elsewhere (TensorFlow's records, old pickles)
+TEST_PLUGINS = TESTS / "plugins"  # the C sources of the test plugins
+SUPPORT = TESTS / "support"  # what the tests and benchmarks run beside asyncfs (importable as support)
 
 # The private plugin copies the loader makes (asyncfs/_plugin_copy.py) go to
 # a folder of this run, not the user's cache: the suite builds many plugins.

@@ -26,7 +26,7 @@ __all__ = [
     "stat_paths",
 ]
 
-STAT_FIELDS = 16  # ASYNCFS_STAT_FIELDS (tests/test_header.py holds them equal)
+STAT_FIELDS = 16  # ASYNCFS_STAT_FIELDS (tests/native/test_header.py holds them equal)
 
 _uncleared = ffi.new_allocator(should_clear_after_alloc=False)
 

@@ -13,11 +13,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import io
 import posixpath
-import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -73,9 +73,7 @@ class BridgeFile(io.RawIOBase):
     synchronous caller. A call the stream's buffer can answer runs on the
     caller's thread; the rest hop to fsspec's loop."""
 
-    def __init__(
-        self, fs: Bridge, path: str, mode: str, *, block_size: int | None, autocommit: bool
-    ) -> None:
+    def __init__(self, fs: Bridge, path: str, mode: str, *, block_size: int | None, autocommit: bool) -> None:
         super().__init__()
         if mode not in ("rb", "wb", "ab", "xb"):
             raise ValueError(f"mode must be rb, wb, ab or xb, not {mode!r}")
@@ -325,9 +323,7 @@ class DirectFile(io.BufferedReader):
     asyncfs's pool would cost a hundred. A network store's reads, and a
     call from a running event loop, take :class:`BridgeFile`."""
 
-    def __init__(
-        self, fs: Bridge, plugin: ModularFileSystem, path: str, uri: str, block_size: int | None
-    ) -> None:
+    def __init__(self, fs: Bridge, plugin: ModularFileSystem, path: str, uri: str, block_size: int | None) -> None:
         self._raw = _PluginRaw(plugin, uri, path)
         super().__init__(self._raw, block_size or DIRECT_BLOCK)
         self.fs = fs
@@ -404,9 +400,7 @@ class DirectWriter(io.BufferedWriter):
     a failed write, or a file dropped without close leaves the target as it
     was."""
 
-    def __init__(
-        self, fs: Bridge, plugin: ModularFileSystem, path: str, uri: str, block_size: int | None
-    ) -> None:
+    def __init__(self, fs: Bridge, plugin: ModularFileSystem, path: str, uri: str, block_size: int | None) -> None:
         self._sink = _PluginSink(plugin, uri, path)
         super().__init__(self._sink, block_size or DIRECT_BLOCK)
         self.fs = fs

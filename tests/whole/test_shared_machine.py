@@ -1,7 +1,7 @@
 """Safe on a shared machine and on hostile data: what another user of the
 machine, a planted file or a hostile answer can make asyncfs do. Each
 finding of the shared-machine audit has its regression test here (the CLI's
-in tests/test_cli.py, the s3 plugin's in tests/test_s3.py). Tests that need a
+in tests/integrations/test_cli.py, the s3 plugin's in tests/stores/test_s3.py). Tests that need a
 second user run as a real one: made with useradd when the suite runs as
 root, skipped (saying why) otherwise."""
 

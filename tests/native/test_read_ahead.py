@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import build_plugin, exit_code_of
+from conftest import TEST_PLUGINS, build_plugin, exit_code_of
 
 import asyncfs
 
-SOURCE = Path(__file__).parent / "plugins" / "testfs.c"
+SOURCE = TEST_PLUGINS / "testfs.c"
 
 
 def test_a_read_made_ahead_reads_what_read_reads(sync_fs: asyncfs.ModularFileSystem, root: str) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import exit_code_of, open_fds
+from conftest import SUPPORT, exit_code_of, open_fds
 
 import asyncfs
 from asyncfs._async import pool as _pool
@@ -248,7 +248,7 @@ async def test_a_cancelled_begin_leaves_no_lock(env: asyncfs.Env, tmp_path: Path
     async with env.transaction(root, native=native, timeout=0.5) as other:
         await other.write_file("a", b"a")
     done = subprocess.run(
-        [sys.executable, str(Path(__file__).parent / "txn_holder.py"), root, "native" if native else "generic", "b"],
+        [sys.executable, str(SUPPORT / "txn_holder.py"), root, "native" if native else "generic", "b"],
         input="abort\n",
         capture_output=True,
         text=True,

@@ -212,7 +212,7 @@ async def test_operations_of_one_iteration_share_a_few_wakeups(env: asyncfs.Env,
     within DELIVERY_INTERVAL (0.5 ms), and deliveries that meet in the
     outbox share one wake-up. (Before results were answered per operation,
     one wake-up per worker per batch held them all back until the batch
-    ended: see tests/test_pool.py.)"""
+    ended: see tests/async/test_pool.py.)"""
     before = env.pool.stats()
     async with anyio.create_task_group() as tg:
         for i in range(1000):

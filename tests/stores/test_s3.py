@@ -22,10 +22,10 @@ from typing import Any
 
 import anyio
 import pytest
-from ceph_gateway import Gateway
 from conftest import configure_s3, leave_prefetches_early
-from fault_proxy import FaultProxy
-from txn_holder import race
+from support.ceph_gateway import Gateway
+from support.fault_proxy import FaultProxy
+from support.txn_holder import race
 
 import asyncfs
 from asyncfs._native import libraries as _libs

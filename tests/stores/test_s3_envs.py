@@ -22,8 +22,8 @@ from collections.abc import Iterator
 
 import anyio
 import pytest
-from ceph_gateway import Gateway
 from conftest import configure_s3, exit_code_of
+from support.ceph_gateway import Gateway
 
 import asyncfs
 

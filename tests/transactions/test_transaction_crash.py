@@ -23,10 +23,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import SUPPORT
 
 import asyncfs
 
-CHILD = Path(__file__).with_name("crash_child.py")
+CHILD = SUPPORT / "crash_child.py"
 KILLS = int(os.environ.get("ASYNCFS_CRASH_KILLS", "150"))
 
 

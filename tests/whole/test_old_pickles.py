@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pickle
 import warnings
-from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 
 import asyncfs
 
-FIXTURE = Path(__file__).parent / "fixtures" / "pickles-0.1.0.pkl"
+FIXTURE = FIXTURES / "pickles-0.1.0.pkl"
 
 
 def test_pickles_of_the_flat_tree_load_and_work() -> None:

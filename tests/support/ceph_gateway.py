@@ -2,7 +2,7 @@
 
 Used by the s3 tests and the benchmarks; also runnable by hand::
 
-    python tests/ceph_gateway.py      # prints AWS_* settings, serves until ^C
+    python tests/support/ceph_gateway.py      # prints AWS_* settings, serves until ^C
 
 One monitor, one memstore OSD and one beast gateway, every path inside one
 scratch folder, no authentication inside the cluster (S3 requests are still

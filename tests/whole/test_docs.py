@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from ceph_gateway import Gateway
 from conftest import REPO, build_plugin
+from support.ceph_gateway import Gateway
 
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```python\n(.*?)^```", re.M | re.S)

@@ -25,14 +25,12 @@ from hypothesis import strategies as st
 
 fsspec = pytest.importorskip("fsspec", reason="fsspec is not installed (pip install 'asyncfs[fsspec]')")
 
-from ceph_gateway import Gateway  # noqa: E402
-from conftest import build_plugin  # noqa: E402
+from conftest import REPO, build_plugin  # noqa: E402
+from support.ceph_gateway import Gateway  # noqa: E402
 
 import asyncfs  # noqa: E402
 from asyncfs.fsspec import AsyncfsFileSystem, BridgeFile, DirectFile, DirectWriter, filesystem_class, register  # noqa: E402
 from asyncfs.fsspec.names import plugin_options  # noqa: E402
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def s3_options(gateway: Gateway) -> dict[str, Any]:

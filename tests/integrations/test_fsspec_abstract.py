@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("fsspec", reason="fsspec is not installed (pip install 'asyncfs[fsspec]')")
 
-from ceph_gateway import Gateway
 from fsspec.tests import abstract
+from support.ceph_gateway import Gateway
 
 from asyncfs.fsspec import AsyncfsFileSystem, filesystem_class
 

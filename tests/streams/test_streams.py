@@ -19,7 +19,7 @@ from unittest import mock
 
 import anyio
 import pytest
-from conftest import exit_code_of, leave_prefetches_early, open_fds, settle
+from conftest import FIXTURES, exit_code_of, leave_prefetches_early, open_fds, settle
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -32,7 +32,6 @@ from asyncfs._streams import tfrecord as _tfrecord
 _prefetch = importlib.import_module("asyncfs._streams.prefetch")
 
 pytestmark = pytest.mark.anyio
-FIXTURES = Path(__file__).parent / "fixtures"
 # what tests/fixtures/known.tfrecord* hold (written by TensorFlow 2.21, see fixtures/README.md)
 KNOWN_RECORDS = [b"", b"hello", bytes(range(256)) * 4, b"x" * 70000]
 

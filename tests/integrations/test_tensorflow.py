@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from ceph_gateway import Gateway
 from conftest import REPO, build_plugin, preloadable
+from support.ceph_gateway import Gateway
 
 import asyncfs
 from asyncfs._native import libraries as _libs

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import build_plugin, preloadable
+from conftest import TEST_PLUGINS, build_plugin, preloadable
 
 import asyncfs
 from asyncfs import (
@@ -32,7 +32,7 @@ from asyncfs import (
     UnavailableError,
 )
 
-SOURCE = Path(__file__).parent / "plugins" / "testfs.c"
+SOURCE = TEST_PLUGINS / "testfs.c"
 
 
 @pytest.fixture

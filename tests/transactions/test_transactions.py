@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
-from txn_holder import Holder, race
+from support.txn_holder import Holder, race
 
 import asyncfs
 from asyncfs._transactions import generic as _generic_staging

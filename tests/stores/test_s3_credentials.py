@@ -4,7 +4,7 @@ credential_process, web identity through STS, container credentials, EC2
 instance metadata (IMDSv2), anonymous access, refresh before expiry; and
 TLS settings (a CA bundle, no verification). The store is always the real
 Ceph gateway, with users and keys made and rotated by ``radosgw-admin``; the
-metadata services are small fakes on loopback (tests/credential_fakes.py).
+metadata services are small fakes on loopback (tests/support/credential_fakes.py).
 
 Settings and credentials are read when a filesystem starts and when it first
 needs keys, so each test builds its own filesystem after setting the
@@ -24,10 +24,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from ceph_gateway import Gateway
 from conftest import tls_proxy
-from credential_fakes import Keys, MetadataFakes
-from fault_proxy import FaultProxy
+from support.ceph_gateway import Gateway
+from support.credential_fakes import Keys, MetadataFakes
+from support.fault_proxy import FaultProxy
 
 import asyncfs
 from asyncfs._native import libraries as _libs

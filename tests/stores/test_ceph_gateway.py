@@ -11,12 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-from ceph_gateway import missing_reason
+from conftest import TESTS
+from support.ceph_gateway import missing_reason
 
 CRASHING_OWNER = """
 import os, signal, sys
 sys.path.insert(0, sys.argv[1])
-from ceph_gateway import start_gateway
+from support.ceph_gateway import start_gateway
 gateway = start_gateway()
 print(gateway.scratch, *(f.read_text().strip() for f in gateway.pid_files), flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
@@ -36,7 +37,7 @@ def test_the_daemons_end_with_a_process_killed_before_it_stopped_them() -> None:
     if reason is not None:
         pytest.skip(reason)
     done = subprocess.run(
-        [sys.executable, "-c", CRASHING_OWNER, str(Path(__file__).parent)],
+        [sys.executable, "-c", CRASHING_OWNER, str(TESTS)],
         capture_output=True,
         text=True,
         timeout=300,

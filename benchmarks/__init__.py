@@ -1,0 +1,1 @@
+"""asyncfs against its peers: ``python -m benchmarks`` (see :mod:`benchmarks.run`)."""
