@@ -1,8 +1,8 @@
 /*
  * asyncfs._speedups: the steps of reading lines and bulk reads that Python
- * cannot make cheap, in C. Optional: asyncfs/_lines.py and
- * asyncfs/_marshal.py hold each in Python and use these when they were
- * built (asyncfs/_extension.py loads them).
+ * cannot make cheap, in C. Optional: asyncfs/_streams/lines.py and
+ * asyncfs/_native/marshal.py hold each in Python and use these when they were
+ * built (asyncfs/_native/speedups.py loads them).
  *
  *   split_keep(chunk, newline)  chunk (str or bytes) cut after each newline,
  *                               as str.split cuts at it: the lines keep it.
@@ -401,7 +401,7 @@ static PyMethodDef functions[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "asyncfs._speedups",
-    "C for reading lines and bulk reads: asyncfs/_lines.py and asyncfs/_marshal.py hold the same in Python.", -1, functions,
+    "C for reading lines and bulk reads: asyncfs/_streams/lines.py and asyncfs/_native/marshal.py hold the same in Python.", -1, functions,
     NULL, NULL, NULL, NULL,
 };
 
