@@ -5,24 +5,31 @@ after another on the calling thread)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol, TypeVar
 
 from .._sync.plans import Calls, Emit, Plan
 
-if TYPE_CHECKING:
-    from .filesystem import AsyncModularFileSystem
+
+class Batcher(Protocol):
+    """What the async driver hands a plan's steps to: an async filesystem
+    (AsyncModularFileSystem), whose pool runs a step's calls as one batch."""
+
+    @property
+    def wrapped(self) -> Any: ...
+    async def run_many(self, fn: Callable[..., Any], calls: list[tuple[Any, ...]], *, mutating: bool) -> list[Any]: ...
+
 
 __all__ = ["iterate", "run"]
 
 R = TypeVar("R")
 
 
-async def _call_batch(afs: AsyncModularFileSystem, step: Calls) -> list[Any]:
+async def _call_batch(afs: Batcher, step: Calls) -> list[Any]:
     return await afs.run_many(getattr(afs.wrapped, step.op), step.args, mutating=step.mutating)
 
 
-async def iterate(afs: AsyncModularFileSystem, plan: Plan[Any]) -> AsyncIterator[Any]:
+async def iterate(afs: Batcher, plan: Plan[Any]) -> AsyncIterator[Any]:
     """Run plan on the worker pool, a step's calls as one batch, yielding
     what it emits."""
     try:
@@ -37,7 +44,7 @@ async def iterate(afs: AsyncModularFileSystem, plan: Plan[Any]) -> AsyncIterator
         return
 
 
-async def run(afs: AsyncModularFileSystem, plan: Plan[R]) -> R:
+async def run(afs: Batcher, plan: Plan[R]) -> R:
     """Run a plan that emits nothing on the worker pool; its result."""
     try:
         step = next(plan)

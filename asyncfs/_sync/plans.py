@@ -25,14 +25,11 @@ import functools
 import re
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from .. import _uri
 from ..errors import AlreadyExistsError, InvalidArgumentError, NotFoundError, PathNotDirectoryError, StatusError
-from .entries import PLAIN, EntryKind
-
-if TYPE_CHECKING:
-    from .filesystem import FileStatistics, ModularFileSystem
+from .entries import PLAIN, EntryKind, FileStatistics
 
 __all__ = [
     "Calls",
@@ -318,7 +315,7 @@ def _components_match(names: tuple[str, ...], parts: tuple[str, ...]) -> bool:
 # ---- the drivers -----------------------------------------------------------------------
 
 
-def _call_each(fs: ModularFileSystem, step: Calls) -> list[Any]:
+def _call_each(fs: object, step: Calls) -> list[Any]:
     method = getattr(fs, step.op)
     results: list[Any] = []
     for args in step.args:
@@ -329,7 +326,7 @@ def _call_each(fs: ModularFileSystem, step: Calls) -> list[Any]:
     return results
 
 
-def iterate(fs: ModularFileSystem, plan: Plan[R]) -> Generator[Any, None, R]:
+def iterate(fs: object, plan: Plan[R]) -> Generator[Any, None, R]:
     """Run plan on the calling thread, yielding what it emits; the
     generator's return value is the plan's."""
     try:
@@ -345,7 +342,7 @@ def iterate(fs: ModularFileSystem, plan: Plan[R]) -> Generator[Any, None, R]:
         return result
 
 
-def run(fs: ModularFileSystem, plan: Plan[R]) -> R:
+def run(fs: object, plan: Plan[R]) -> R:
     """Run a plan that emits nothing on the calling thread; its result."""
     driver = iterate(fs, plan)
     try:
