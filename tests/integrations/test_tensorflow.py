@@ -235,7 +235,7 @@ if order == "asyncfs-first":  # the plugin loaded and used, then TensorFlow impo
     import tensorflow as tf
 asyncio.run(main())
 assert int(tf.reduce_sum(tf.constant([1, 2, 3]))) == 6
-from asyncfs import _loader
+from asyncfs._plugins import loader as _loader
 print(_loader.binding(), "ok")
 """
 

@@ -1,4 +1,4 @@
-"""asyncfs._lines: split_keep and Handover, in C (asyncfs._speedups) and in
+"""asyncfs._streams.lines: split_keep and Handover, in C (asyncfs._speedups) and in
 Python, each held to the same answers. The C versions' tests skip, saying
 why, where the extension was not built (no CPython headers at install)."""
 

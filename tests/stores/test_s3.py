@@ -1049,7 +1049,7 @@ def test_prefetch_on_a_network_store_reads_each_object_on_its_own(
 
 
 def group_sizes(monkeypatch: pytest.MonkeyPatch, combiner: type) -> list[int]:
-    """The sizes of the groups the pool hands a combiner (asyncfs._combined),
+    """The sizes of the groups the pool hands a combiner (asyncfs._async.combined),
     as they come: a spy on its __call__."""
     sizes: list[int] = []
     call = combiner.__call__
