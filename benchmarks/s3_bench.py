@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import fnmatch
 import os
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
@@ -59,14 +60,40 @@ def _peers(gw: Gateway) -> dict[str, Any]:
     return peers
 
 
+class _Threads:
+    """The most threads this process had while it ran, sampled every 5 ms
+    from /proc/self/task by a thread of its own (not counted)."""
+
+    def __init__(self) -> None:
+        self.most = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.005):
+            self.most = max(self.most, len(os.listdir("/proc/self/task")) - 1)
+
+    def __enter__(self) -> _Threads:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 class _Cpu:
     """CPU time spent by this process (the client: its event loop and all
     its threads) and by the gateway's daemons, per request, for each client,
-    over the turns counted under :meth:`counting`."""
+    over the turns counted under :meth:`counting`, and the most threads the
+    process had meanwhile."""
 
     def __init__(self, gw: Gateway) -> None:
         self._pids = [int(path.read_text().strip()) for path in gw.pid_files if path.exists()]
         self._spent: dict[str, list[float]] = {}  # client -> [client s, gateway s, requests]
+        self._threads: dict[str, int] = {}  # client -> most threads
+        self.client_ratios: dict[str, float] = {}  # row -> asyncfs's client CPU / obstore's
+        self.threads: dict[str, int] = {}  # row -> asyncfs's most threads
 
     def _gateway(self) -> float:
         ticks = 0
@@ -79,7 +106,9 @@ class _Cpu:
     @contextlib.contextmanager
     def counting(self, name: str, requests: int) -> Iterator[None]:
         client, gateway = time.process_time(), self._gateway()
-        yield
+        with _Threads() as threads:
+            yield
+        self._threads[name] = max(self._threads.get(name, 0), threads.most)
         spent = self._spent.setdefault(name, [0.0, 0.0, 0])
         spent[0] += time.process_time() - client
         spent[1] += self._gateway() - gateway
@@ -94,15 +123,43 @@ class _Cpu:
             for name, (client, gateway, requests) in self._spent.items()
             if name in ("asyncfs", "obstore")
         }
+        threads = {name: most for name, most in self._threads.items() if name in ("asyncfs", "obstore")}
         self._spent = {}
+        self._threads = {}
         if len(per_request) < 2:
             return
         costs = ", ".join(f"{name} {client:.0f} + {gateway:.0f}" for name, (client, gateway) in per_request.items())
         ceiling = sum(per_request["obstore"]) / per_request["asyncfs"][1]
+        self.client_ratios[row.work] = per_request["asyncfs"][0] / per_request["obstore"][0]
+        self.threads[row.work] = threads.get("asyncfs", 0)
         row.notes.append(
             f"CPU per request, client + gateway (µs): {costs}; with a client costing nothing, "
-            f"the gateway's own CPU would allow at most {ceiling:.2f}× obstore"
+            f"the gateway's own CPU would allow at most {ceiling:.2f}× obstore; "
+            f"most threads of the process: "
+            + ", ".join(f"{name} {most}" for name, most in threads.items())
         )
+
+    def rows(self) -> list[Row]:
+        """The client's CPU per request against obstore's (lower is better)
+        and the process's threads, for each row noted so far."""
+        out = []
+        for work, ratio in self.client_ratios.items():
+            row = Row(f"client CPU per request, {work}", "× obstore's")
+            row.results = {"asyncfs": ratio}
+            row.ratio = ratio
+            most = self.threads.get(work, 0)
+            row.notes.append(f"most threads of the process meanwhile: {most} (target ≤ 8)")
+            row.target = "≤ 0.35× obstore's, ≤ 8 threads"
+            met = ratio <= CPU_TARGET and most <= THREADS_TARGET
+            row.verdict = f"{ratio:.2f}×, {most} threads ({'met' if met else 'missed'})"
+            out.append(row)
+        return out
+
+
+# The client's CPU per small request against obstore's, and the threads
+# of the process with 64 requests in flight (issue 59's targets).
+CPU_TARGET = 0.35
+THREADS_TARGET = 8
 
 
 def _s3fs_run(fs: Any, make: Any, repeat: int) -> float:
@@ -297,8 +354,9 @@ def _bench(gw: Gateway, repeat: int, quick: bool) -> list[Row]:
     # in turns, as GET and PUT: timed one client after the other, the first
     # bore what the gateway still had to do after the PUT rows (0.81-0.97x
     # obstore in two runs, where alternating rounds gave 1.08-1.14x)
-    times = _in_turns(heads, repeat, s3fs=peers.get("s3fs"))
+    times = _in_turns(heads, repeat, s3fs=peers.get("s3fs"), cpu=cpu, requests=head_count)
     head.results = {name: head_count / seconds for name, seconds in times.items()}
+    cpu.note(head)
     head.notes.append(f"best of {repeat} rounds, the clients in turn")
     head.target = "≥ 1.0× obstore"
     _verdict(head, 1.0)
@@ -425,5 +483,6 @@ def _bench(gw: Gateway, repeat: int, quick: bool) -> list[Row]:
     if "obstore (list + fnmatch)" in row.results:
         row.verdict += f"; {row.results['asyncfs'] / row.results['obstore (list + fnmatch)']:.2f}× obstore"
     rows.append(row)
+    rows.extend(cpu.rows())
     env.close()
     return rows

@@ -72,21 +72,26 @@ static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
   if (fs != NULL) snprintf(fs->setup_error, sizeof fs->setup_error, "%s", defaults.error);
   s3_defaults_free(&defaults);
   if (fs == NULL) return;
-  s3_pool_init(fs);
+  fs->engine = objstore_engine_new(&s3_store, fs);
+  if (fs->engine == NULL) {
+    plugin_fs_free(filesystem);
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "s3: out of memory");
+    return;
+  }
   s3_credentials_init(fs);
 }
 
 static void fs_cleanup(TF_Filesystem* filesystem) {
   s3_fs* fs = s3_fs_of(filesystem);
   if (fs == NULL) return;
-  s3_pool_destroy(fs);
+  objstore_engine_free(fs->engine);
   s3_credentials_destroy(fs);
   plugin_fs_free(filesystem);
 }
 
-/* The only cache is the pool of open connections: close the idle ones. */
+/* The only cache is the engine's open connections: close the idle ones. */
 static void fs_flush_caches(const TF_Filesystem* filesystem) {
-  s3_close_idle(s3_fs_of(filesystem));
+  objstore_engine_close_idle(s3_fs_of(filesystem)->engine);
 }
 
 /* ---- queries ------------------------------------------------------------------------- */
@@ -151,7 +156,7 @@ int s3_get_file_attributes(const TF_Filesystem* filesystem, const char* path, ch
   }
   plugin_strlist_free(&out_names);
   plugin_strlist_free(&out_values);
-  s3_response_free(&resp);
+  objstore_response_free(&resp);
   op_end(&op);
   return count;
 }
@@ -308,7 +313,7 @@ static int list_buckets(s3_fs* fs, const s3_config* cfg, s3_listing* l,
     TF_SetStatus(status, TF_INTERNAL, "s3: could not parse the bucket list");
     rc = -1;
   }
-  s3_response_free(&resp);
+  objstore_response_free(&resp);
   return rc;
 }
 
@@ -617,7 +622,7 @@ static void fs_recursively_create_dir(const TF_Filesystem* filesystem,
       key[i] = '\0';
       memset(&resp, 0, sizeof resp);
       rc = s3_simple_request(op.fs, op.cfg, "HEAD", op.p.bucket, key, &resp, status);
-      s3_response_free(&resp);
+      objstore_response_free(&resp);
       if (rc == 0) {
         set_status(status, TF_FAILED_PRECONDITION,
                    "recursively_create_dir s3://%s/%s: a file is in the way, not a directory", &op.p);
@@ -770,7 +775,7 @@ static void delete_batch(void* arg, int batch) {
     __atomic_add_fetch(&job->failed_keys, errors > 0 ? errors : in_body, __ATOMIC_RELAXED);
     s3_first_error_record(&job->error, status);
   }
-  s3_response_free(&resp);
+  objstore_response_free(&resp);
   plugin_buf_free(&body);
   TF_DeleteStatus(status);
 }

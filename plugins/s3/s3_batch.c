@@ -68,7 +68,7 @@ void s3_batch_run(s3_batch* b) {
 
 void s3_batch_end(s3_batch* b) {
   int i;
-  for (i = 0; i < b->num_sent; ++i) s3_response_free(&b->resps[i]);
+  for (i = 0; i < b->num_sent; ++i) objstore_response_free(&b->resps[i]);
   if (b->paths != NULL)
     for (i = 0; i < b->n; ++i) s3_path_free(&b->paths[i]);
   free(b->paths);

@@ -181,6 +181,7 @@ static int profile_exists(const profile* p) {
  * went wrong. Each source returns 1 (credentials found), 0 (not
  * configured here) or -1 (configured, failed: status set). */
 typedef struct chain {
+  s3_fs* fs; /* its engine fetches */
   const s3_config* cfg;
   profile p;
   TF_Status* status;
@@ -227,54 +228,38 @@ typedef struct fetched {
   char error[CURL_ERROR_SIZE];
 } fetched;
 
-static size_t on_fetched(char* data, size_t size, size_t n, void* arg) {
-  fetched* f = arg;
-  if (f->body.len + size * n > MAX_DOCUMENT) return 0;
-  return plugin_buf_append(&f->body, data, size * n) == 0 ? size * n : 0;
-}
-
-/* One request to a metadata service; tries up to attempts times while it
- * cannot connect or gets a 5xx. 0 when it was answered (any status). */
-static int fetch(const s3_config* cfg, const char* method, const char* url,
+/* One request to a credential or metadata service, through the
+ * filesystem's engine with its retry policy, at most attempts tries of at
+ * most timeout_ms each. 0 when it was answered (f->http says how). */
+static int fetch(const chain* ch, const char* method, const char* url,
                  struct curl_slist* headers, const char* body, long timeout_ms,
                  int attempts, int direct, fetched* f) {
-  int attempt;
-  for (attempt = 1; attempt <= attempts; ++attempt) {
-    CURL* h = curl_easy_init();
-    CURLcode rc;
-    if (h == NULL) {
-      snprintf(f->error, sizeof f->error, "no curl handle");
-      return -1;
-    }
-    f->http = 0;
-    f->body.len = 0;
-    if (f->body.data != NULL) f->body.data[0] = '\0';
-    f->error[0] = '\0';
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, f->error);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_fetched);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, f);
-    if (headers != NULL) curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-    if (direct) curl_easy_setopt(h, CURLOPT_NOPROXY, "*"); /* link-local services */
-    s3_tls_options(cfg, h);
-    if (body != NULL) {
-      curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    } else if (strcmp(method, "GET") != 0) {
-      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    }
-    rc = curl_easy_perform(h);
-    if (rc == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &f->http);
-    if (rc != CURLE_OK && f->error[0] == '\0')
-      snprintf(f->error, sizeof f->error, "%s", curl_easy_strerror(rc));
-    curl_easy_cleanup(h);
-    if (f->body.data == NULL) plugin_buf_append(&f->body, "", 0);
-    if (rc == CURLE_OK && f->http < 500) return 0;
-  }
-  if (f->error[0] == '\0') snprintf(f->error, sizeof f->error, "HTTP %ld", f->http);
-  return -1;
+  objstore_settings settings;
+  objstore_exchange x;
+  objstore_response resp;
+  TF_Status* status = TF_NewStatus();
+  int rc;
+  s3_transport_settings(ch->cfg, &settings);
+  settings.connect_timeout_ms = timeout_ms;
+  objstore_exchange_init(&x, &resp, body != NULL ? "POST" : method, NULL);
+  x.url = (char*)url;
+  x.headers = headers;
+  x.body = body;
+  x.body_len = body != NULL ? strlen(body) : 0;
+  x.max_body = MAX_DOCUMENT;
+  x.timeout_ms = timeout_ms;
+  x.max_attempts = attempts;
+  x.direct = direct;
+  rc = objstore_fetch(ch->fs->engine, &settings, &x, status);
+  f->http = resp.http;
+  plugin_buf_free(&f->body);
+  f->body = resp.body;
+  resp.body = (plugin_buf){0};
+  if (f->body.data == NULL) plugin_buf_append(&f->body, "", 0);
+  snprintf(f->error, sizeof f->error, "%s", rc == 0 ? "" : TF_Message(status));
+  objstore_response_free(&resp);
+  TF_DeleteStatus(status);
+  return rc;
 }
 
 static char* form_encode(const char* s) { return s3_uri_encode(s, strlen(s), 0); }
@@ -328,7 +313,7 @@ static int web_identity(chain* ch) {
     rc = fail(ch, TF_RESOURCE_EXHAUSTED, "s3: out of memory%s%s", "", "");
     goto done;
   }
-  if (fetch(ch->cfg, "POST", url, NULL, form.data, 5000, 3, 0, &f) != 0) {
+  if (fetch(ch, "POST", url, NULL, form.data, 5000, 3, 0, &f) != 0) {
     rc = fail(ch, TF_UNAVAILABLE, "s3: web identity: STS at %s did not answer: %s", url, f.error);
   } else if (f.http != 200) {
     char* code = s3_xml_find(f.body.data, f.body.len, "Code");
@@ -598,7 +583,7 @@ static int container(chain* ch) {
     plugin_buf_free(&line);
   }
   memset(&f, 0, sizeof f);
-  if (fetch(ch->cfg, "GET", url, headers, NULL, 2000, 3, 1, &f) != 0)
+  if (fetch(ch, "GET", url, headers, NULL, 2000, 3, 1, &f) != 0)
     rc = fail(ch, TF_UNAVAILABLE, "s3: container credentials at %s did not answer: %s", url,
               f.error);
   else if (f.http != 200)
@@ -637,7 +622,7 @@ static int instance_metadata(chain* ch) {
   snprintf(url, sizeof url, "%s/latest/api/token", base);
   ttl = curl_slist_append(NULL, "X-aws-ec2-metadata-token-ttl-seconds: 21600");
   /* One try with a 1 s limit, as boto3: off EC2 nothing answers. */
-  if (fetch(ch->cfg, "PUT", url, ttl, NULL, 1000, 1, 1, &f) != 0 || f.http != 200) {
+  if (fetch(ch, "PUT", url, ttl, NULL, 1000, 1, 1, &f) != 0 || f.http != 200) {
     snprintf(ch->note, sizeof ch->note, " (instance metadata at %.150s: %.80s)", base,
              f.http != 0 ? "no token" : f.error);
     goto done;
@@ -645,7 +630,7 @@ static int instance_metadata(chain* ch) {
   snprintf(header, sizeof header, "X-aws-ec2-metadata-token: %s", f.body.data);
   with_token = curl_slist_append(NULL, header);
   snprintf(url, sizeof url, "%s/latest/meta-data/iam/security-credentials/", base);
-  if (fetch(ch->cfg, "GET", url, with_token, NULL, 1000, 1, 1, &f) != 0 || f.http != 200 ||
+  if (fetch(ch, "GET", url, with_token, NULL, 1000, 1, 1, &f) != 0 || f.http != 200 ||
       f.body.len == 0) {
     snprintf(ch->note, sizeof ch->note, " (instance metadata at %.150s: no IAM role)", base);
     goto done;
@@ -653,7 +638,7 @@ static int instance_metadata(chain* ch) {
   f.body.data[strcspn(f.body.data, "\r\n")] = '\0';
   snprintf(url, sizeof url, "%s/latest/meta-data/iam/security-credentials/%s", base,
            f.body.data);
-  if (fetch(ch->cfg, "GET", url, with_token, NULL, 1000, 1, 1, &f) != 0 || f.http != 200) {
+  if (fetch(ch, "GET", url, with_token, NULL, 1000, 1, 1, &f) != 0 || f.http != 200) {
     rc = fail(ch, TF_UNAVAILABLE, "s3: instance metadata at %s gave no credentials: %s", base,
               f.error);
     goto done;
@@ -667,10 +652,11 @@ done:
 }
 
 /* The whole chain for cfg's profile: 0 with ch->found set, or -1. */
-static int resolve(const s3_config* cfg, TF_Status* status, s3_credentials** out) {
+static int resolve(s3_fs* fs, const s3_config* cfg, TF_Status* status, s3_credentials** out) {
   chain ch;
   int rc;
   memset(&ch, 0, sizeof ch);
+  ch.fs = fs;
   ch.cfg = cfg;
   ch.status = status;
   profile_load(&ch.p, s3_profile_name(cfg));
@@ -763,7 +749,7 @@ int s3_credentials_acquire(s3_fs* fs, const s3_config* cfg, s3_credentials* borr
     if (!recent || (!usable(c, now) && TF_GetCode(fs->credentials_failure) == TF_OK)) {
       s3_credentials* fresh = NULL;
       fs->credentials_asked_ms = t;
-      if (resolve(cfg, fs->credentials_failure, &fresh) == 0) {
+      if (resolve(fs, cfg, fs->credentials_failure, &fresh) == 0) {
         s3_credentials_release(c);
         fs->credentials = c = fresh;
         TF_SetStatus(fs->credentials_failure, TF_OK, "");

@@ -1,11 +1,9 @@
 /* Files on S3.
  *
- * Reading: the open is one GET of at most read_ahead bytes (plain, or
- * ranged after big objects: see try_plain_get), which both proves the
- * object exists and answers small files whole; later reads
- * are ranged GETs straight into the caller's buffer (large ones split into
- * parallel ranges), each pinned with If-Match to the ETag seen at the open,
- * so a file replaced mid-read fails instead of mixing two versions.
+ * Reading: the engine's readers (plugins/objstore/objstore_reader.c) on
+ * the s3 store's requests for an object (s3_object_request): the open is
+ * one GET of at most read_ahead bytes, later reads are ranged GETs pinned
+ * with If-Match to the ETag the open saw.
  *
  * Writing: bytes collect in a part-sized buffer. A file that closes within
  * one part is one PUT; a larger one becomes a multipart upload whose parts
@@ -23,69 +21,19 @@
 
 #include "s3_internal.h"
 
-/* ---- reading ----------------------------------------------------------------- */
+/* ---- reading: the engine's readers, on the s3 store's requests ------------------- */
 
-typedef struct s3_reader {
-  s3_fs* fs;
-  s3_config* cfg;
+/* What the engine's reader asks of an object: a request of the s3 store,
+ * with what it points to. */
+typedef struct object_call {
+  s3_call call; /* first: the store's hooks find it at x->store_request */
+  s3_request req;
   s3_path path;
-  int64_t size;
-  char etag[96];
-  char* head; /* the object's first head_len bytes */
-  size_t head_len;
-} s3_reader;
-
-static void reader_free(s3_reader* r) {
-  if (r == NULL) return;
-  s3_config_release(r->fs, r->cfg);
-  s3_path_free(&r->path);
-  free(r->head);
-  free(r);
-}
-
-/* Whether this open should try a plain GET. A ranged GET costs Ceph's
- * gateway about a quarter more than a plain one (measured: 1354 against
- * 1823 GETs/s of 4 KiB objects), but a plain GET of a big object has to be
- * stopped, which costs its connection. So after an object too big for one,
- * opens use ranged GETs for a window that doubles with each miss (64 opens
- * up to 4096) and starts again at 64 once a plain GET fits. */
-static int try_plain_get(s3_fs* fs) {
-  uint64_t n = __atomic_add_fetch(&fs->opens, 1, __ATOMIC_RELAXED);
-  return n >= __atomic_load_n(&fs->ranged_until, __ATOMIC_RELAXED);
-}
-
-static void plain_get_fitted(s3_fs* fs, int fitted) {
-  uint64_t window = __atomic_load_n(&fs->ranged_window, __ATOMIC_RELAXED);
-  if (fitted) {
-    if (window != 64) __atomic_store_n(&fs->ranged_window, 64, __ATOMIC_RELAXED);
-    return;
-  }
-  window = window < 64 ? 64 : window >= 4096 ? 4096 : window * 2;
-  __atomic_store_n(&fs->ranged_window, window, __ATOMIC_RELAXED);
-  __atomic_store_n(&fs->ranged_until, __atomic_load_n(&fs->opens, __ATOMIC_RELAXED) + window,
-                   __ATOMIC_RELAXED);
-}
-
-/* A GET's 404 for an object (not for its bucket). */
-static int not_found(const s3_response* resp) {
-  return resp->http == 404 && strcmp(resp->error_code, "NoSuchBucket") != 0;
-}
-
-/* Why a GET of p found no object: status says it (a directory, or
- * missing), or S3_FILE with status OK when one was created since. */
-static int explain_not_found(s3_fs* fs, const s3_config* cfg, const s3_path* p,
-                             const char* what, TF_Status* status) {
-  int64_t size, mtime;
-  int kind = s3_probe(fs, cfg, p, &size, &mtime, status);
-  if (kind == S3_DIR) {
-    char msg[1200];
-    snprintf(msg, sizeof msg, "%s s3://%s/%s: a directory", what, p->bucket, p->key);
-    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
-  } else if (kind == S3_MISSING) {
-    s3_set_missing(fs, cfg, p, what, status);
-  }
-  return kind;
-}
+  s3_config* cfg;
+  s3_fs* fs;
+  char range[64];
+  char if_match[96];
+} object_call;
 
 /* A bucket is a directory, not a file to read: 0 when p names an object,
  * else -1 with status set. */
@@ -97,167 +45,94 @@ static int check_object(const s3_path* p, const char* what, TF_Status* status) {
   return -1;
 }
 
-/* Opens path for reading, or sets status (NOT_FOUND, or FAILED_PRECONDITION
- * for a directory or a file's child) and returns NULL. */
-static s3_reader* reader_open(const TF_Filesystem* filesystem, const char* path,
-                              const char* what, TF_Status* status) {
-  s3_reader* r = calloc(1, sizeof *r);
-  char range[48];
-  s3_request req;
-  s3_response resp;
-  if (r == NULL) {
+static void object_call_free(object_call* c) {
+  s3_path_free(&c->path);
+  s3_config_release(c->fs, c->cfg);
+  free(c);
+}
+
+int s3_object_request(void* store, const char* path, const char* range, const char* if_match,
+                      objstore_exchange* x, TF_Status* status) {
+  s3_fs* fs = store;
+  object_call* c = calloc(1, sizeof *c);
+  if (c == NULL) {
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-    return NULL;
+    return -1;
   }
-  r->fs = s3_fs_of(filesystem);
-  r->cfg = s3_config_acquire(r->fs);
-  if (s3_path_parse(path, &r->path, status) != 0) {
-    r->path.bucket = r->path.key = NULL;
-    reader_free(r);
-    return NULL;
+  c->fs = fs;
+  c->cfg = s3_config_acquire(fs);
+  if (s3_path_parse(path, &c->path, status) != 0) {
+    c->path.bucket = c->path.key = NULL;
+    object_call_free(c);
+    return -1;
   }
-  if (check_object(&r->path, what, status) != 0) {
-    reader_free(r);
-    return NULL;
+  if (check_object(&c->path, strcmp(x->method, "HEAD") == 0 ? "stat" : "open", status) != 0) {
+    object_call_free(c);
+    return -1;
   }
-  s3_request_init(&req, &resp, r->cfg->read_ahead > 0 ? "GET" : "HEAD", r->path.bucket, r->path.key);
-  snprintf(range, sizeof range, "bytes=0-%lld", (long long)r->cfg->read_ahead - 1);
-  req.range = range;
-  if (r->cfg->read_ahead > 0 && try_plain_get(r->fs)) {
-    req.range = NULL;
-    req.max_body = (size_t)r->cfg->read_ahead;
+  c->req.method = x->method;
+  c->req.bucket = c->path.bucket;
+  c->req.key = c->path.key;
+  if (range != NULL) {
+    snprintf(c->range, sizeof c->range, "%s", range);
+    c->req.range = c->range;
   }
-  s3_execute(r->fs, r->cfg, &req, &resp, status);
-  if (req.max_body > 0) {
-    plain_get_fitted(r->fs, !resp.too_long);
-    if (resp.too_long) { /* bigger than read_ahead: its head, ranged */
-      s3_response_free(&resp);
-      s3_request_init(&req, &resp, "GET", r->path.bucket, r->path.key);
-      req.range = range;
-      s3_execute(r->fs, r->cfg, &req, &resp, status);
-    }
+  if (if_match != NULL) {
+    snprintf(c->if_match, sizeof c->if_match, "%s", if_match);
+    c->req.if_match = c->if_match;
   }
-  if (TF_GetCode(status) == TF_OK) {
-    r->size = resp.total >= 0 ? resp.total
-              : resp.length >= 0 ? resp.length
-                                 : (int64_t)resp.body.len;
-    r->head = resp.body.data; /* taken over */
-    r->head_len = resp.body.len;
-    resp.body.data = NULL;
-    snprintf(r->etag, sizeof r->etag, "%s", resp.etag);
-  } else if (resp.http == 416) {
-    r->size = 0; /* an empty object has no byte 0 to range over */
-    snprintf(r->etag, sizeof r->etag, "%s", resp.etag);
-    TF_SetStatus(status, TF_OK, "");
-  } else if (not_found(&resp) && explain_not_found(r->fs, r->cfg, &r->path, what, status) == S3_FILE) {
-    /* Created between the GET and the probe: retry the open. */
-    s3_response_free(&resp);
-    reader_free(r);
-    return reader_open(filesystem, path, what, status);
+  s3_exchange_bind(c->cfg, &c->req, &c->call, x);
+  return 0;
+}
+
+void s3_release_request(void* store, objstore_exchange* x) {
+  (void)store;
+  object_call_free((object_call*)x->store_request);
+  x->store_request = NULL;
+}
+
+int s3_explain_missing(void* store, const char* path, const char* what, const objstore_exchange* x,
+                       TF_Status* status) {
+  const object_call* c = x->store_request;
+  int64_t size, mtime;
+  int kind;
+  (void)path;
+  if (strcmp(x->resp->error_code, "NoSuchBucket") == 0) return 0; /* said as it is */
+  kind = s3_probe(store, c->cfg, &c->path, &size, &mtime, status);
+  if (kind == S3_DIR) {
+    char msg[1200];
+    snprintf(msg, sizeof msg, "%s s3://%s/%s: a directory", what, c->path.bucket, c->path.key);
+    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+  } else if (kind == S3_MISSING) {
+    s3_set_missing(store, c->cfg, &c->path, what, status);
   }
-  s3_response_free(&resp);
-  if (TF_GetCode(status) != TF_OK) {
-    reader_free(r);
-    return NULL;
-  }
+  return kind == S3_FILE ? 1 : 0;
+}
+
+void s3_name_object(void* store, const char* path, char* out, size_t cap) {
+  (void)store;
+  snprintf(out, cap, "s3:/%s", path); /* path is "/bucket/key" */
+}
+
+static objstore_reader* reader_open(const TF_Filesystem* filesystem, const char* path,
+                                    const char* what, TF_Status* status) {
+  s3_fs* fs = s3_fs_of(filesystem);
+  s3_config* cfg = s3_config_acquire(fs);
+  objstore_settings settings;
+  objstore_reader* r;
+  s3_transport_settings(cfg, &settings);
+  r = objstore_reader_open(fs->engine, &settings, path, cfg->read_ahead, cfg->part_size, what, status);
+  s3_config_release(fs, cfg);
   return r;
 }
 
-typedef struct range_job {
-  s3_reader* r;
-  char* out;
-  int64_t offset; /* object offset of out[0] */
-  int64_t length;
-  int64_t chunk;
-  s3_first_error error;
-} range_job;
-
-/* One ranged GET of [offset, offset + n) into out. */
-static int get_range(s3_reader* r, int64_t offset, int64_t n, char* out,
-                     TF_Status* status) {
-  char range[64];
-  s3_request req;
-  s3_response resp;
-  int rc;
-  memset(&req, 0, sizeof req);
-  memset(&resp, 0, sizeof resp);
-  snprintf(range, sizeof range, "bytes=%lld-%lld", (long long)offset,
-           (long long)(offset + n - 1));
-  req.method = "GET";
-  req.bucket = r->path.bucket;
-  req.key = r->path.key;
-  req.range = range;
-  req.if_match = *r->etag ? r->etag : NULL;
-  req.out = out;
-  req.out_cap = (size_t)n;
-  rc = s3_execute(r->fs, r->cfg, &req, &resp, status);
-  if (rc == 0 && (int64_t)resp.out_len != n) {
-    char msg[1200];
-    snprintf(msg, sizeof msg, "read s3://%s/%s: %lld bytes at %lld, expected %lld",
-             r->path.bucket, r->path.key, (long long)resp.out_len,
-             (long long)offset, (long long)n);
-    TF_SetStatus(status, TF_DATA_LOSS, msg);
-    rc = -1;
-  }
-  s3_response_free(&resp);
-  return rc;
-}
-
-static void range_chunk(void* arg, int i) {
-  range_job* job = arg;
-  int64_t start = (int64_t)i * job->chunk;
-  int64_t n = job->length - start < job->chunk ? job->length - start : job->chunk;
-  TF_Status* status = TF_NewStatus();
-  if (!s3_first_error_failed(&job->error) &&
-      get_range(job->r, job->offset + start, n, job->out + start, status) != 0)
-    s3_first_error_record(&job->error, status);
-  TF_DeleteStatus(status);
-}
-
-/* Reads [offset, offset + n) of the object, n > 0, all within its size. */
-static int read_span(s3_reader* r, int64_t offset, int64_t n, char* out,
-                     TF_Status* status) {
-  const int64_t chunk = r->cfg->part_size;
-  range_job job;
-  int chunks = (int)((n + chunk - 1) / chunk), rc;
-  if (chunks < 2 || r->cfg->concurrency < 2)
-    return get_range(r, offset, n, out, status);
-  job.r = r;
-  job.out = out;
-  job.offset = offset;
-  job.length = n;
-  job.chunk = chunk;
-  s3_first_error_init(&job.error);
-  s3_parallel(chunks, (int)r->cfg->concurrency, range_chunk, &job);
-  rc = s3_first_error_take(&job.error, status);
-  s3_first_error_destroy(&job.error);
-  return rc;
-}
-
-static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset,
-                           size_t n, char* buffer, TF_Status* status) {
-  s3_reader* r = file->plugin_file;
-  int64_t want, copied = 0;
-  if ((int64_t)offset >= r->size) {
-    TF_SetStatus(status, n == 0 ? TF_OK : TF_OUT_OF_RANGE,
-                 n == 0 ? "" : "read past the end of the object");
-    return 0;
-  }
-  want = r->size - (int64_t)offset < (int64_t)n ? r->size - (int64_t)offset : (int64_t)n;
-  if (offset < r->head_len) {
-    copied = (int64_t)(r->head_len - offset) < want ? (int64_t)(r->head_len - offset) : want;
-    memcpy(buffer, r->head + offset, (size_t)copied);
-  }
-  if (copied < want &&
-      read_span(r, (int64_t)offset + copied, want - copied, buffer + copied, status) != 0)
-    return -1;
-  if (want < (int64_t)n) TF_SetStatus(status, TF_OUT_OF_RANGE, "read past the end of the object");
-  else TF_SetStatus(status, TF_OK, "");
-  return want;
+static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset, size_t n,
+                           char* buffer, TF_Status* status) {
+  return objstore_reader_read(file->plugin_file, offset, n, buffer, status);
 }
 
 static void reader_cleanup(TF_RandomAccessFile* file) {
-  reader_free(file->plugin_file);
+  objstore_reader_free(file->plugin_file);
   file->plugin_file = NULL;
 }
 
@@ -271,40 +146,18 @@ const TF_RandomAccessFileOps s3_random_access_file_ops = {.cleanup = reader_clea
 
 /* ---- many whole objects at once ---------------------------------------------- */
 
-/* One plain GET per object, all in flight together (s3_execute_many), each
- * body straight into its buffer; an object bigger than its buffer stops at
- * the headers and reports its size. */
+/* One plain GET per object, all in flight together, each body straight
+ * into its buffer; an object bigger than its buffer stops at the headers
+ * and reports its size. */
 void s3_read_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
                    char* const* buffers, const size_t* caps, int64_t* sizes,
                    TF_Status** statuses) {
-  s3_batch b;
-  int i, k;
-  if (s3_batch_start(&b, filesystem, n, statuses) != 0) return;
-  for (i = 0; i < n; ++i) {
-    s3_request* req;
-    sizes[i] = 0;
-    if (s3_batch_parse(&b, i, paths[i]) != 0 || check_object(&b.paths[i], "open", statuses[i]) != 0)
-      continue;
-    req = s3_batch_add(&b, i, "GET");
-    req->out = buffers[i];
-    req->out_cap = caps[i];
-    req->max_body = caps[i] > 0 ? caps[i] : 1; /* 0 would mean no limit */
-  }
-  s3_batch_run(&b);
-  for (k = 0; k < b.num_sent; ++k) {
-    const s3_response* resp = &b.resps[k];
-    i = b.path_of[k];
-    if (TF_GetCode(statuses[i]) == TF_OK) {
-      sizes[i] = (int64_t)resp->out_len;
-    } else if (resp->too_long) { /* read another way */
-      TF_SetStatus(statuses[i], TF_OK, "");
-      sizes[i] = resp->length > (int64_t)caps[i] ? resp->length : (int64_t)caps[i] + 1;
-    } else if (not_found(resp) &&
-               explain_not_found(b.fs, b.cfg, &b.paths[i], "open", statuses[i]) == S3_FILE) {
-      sizes[i] = (int64_t)caps[i] + 1; /* created since: read another way */
-    }
-  }
-  s3_batch_end(&b);
+  s3_fs* fs = s3_fs_of(filesystem);
+  s3_config* cfg = s3_config_acquire(fs);
+  objstore_settings settings;
+  s3_transport_settings(cfg, &settings);
+  objstore_read_objects(fs->engine, &settings, paths, n, buffers, caps, sizes, statuses);
+  s3_config_release(fs, cfg);
 }
 
 /* ---- memory regions: the object downloaded --------------------------------- */
@@ -316,36 +169,37 @@ typedef struct s3_region {
 
 void s3_new_read_only_memory_region_from_file(const TF_Filesystem* filesystem, const char* path,
                           TF_ReadOnlyMemoryRegion* region, TF_Status* status) {
-  s3_reader* r = reader_open(filesystem, path, "map", status);
+  objstore_reader* r = reader_open(filesystem, path, "map", status);
   s3_region* m;
   TF_RandomAccessFile file;
+  int64_t size;
   region->plugin_memory_region = NULL;
   if (r == NULL) return;
-  if (r->size == 0) {
+  size = objstore_reader_size(r);
+  if (size == 0) {
     char msg[1200];
-    snprintf(msg, sizeof msg, "map s3://%s/%s: an empty file has no region",
-             r->path.bucket, r->path.key);
+    snprintf(msg, sizeof msg, "map s3:/%s: an empty file has no region", path);
     TF_SetStatus(status, TF_INVALID_ARGUMENT, msg);
-    reader_free(r);
+    objstore_reader_free(r);
     return;
   }
   m = malloc(sizeof *m);
-  if (m != NULL) m->data = malloc((size_t)r->size);
+  if (m != NULL) m->data = malloc((size_t)size);
   if (m == NULL || m->data == NULL) {
     free(m);
-    reader_free(r);
+    objstore_reader_free(r);
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
     return;
   }
-  m->length = (uint64_t)r->size;
+  m->length = (uint64_t)size;
   file.plugin_file = r;
-  if (reader_read(&file, 0, (size_t)r->size, m->data, status) != r->size) {
+  if (reader_read(&file, 0, (size_t)size, m->data, status) != size) {
     free(m->data);
     free(m);
   } else {
     region->plugin_memory_region = m;
   }
-  reader_free(r);
+  objstore_reader_free(r);
 }
 
 static void region_cleanup(TF_ReadOnlyMemoryRegion* region) {
@@ -627,7 +481,7 @@ static void writer_close(const TF_WritableFile* file, TF_Status* status) {
     req.body = w->buf;
     req.body_len = w->len;
     s3_execute(w->fs, w->cfg, &req, &resp, status);
-    s3_response_free(&resp);
+    objstore_response_free(&resp);
     return;
   }
   if (w->len > 0 && ship_part(w, status) != 0) {
@@ -658,7 +512,7 @@ static void writer_free(s3_writer* w) {
   s3_path_free(&w->path);
   s3_config_release(w->fs, w->cfg);
   s3_first_error_destroy(&w->error);
-  s3_attributes_free(&w->attributes);
+  objstore_attributes_free(&w->attributes);
   free(w);
 }
 
@@ -764,8 +618,8 @@ void s3_new_writable_file_with_attributes(const TF_Filesystem* filesystem, const
 void s3_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
                             TF_WritableFile* file, TF_Status* status) {
   s3_writer* w = writer_new(filesystem, path, "append", status);
-  s3_reader* r;
-  int64_t copy_part, whole, tail;
+  objstore_reader* r;
+  int64_t copy_part, whole, tail, size;
   file->plugin_file = NULL;
   if (w == NULL) return;
   r = reader_open(filesystem, path, "append", status);
@@ -779,18 +633,19 @@ void s3_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
     }
     return;
   }
+  size = objstore_reader_size(r);
   /* Whole parts of the old object are copied server-side; the tail (less
    * than a part) is read into the buffer, since only the last part of an
    * upload may be small. */
-  copy_part = s3_copy_part_size(w->cfg->part_size, r->size);
-  whole = r->size / copy_part;
-  tail = r->size - whole * copy_part;
+  copy_part = s3_copy_part_size(w->cfg->part_size, size);
+  whole = size / copy_part;
+  tail = size - whole * copy_part;
   if (whole > 0) {
     w->parts = (int)whole;
     while (w->etags_cap < w->parts)
       if (reserve_part(w, status) != 0) goto fail;
     if (ensure_upload(w, status) != 0 ||
-        s3_copy_parts(w->fs, w->cfg, &r->path, whole * copy_part, copy_part, &w->path,
+        s3_copy_parts(w->fs, w->cfg, &w->path, whole * copy_part, copy_part, &w->path,
                       w->upload_id, w->etags, status) != 0)
       goto fail;
     free(w->buf); /* the next part's size follows the part count */
@@ -815,13 +670,13 @@ void s3_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
     goto fail;
   }
-  w->written = r->size;
-  reader_free(r);
+  w->written = size;
+  objstore_reader_free(r);
   file->plugin_file = w;
   TF_SetStatus(status, TF_OK, "");
   return;
 fail:
-  reader_free(r);
+  objstore_reader_free(r);
   writer_free(w);
 }
 

@@ -5,7 +5,8 @@
  *   s3_credentials.c  where credentials come from: settings, profiles,
  *                credential_process, STS, container and instance metadata
  *   s3_formats.c INI, JSON and ISO 8601 text, libc only (s3_formats.h)
- *   s3_client.c  requests with retries, one or many at once: curl, errors
+ *   s3_client.c  the s3 store on the object-store engine: requests
+ *                authorized (signed), S3's error documents and codes
  *   s3_sign.c    AWS Signature Version 4: URL, canonical request, signature
  *   s3_xml.c     the few XML documents S3 answers with (expat)
  *   s3_objects.c paths, listings, HEAD: what is at a path
@@ -25,6 +26,7 @@
 
 #include "asyncfs/filesystem_interface.h"
 #include "plugin_common.h"
+#include "objstore.h"
 #include "plugin_fs.h"
 #include "s3_parts.h"
 
@@ -59,25 +61,11 @@ typedef struct s3_config {
   int64_t credential_timeout_ms; /* a credential_process running longer is killed */
 } s3_config;
 
-/* A curl handle at rest, with the one connection it keeps open. */
-typedef struct s3_idle {
-  void* handle; /* CURL* */
-  uint64_t since_ms;
-} s3_idle;
-
-/* The connection pool: at most max_connections handles exist (each keeps
- * at most one connection), a request waits for one when all are out, and
- * idle ones are closed after idle_timeout_ms and by flush_caches. */
+/* A filesystem: its settings, and the object-store engine all its
+ * requests go through (its connections, its thread). */
 typedef struct s3_fs {
   plugin_fs base;       /* the settings (s3_config snapshots) */
-  pthread_mutex_t lock; /* guards the pool */
-  pthread_cond_t freed; /* a handle came back, or one may be made */
-  s3_idle* idle;        /* oldest first */
-  int idle_count;
-  int idle_capacity;
-  int live; /* connections: handles in use or idle, and bulks' */
-  struct s3_bulk* bulk_idle; /* multi handles of bulk calls, at rest (s3_client.c) */
-  struct s3_fs* next_pool; /* every filesystem's pool, for fork (s3_client.c) */
+  objstore_engine* engine;
   /* Credentials a source gave (s3_credentials.c), for credentials_profile;
    * the last asking's failure (or OK), and when that was. */
   pthread_mutex_t credentials_lock;
@@ -85,13 +73,7 @@ typedef struct s3_fs {
   char* credentials_profile;
   TF_Status* credentials_failure;
   uint64_t credentials_asked_ms;
-  /* Opens for reading use a plain GET (cheaper for the server than a
-   * ranged one) unless recent objects were too big for it: then ranged
-   * GETs until opens reaches ranged_until (s3_files.c). */
   char setup_error[300]; /* s3_defaults.error: every request fails with it */
-  uint64_t opens;
-  uint64_t ranged_until;
-  uint64_t ranged_window;
 } s3_fs;
 
 extern const plugin_schema s3_schema;
@@ -151,18 +133,13 @@ static inline void s3_config_release(s3_fs* fs, s3_config* config) {
 /* ---- requests ------------------------------------------------------------ */
 
 /* An object's attributes as S3 carries them: user metadata (the headers
- * "x-amz-meta-<name>") and the Content-Type. */
-typedef struct s3_attributes {
-  plugin_strlist names;  /* lowercase, without "x-amz-meta-", sorted */
-  plugin_strlist values; /* one per name */
-  char* content_type;    /* NULL: the settings' choice */
-} s3_attributes;
+ * "x-amz-meta-<name>") and the Content-Type (NULL: the settings' choice). */
+typedef objstore_attributes s3_attributes;
 
 /* Checks and copies num name/value pairs ("content-type" sets the type);
  * 0, or -1 with status set to INVALID_ARGUMENT naming what is wrong. */
 int s3_attributes_set(s3_attributes* a, const char* const* names, const char* const* values,
                       int num, TF_Status* status);
-void s3_attributes_free(s3_attributes* a);
 
 typedef struct s3_param {
   const char* name;
@@ -191,44 +168,28 @@ typedef struct s3_request {
   size_t max_body;          /* when set, a longer answer stops (resp->too_long) */
 } s3_request;
 
-typedef struct s3_response {
-  long http;
-  plugin_buf body;         /* the body, unless the request gave out */
-  size_t out_len;      /* bytes written to out */
-  int64_t length;      /* Content-Length, -1 when absent */
-  int64_t total;       /* object size from Content-Range, -1 when absent */
-  int64_t mtime_nsec;  /* Last-Modified */
-  char etag[96];
-  char region[64];     /* x-amz-bucket-region (a redirect names it) */
-  char error_code[64]; /* S3's <Code>, or "" */
-  int too_long;        /* the answer was longer than req->max_body: stopped */
-  s3_attributes attributes; /* with want_attributes: x-amz-meta-*, Content-Type */
-} s3_response;
+/* The answer: the engine's, with x-amz-bucket-region (a redirect names
+ * it) in captured. */
+typedef objstore_response s3_response;
 
 /* Zeroes req and resp and sets what every request names. */
 void s3_request_init(s3_request* req, s3_response* resp, const char* method,
                      const char* bucket, const char* key);
 void s3_response_free(s3_response* r);
 
-/* The connection pool's life: s3_pool_init at the filesystem's start,
- * s3_pool_destroy (closing every connection) at its end. A forked child
- * starts with an empty pool: the connections it inherited are the
- * parent's, and answers on them would cross. */
-void s3_pool_init(s3_fs* fs);
-void s3_pool_destroy(s3_fs* fs);
-/* Closes every idle connection (flush_caches). */
-void s3_close_idle(s3_fs* fs);
-/* The settings' certificate checks, on any curl handle. */
-void s3_tls_options(const s3_config* cfg, void* curl_handle);
+/* The engine's part of the settings, for one request or call. */
+void s3_transport_settings(const s3_config* cfg, objstore_settings* out);
+/* The s3 store's hooks, for the filesystem's engine. */
+extern const objstore_store s3_store;
 /* Runs req with retries. Returns 0 on a 2xx answer; otherwise sets status to
  * the mapped code with a message naming the object (never a secret) and
  * returns -1; resp->http and resp->error_code then tell what S3 said (http
- * 0: no answer). */
+ * 0: no answer). Through the filesystem's engine: its thread, its
+ * connections, its retry policy. */
 int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
                s3_response* resp, TF_Status* status);
 /* Runs the n requests reqs[i] as s3_execute would, all at once (as far as
- * max_connections allows) from the calling thread (curl multi), on
- * connections kept for such calls; statuses[i] and resps[i] are each one's
+ * max_connections allows); statuses[i] and resps[i] are each one's
  * outcome. Returns 0 when every one succeeded, else -1. */
 int s3_execute_many(s3_fs* fs, const s3_config* cfg, int n, const s3_request* reqs,
                     s3_response* resps, TF_Status** statuses);
@@ -269,6 +230,21 @@ typedef struct s3_signed {
 int s3_sign(const s3_config* cfg, const s3_credentials* credentials, const s3_request* req,
             time_t now, s3_signed* out);
 void s3_signed_free(s3_signed* s);
+
+/* What an exchange of the s3 store carries for its hooks: the request,
+ * the settings it is signed by, and what signing took. */
+typedef struct s3_call {
+  const s3_request* req;
+  const s3_config* cfg;
+  s3_credentials borrowed;
+  const s3_credentials* creds;
+  s3_signed sr;
+} s3_call;
+
+/* Makes x (initialized by the engine) carry req, signed by cfg, through
+ * call. */
+void s3_exchange_bind(const s3_config* cfg, const s3_request* req, s3_call* call,
+                      objstore_exchange* x);
 
 /* ---- XML ----------------------------------------------------------------- */
 
@@ -424,6 +400,14 @@ void s3_new_writable_file_with_attributes(const TF_Filesystem* filesystem, const
                                           TF_Status* status);
 int s3_get_file_attributes(const TF_Filesystem* filesystem, const char* path, char*** names,
                            char*** values, TF_Status* status);
+
+/* The s3 store's hooks for the engine's readers (s3_files.c). */
+int s3_object_request(void* store, const char* path, const char* range, const char* if_match,
+                      objstore_exchange* x, TF_Status* status);
+void s3_release_request(void* store, objstore_exchange* x);
+int s3_explain_missing(void* store, const char* path, const char* what, const objstore_exchange* x,
+                       TF_Status* status);
+void s3_name_object(void* store, const char* path, char* out, size_t cap);
 
 /* The read_files op: whole objects, all requests in flight at once. */
 void s3_read_files(const TF_Filesystem* filesystem, const char* const* paths, int n,

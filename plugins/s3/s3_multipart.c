@@ -25,7 +25,7 @@ char* s3_create_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
     if (upload_id == NULL)
       TF_SetStatus(status, TF_INTERNAL, "s3: CreateMultipartUpload gave no UploadId");
   }
-  s3_response_free(&resp);
+  objstore_response_free(&resp);
   return upload_id;
 }
 
@@ -54,7 +54,7 @@ int s3_upload_part(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
     snprintf(etag_out, etag_cap, "%s", etag != NULL ? etag : resp.etag);
     free(etag);
   }
-  s3_response_free(&resp);
+  objstore_response_free(&resp);
   return rc;
 }
 
@@ -85,7 +85,7 @@ int s3_complete_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
   req.body = body.data;
   req.body_len = body.len;
   rc = s3_execute(fs, cfg, &req, &resp, status);
-  s3_response_free(&resp);
+  objstore_response_free(&resp);
   plugin_buf_free(&body);
   return rc;
 }
@@ -100,7 +100,7 @@ void s3_abort_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
   req.params = params;
   req.num_params = 1;
   s3_execute(fs, cfg, &req, &resp, status != NULL ? status : ignored);
-  s3_response_free(&resp);
+  objstore_response_free(&resp);
   if (ignored != NULL) TF_DeleteStatus(ignored);
 }
 
@@ -180,7 +180,7 @@ int s3_copy_object(s3_fs* fs, const s3_config* cfg, const s3_path* src,
     req.body = "";
     req.copy_source = source;
     rc = s3_execute(fs, cfg, &req, &resp, status);
-    s3_response_free(&resp);
+    objstore_response_free(&resp);
     free(source);
     return rc;
   }
@@ -237,7 +237,7 @@ static int list_uploads(s3_fs* fs, const s3_config* cfg, const s3_path* p, s3_li
       TF_SetStatus(status, TF_INTERNAL, "s3: could not parse a ListMultipartUploads answer");
       rc = -1;
     }
-    s3_response_free(&resp);
+    objstore_response_free(&resp);
     if (rc == 0 && l->truncated && key_marker != NULL && l->next_token != NULL &&
         strcmp(key_marker, l->next_token) == 0 &&
         strcmp(id_marker, l->next_upload_id != NULL ? l->next_upload_id : "") == 0) {

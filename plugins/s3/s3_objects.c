@@ -84,7 +84,7 @@ int s3_list_page(s3_fs* fs, const s3_config* cfg, const char* bucket,
     TF_SetStatus(status, TF_INTERNAL, "s3: could not parse a listing");
     rc = -1;
   }
-  s3_response_free(&resp);
+  objstore_response_free(&resp);
   return rc;
 }
 
@@ -229,13 +229,6 @@ oom:
   return -1;
 }
 
-void s3_attributes_free(s3_attributes* a) {
-  plugin_strlist_free(&a->names);
-  plugin_strlist_free(&a->values);
-  free(a->content_type);
-  a->content_type = NULL;
-}
-
 int s3_simple_request(s3_fs* fs, const s3_config* cfg, const char* method,
                       const char* bucket, const char* key, s3_response* resp,
                       TF_Status* status) {
@@ -244,7 +237,7 @@ int s3_simple_request(s3_fs* fs, const s3_config* cfg, const char* method,
   int rc;
   s3_request_init(&req, &ignored, method, bucket, key);
   rc = s3_execute(fs, cfg, &req, resp != NULL ? resp : &ignored, status);
-  s3_response_free(&ignored);
+  objstore_response_free(&ignored);
   return rc;
 }
 
@@ -264,7 +257,7 @@ int s3_put_if_absent(s3_fs* fs, const s3_config* cfg, const char* bucket,
              bucket, key);
     TF_SetStatus(status, TF_ALREADY_EXISTS, msg);
   }
-  s3_response_free(&resp);
+  objstore_response_free(&resp);
   return rc;
 }
 
@@ -286,7 +279,7 @@ int s3_probe(s3_fs* fs, const s3_config* cfg, const s3_path* p, int64_t* size,
   }
   if (*p->key == '\0') {
     rc = head(fs, cfg, p->bucket, NULL, &resp, status);
-    s3_response_free(&resp);
+    objstore_response_free(&resp);
     if (rc == 0) return S3_DIR;
     if (resp.http == 404) {
       TF_SetStatus(status, TF_OK, "");
@@ -295,7 +288,7 @@ int s3_probe(s3_fs* fs, const s3_config* cfg, const s3_path* p, int64_t* size,
     return -1;
   }
   rc = head(fs, cfg, p->bucket, p->key, &resp, status);
-  s3_response_free(&resp);
+  objstore_response_free(&resp);
   if (rc == 0) {
     *size = resp.length;
     *mtime_nsec = resp.mtime_nsec;
@@ -327,7 +320,7 @@ void s3_set_missing(s3_fs* fs, const s3_config* cfg, const s3_path* p,
     *slash = '\0';
     memset(&resp, 0, sizeof resp);
     rc = head(fs, cfg, p->bucket, p->key, &resp, ignored);
-    s3_response_free(&resp);
+    objstore_response_free(&resp);
     TF_DeleteStatus(ignored);
     if (rc == 0) {
       snprintf(msg, sizeof msg, "%s s3://%s/%s/%s: s3://%s/%s is a file, not a directory",

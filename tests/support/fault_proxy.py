@@ -2,9 +2,10 @@
 
 Each request is read whole, then, by the next entry of the plan (``pass``
 when the plan is empty), answered with 503 SlowDown, AWS's 301
-PermanentRedirect to another region or 403 RequestTimeTooSkewed, dropped
-without an answer, cut off halfway through the gateway's answer, or
-forwarded. A proxy made with a port listens on it, so a test can start one
+PermanentRedirect to another region or 403 RequestTimeTooSkewed, 429 with
+``Retry-After: 1``, dropped without an answer, left without an answer for
+``stall_seconds`` (a server that hangs), cut off halfway through the
+gateway's answer, or forwarded. A proxy made with a port listens on it, so a test can start one
 where a client has been failing to connect (a gateway coming back). The
 request bytes go upstream unchanged, so SigV4 signatures (which cover the
 Host header the client sent) still hold. Every request is answered with
@@ -19,12 +20,13 @@ import contextlib
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Iterable
 from typing import Literal
 
 __all__ = ["FaultProxy"]
 
-Fault = Literal["pass", "503", "301", "skewed", "drop", "cut"]
+Fault = Literal["pass", "503", "301", "skewed", "429", "drop", "stall", "cut"]
 
 
 def _error(status: str, code: str, message: str, *headers: str) -> bytes:
@@ -46,6 +48,7 @@ CANNED = {
         "The bucket you are attempting to access must be addressed using the specified endpoint.",
         "x-amz-bucket-region: eu-west-3",
     ),
+    "429": _error("429 Too Many Requests", "SlowDown", "Please reduce your request rate.", "Retry-After: 1"),
     "skewed": _error(
         "403 Forbidden",
         "RequestTimeTooSkewed",
@@ -85,6 +88,8 @@ class FaultProxy:
         self.plan: list[Fault] = []
         self.requests: list[tuple[str, Fault]] = []  # (request line, what was done)
         self.heads: list[bytes] = []  # each request's line and headers
+        self.times: list[float] = []  # when each request was read (time.monotonic)
+        self.stall_seconds = 5.0
         self._tls = tls
         self._lock = threading.Lock()
         self._server = socket.create_server(("127.0.0.1", port))
@@ -97,6 +102,7 @@ class FaultProxy:
         with self._lock:
             self.plan = list(faults)
             self.requests.clear()
+            self.times.clear()
 
     def _next(self) -> Fault:
         with self._lock:
@@ -125,10 +131,14 @@ class FaultProxy:
             with self._lock:
                 self.requests.append((request.split(b"\r\n", 1)[0].decode(), fault))
                 self.heads.append(request.partition(b"\r\n\r\n")[0])
+                self.times.append(time.monotonic())
             if fault in CANNED:
                 conn.sendall(CANNED[fault])
                 return
             if fault == "drop":
+                return
+            if fault == "stall":
+                time.sleep(self.stall_seconds)
                 return
             with socket.create_connection(self.upstream) as up:
                 up.sendall(request)

@@ -1,0 +1,224 @@
+/*
+ * The object-store engine: what every remote store plugin (s3, and the
+ * stores to come) sends its HTTP requests through. It knows HTTP, curl,
+ * connections, retries and timeouts; it knows no store. A store hands it a
+ * table of hooks (objstore_store): how to authorize a request, how to read
+ * an error answer, how to name a request in a message.
+ *
+ *   objstore_transport.c  one thread per engine driving one curl multi
+ *                         handle: the queue, the connection bound, idle
+ *                         connections, retries on a timer, fork
+ *   objstore_exchange.c   one request's curl options, its answer's
+ *                         headers and body, the retry policy, the errors
+ *
+ * A plugin call that needs one request waits for it (objstore_run); a bulk
+ * call puts all its requests in flight at once from its one thread
+ * (objstore_run_many). No worker thread ever sleeps for a backoff: a retry
+ * waits on the engine thread's timer.
+ */
+#ifndef ASYNCFS_OBJSTORE_H_
+#define ASYNCFS_OBJSTORE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "asyncfs/filesystem_interface.h"
+#include "plugin_common.h"
+
+/* The version of objstore_store a store fills in; a table of an older
+ * version is read up to its own size (hooks added later are then NULL). */
+#define OBJSTORE_STORE_VERSION 1
+
+/* What the engine needs of a store's settings, from the snapshot a call
+ * holds (it outlives the call's requests). */
+typedef struct objstore_settings {
+  int64_t connect_timeout_ms; /* TCP and TLS set-up */
+  int64_t read_timeout_ms;    /* no byte moving for this long fails */
+  int64_t max_attempts;       /* per request, the first included */
+  int64_t retry_budget_ms;    /* no retry starts after this long */
+  int64_t retry_base_ms;      /* first backoff; doubles (capped), full jitter */
+  int64_t max_connections;    /* open at once, in use or idle */
+  int64_t idle_timeout_ms;    /* an idle connection is closed after this */
+  int64_t verify_tls;         /* 0: accept any certificate (test servers) */
+  const char* ca_bundle;      /* PEM file of trusted CAs; "" : the system's */
+} objstore_settings;
+
+/* An object's attributes as HTTP carries them: user metadata (headers
+ * under the store's meta_prefix) and the Content-Type. */
+typedef struct objstore_attributes {
+  plugin_strlist names;  /* lowercase, without the prefix, sorted when sent */
+  plugin_strlist values; /* one per name */
+  char* content_type;    /* NULL: none named */
+} objstore_attributes;
+
+void objstore_attributes_free(objstore_attributes* a);
+
+typedef struct objstore_response {
+  long http;                /* 0: no answer */
+  plugin_buf body;          /* the body, unless the request gave out */
+  size_t out_len;           /* bytes written to out */
+  int64_t length;           /* Content-Length, -1 when absent */
+  int64_t total;            /* object size from Content-Range, -1 when absent */
+  int64_t mtime_nsec;       /* Last-Modified */
+  int64_t retry_after_ms;   /* Retry-After, -1 when absent */
+  char etag[96];
+  char captured[64];        /* the store's capture_header, "" when absent */
+  char error_code[64];      /* the store's name for the error (read_answer), or "" */
+  int too_long;             /* longer than max_body: stopped */
+  objstore_attributes attributes; /* with want_attributes */
+} objstore_response;
+
+void objstore_response_free(objstore_response* r);
+
+/* One HTTP request and its tries. The caller sets the request part; the
+ * store's authorize sets url and headers; the rest is the engine's. */
+typedef struct objstore_exchange {
+  /* the request */
+  const char* method;
+  const char* body; /* body_len bytes, sent with PUT and POST */
+  size_t body_len;
+  char* out;        /* when set, a 2xx body goes here, at most out_cap bytes */
+  size_t out_cap;
+  size_t max_body;  /* when set, a longer 2xx answer stops (resp->too_long) */
+  size_t expect;    /* when set, the most a 2xx body may bring (a range's length) */
+  int64_t range_first; /* the first byte a range asked for; -1: no range. A server
+                        * that ignores Range (200, the whole object) has that
+                        * many bytes skipped, then expect (or out_cap) kept. */
+  int want_attributes;  /* collect the answer's metadata headers */
+  int direct;           /* never through a proxy (link-local services) */
+  int64_t timeout_ms;   /* whole tries longer than this fail; 0: none */
+  int64_t max_attempts; /* 0: the settings' */
+  const void* store_request; /* the store's own description, for its hooks */
+  objstore_response* resp;
+  /* authorize's, or the caller's when the engine has no store to ask */
+  char* url;
+  struct curl_slist* headers;
+  uint64_t authorized_until_ms; /* a try after this is authorized afresh; 0: never stale */
+  void* authorization;          /* the store's, released by unauthorize */
+  /* the engine's */
+  struct objstore_try* try_; /* while a try is under way */
+  struct objstore_exchange* next;
+  struct objstore_group* group;
+  const objstore_settings* settings;
+  int raw;             /* objstore_fetch's: no store hook is asked */
+  int attempts;        /* tries made */
+  int outcome;         /* 0 done, -1 failed, 2 to authorize again */
+  int transport_error; /* curl's code of the last try, 0: it was answered */
+  char detail[256];    /* curl's words on it */
+  uint64_t started_ms; /* the first try */
+  uint64_t due_ms;     /* a retry: not before */
+  unsigned seed;
+} objstore_exchange;
+
+/* The hooks of a store. authorize and set_error run on the calling
+ * thread (authorize may block to fetch credentials); read_answer and
+ * retryable run on the engine's thread and must not block. */
+typedef struct objstore_store {
+  int version;     /* OBJSTORE_STORE_VERSION */
+  size_t size;     /* sizeof(objstore_store) as the store was built */
+  const char* name;            /* "s3": the scheme, in messages */
+  const char* meta_prefix;     /* "x-amz-meta-": user metadata headers */
+  const char* capture_header;  /* one more header the store wants, or NULL */
+  /* Sets x->url and x->headers (and x->authorized_until_ms) for the next
+   * try; 0, or -1 with status set and nothing held. */
+  int (*authorize)(void* store, objstore_exchange* x, TF_Status* status);
+  /* Frees what authorize set. */
+  void (*unauthorize)(void* store, objstore_exchange* x);
+  /* After an answer: the store's error name into resp->error_code (from
+   * an error document; a 2xx carrying one is turned into a 500). */
+  void (*read_answer)(void* store, objstore_exchange* x);
+  /* Whether an answer the engine would not retry is worth another try
+   * (a store's throttling error code on a 400, say). */
+  int (*retryable)(void* store, const objstore_exchange* x);
+  /* The status of an answered request that failed for good. */
+  void (*set_error)(void* store, const objstore_exchange* x, TF_Status* status);
+  /* "GET s3://bucket/key": the request, in messages. */
+  void (*describe)(void* store, const objstore_exchange* x, char* out, size_t cap);
+  /* ---- objects, for the engine's readers (objstore_reader.c) ---- */
+  /* Makes x (initialized, method set) a request for the object at path
+   * (the plugin's path), of the bytes range names ("bytes=0-99") when
+   * given, pinned to if_match when given. What it allocates,
+   * release_request frees. 0, or -1 with status set (path names no object:
+   * a bucket, a directory). */
+  int (*object_request)(void* store, const char* path, const char* range, const char* if_match,
+                        objstore_exchange* x, TF_Status* status);
+  void (*release_request)(void* store, objstore_exchange* x);
+  /* A read of path was answered 404 (x): sets status to what is there
+   * instead (a directory, nothing), and returns 0; or returns 1 (status
+   * OK) when an object is there after all (created since). NULL: the
+   * answer's own status stands. */
+  int (*explain_missing)(void* store, const char* path, const char* what,
+                         const objstore_exchange* x, TF_Status* status);
+  /* "s3://bucket/key": the object at path, in messages. */
+  void (*name_object)(void* store, const char* path, char* out, size_t cap);
+} objstore_store;
+
+typedef struct objstore_engine objstore_engine;
+
+/* An engine for one filesystem of store; its thread starts on the first
+ * request. NULL when out of memory. */
+objstore_engine* objstore_engine_new(const objstore_store* store, void* store_ctx);
+/* Stops the thread and closes every connection; no request may be under way. */
+void objstore_engine_free(objstore_engine* engine);
+/* Closes the idle connections (flush_caches). */
+void objstore_engine_close_idle(objstore_engine* engine);
+
+/* Zeroes x and resp, and names resp and the method (no range). */
+void objstore_exchange_init(objstore_exchange* x, objstore_response* resp, const char* method,
+                            const void* store_request);
+
+/* Runs x with retries and waits. 0 on a 2xx answer; otherwise -1 with
+ * status set (the store's set_error for answers, the engine's words for a
+ * request that got none); resp then says what the server said. */
+int objstore_run(objstore_engine* engine, const objstore_settings* settings,
+                 objstore_exchange* x, TF_Status* status);
+/* Runs the n exchanges xs[i] as objstore_run would, all in flight at once
+ * as far as max_connections allows; statuses[i] is each one's outcome.
+ * 0 when every one succeeded, else -1. */
+int objstore_run_many(objstore_engine* engine, const objstore_settings* settings, int n,
+                      objstore_exchange* xs, TF_Status** statuses);
+/* A request the caller authorized itself (x->url, x->headers): a
+ * credential or metadata service. Same transport, same retry policy; 0
+ * when it was answered at all (resp->http says how), -1 with status set
+ * when it was not. */
+int objstore_fetch(objstore_engine* engine, const objstore_settings* settings,
+                   objstore_exchange* x, TF_Status* status);
+
+/* ---- reading objects (objstore_reader.c) ---- */
+
+/* An object open for reading: its size and ETag as the open saw them,
+ * and its first bytes. Reads after the open are ranged GETs pinned to
+ * that ETag, so an object replaced mid-read fails (412) instead of
+ * mixing two versions; a big read is split into part_size ranges, all in
+ * flight at once. */
+typedef struct objstore_reader objstore_reader;
+
+/* Opens path: one GET of at most read_ahead bytes (plain, or ranged after
+ * objects too big for a plain one), or a HEAD when read_ahead is 0.
+ * settings is copied. NULL with status set when there is no object. */
+objstore_reader* objstore_reader_open(objstore_engine* engine, const objstore_settings* settings,
+                                      const char* path, int64_t read_ahead, int64_t part_size,
+                                      const char* what, TF_Status* status);
+int64_t objstore_reader_size(const objstore_reader* r);
+/* The TF_RandomAccessFile read: up to n bytes at offset into buffer. */
+int64_t objstore_reader_read(objstore_reader* r, uint64_t offset, size_t n, char* buffer,
+                             TF_Status* status);
+void objstore_reader_free(objstore_reader* r);
+
+/* The read_files op: n whole objects, one plain GET each, all in flight
+ * at once, each body straight into buffers[i] (caps[i] bytes); sizes[i]
+ * is the object's size (bigger than caps[i]: read it another way). */
+void objstore_read_objects(objstore_engine* engine, const objstore_settings* settings,
+                           const char* const* paths, int n, char* const* buffers,
+                           const size_t* caps, int64_t* sizes, TF_Status** statuses);
+
+/* The status code an HTTP answer maps to, whatever the store. */
+TF_Code objstore_code_for_http(long http);
+
+/* The settings' certificate checks on a curl handle. */
+void objstore_tls_options(const objstore_settings* settings, void* curl_handle);
+
+/* Monotonic milliseconds. */
+uint64_t objstore_now_ms(void);
+
+#endif /* ASYNCFS_OBJSTORE_H_ */

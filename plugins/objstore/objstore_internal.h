@@ -1,0 +1,48 @@
+/* What the engine's two files share: a try (one curl handle and what a
+ * request's transfer on it holds) and the steps of a try. */
+#ifndef ASYNCFS_OBJSTORE_INTERNAL_H_
+#define ASYNCFS_OBJSTORE_INTERNAL_H_
+
+#include <curl/curl.h>
+
+#include "objstore.h"
+
+/* A curl handle of the engine and the transfer it runs. */
+typedef struct objstore_try {
+  CURL* easy;
+  objstore_exchange* x;
+  const objstore_store* store;
+  size_t sent;   /* of the body */
+  int overflow;  /* more answer than asked for: stopped */
+  int error_cut; /* an error answer was cut at its bound: read as far as kept */
+  int satisfied; /* a range taken from a whole answer: stopped, not failed */
+  uint64_t skipped; /* of such an answer, before the range */
+  char detail[CURL_ERROR_SIZE];
+  struct objstore_try* next; /* the engine's free list */
+} objstore_try;
+
+/* How recent opens of an engine went: whether the next one tries a plain
+ * GET (objstore_reader.c). */
+typedef struct objstore_opens {
+  uint64_t opens;
+  uint64_t ranged_until; /* opens before this one ask for a range */
+  uint64_t ranged_window;
+} objstore_opens;
+
+const objstore_store* objstore_engine_store(const objstore_engine* engine);
+void* objstore_engine_store_ctx(const objstore_engine* engine);
+objstore_opens* objstore_engine_opens(objstore_engine* engine);
+
+/* A fresh response for the next try, and curl's options for it on t. */
+void objstore_try_bind(objstore_try* t, objstore_exchange* x);
+
+/* After curl ran a try and said rc (on the engine's thread): 0 when it
+ * succeeded, -1 when it failed for good, 1 when another try is due at
+ * x->due_ms. */
+int objstore_try_finish(void* store_ctx, objstore_try* t, CURLcode rc);
+
+/* The status of x, which failed for good (on the caller's thread). */
+void objstore_set_failure(const objstore_store* store, void* store_ctx,
+                          const objstore_exchange* x, TF_Status* status);
+
+#endif /* ASYNCFS_OBJSTORE_INTERNAL_H_ */

@@ -1,0 +1,111 @@
+"""The object-store engine (plugins/objstore), seen through the s3 store
+in front of a fault proxy: its retry timer, its timeouts, its one thread
+per filesystem, and fork while transfers are in flight. The s3 tests hold
+the rest of what the engine does for a store (bounded connections, idle
+ones closed, retries across a gateway restart, bulk calls)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from support.ceph_gateway import Gateway
+from support.fault_proxy import FaultProxy
+from test_s3 import bucket, own_s3, python_with_gateway  # noqa: F401 (bucket: a fixture)
+
+import asyncfs
+
+pytestmark = pytest.mark.usefixtures("s3_gateway")
+
+
+@pytest.fixture
+def proxy(s3_gateway: Gateway) -> Iterator[FaultProxy]:
+    p = FaultProxy(s3_gateway.endpoint)
+    yield p
+    p.close()
+
+
+def test_a_retry_waits_as_long_as_retry_after_asks(
+    s3_gateway: Gateway, proxy: FaultProxy, bucket: str, s3_fs: asyncfs.ModularFileSystem
+) -> None:
+    """A 429 with Retry-After: 1 is tried again a second later, not after
+    the few milliseconds the backoff alone would wait."""
+    s3_fs.write_file(f"s3://{bucket}/later", b"here")
+    fs = own_s3(s3_gateway, endpoint=proxy.endpoint, retry_base_ms=5)
+    proxy.inject(["429"])
+    assert fs.read_file(f"s3://{bucket}/later") == b"here"
+    assert [fault for _, fault in proxy.requests][:2] == ["429", "pass"]
+    assert proxy.times[1] - proxy.times[0] >= 0.95
+
+
+def test_retry_after_beyond_the_budget_fails_at_once(s3_gateway: Gateway, proxy: FaultProxy, bucket: str) -> None:
+    """A server asking for more time than the retry budget has left gets
+    no second request: the call fails now, saying why."""
+    fs = own_s3(s3_gateway, endpoint=proxy.endpoint, retry_base_ms=5, retry_budget_ms=500)
+    proxy.inject(["429"] * 5)
+    began = time.monotonic()
+    with pytest.raises(asyncfs.UnavailableError, match="SlowDown"):
+        fs.read_file(f"s3://{bucket}/later")
+    assert time.monotonic() - began < 0.9
+    assert len(proxy.requests) == 1
+
+
+def test_a_server_that_stalls_times_out(s3_gateway: Gateway, proxy: FaultProxy, bucket: str) -> None:
+    """A server that takes the request and never answers fails it after
+    read_timeout_ms with a DeadlineExceededError that names the object."""
+    proxy.stall_seconds = 4.0
+    fs = own_s3(s3_gateway, endpoint=proxy.endpoint, read_timeout_ms=1000, max_attempts=1)
+    proxy.inject(["stall"])
+    began = time.monotonic()
+    with pytest.raises(asyncfs.DeadlineExceededError, match=f"GET s3://{bucket}/stalled"):
+        fs.read_file(f"s3://{bucket}/stalled")
+    assert 0.9 <= time.monotonic() - began < 3.5
+
+
+def test_a_bulk_call_rides_out_a_stall_among_its_requests(
+    s3_gateway: Gateway, proxy: FaultProxy, bucket: str, s3_fs: asyncfs.ModularFileSystem
+) -> None:
+    """One of a bulk call's requests stalls and is tried again after the
+    read timeout; the others are answered meanwhile, on the same thread."""
+    uris = [f"s3://{bucket}/bulk/{i}" for i in range(8)]
+    for i, uri in enumerate(uris):
+        s3_fs.write_file(uri, bytes([i]) * 10)
+    proxy.stall_seconds = 3.0
+    fs = own_s3(s3_gateway, endpoint=proxy.endpoint, read_timeout_ms=1000, retry_base_ms=5)
+    proxy.inject(["stall"])
+    assert fs.files_exist(uris) == [True] * 8
+    assert len(proxy.requests) == 9
+
+
+FORK_IN_FLIGHT = """
+import os, sys, threading
+import asyncfs
+
+bucket, endpoint = sys.argv[1], sys.argv[2]
+fs = asyncfs.get_filesystem("s3://")
+fs.write_file(f"s3://{bucket}/fork-in-flight", b"before the fork")
+fs.set_option("endpoint", endpoint.encode())
+fs.set_option("read_timeout_ms", 1000)
+fs.set_option("retry_base_ms", 5)
+got = []
+reader = threading.Thread(target=lambda: got.append(fs.read_file(f"s3://{bucket}/fork-in-flight")))
+reader.start()  # its first try stalls at the proxy: in flight on the engine's thread
+threading.Event().wait(0.3)
+child = os.fork()
+if child == 0:  # no engine thread here: the child starts its own
+    ok = fs.read_file(f"s3://{bucket}/fork-in-flight") == b"before the fork"
+    ok = ok and fs.files_exist([f"s3://{bucket}/fork-in-flight"] * 4) == [True] * 4
+    os._exit(0 if ok else 1)
+_, code = os.waitpid(child, 0)
+reader.join()
+print(os.waitstatus_to_exitcode(code), got == [b"before the fork"])
+"""
+
+
+def test_fork_with_a_transfer_in_flight(s3_gateway: Gateway, proxy: FaultProxy, bucket: str) -> None:
+    """The parent's request in flight at the fork completes in the parent;
+    the child, whose copy of the engine has no thread, sends its own."""
+    proxy.stall_seconds = 2.0
+    proxy.inject(["stall"])  # the read's first try stalls (the write went straight to the gateway)
+    assert python_with_gateway(s3_gateway, FORK_IN_FLIGHT, bucket, proxy.endpoint).split() == ["0", "True"]
