@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from support.ceph_gateway import Gateway
 from support.fault_proxy import FaultProxy
-from test_s3 import bucket, own_s3, python_with_gateway  # noqa: F401 (bucket: a fixture)
+from test_s3 import own_s3, python_with_gateway
 
 import asyncfs
 

@@ -36,14 +36,6 @@ MiB = 1 << 20
 pytestmark = pytest.mark.usefixtures("s3_plugin")  # every test here needs it
 
 
-@pytest.fixture
-def bucket(s3_fs: asyncfs.ModularFileSystem) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:12]}"
-    s3_fs.create_dir(f"s3://{name}")
-    yield name
-    s3_fs.delete_recursively(f"s3://{name}")
-
-
 def own_s3(gateway: Gateway, endpoint: str | None = None, **options: int | bytes) -> asyncfs.ModularFileSystem:
     """A second, separately configured s3 filesystem."""
     return own_s3_registry(gateway, endpoint, **options).get("s3")
