@@ -135,8 +135,7 @@ class _Cpu:
         row.notes.append(
             f"CPU per request, client + gateway (µs): {costs}; with a client costing nothing, "
             f"the gateway's own CPU would allow at most {ceiling:.2f}× obstore; "
-            f"most threads of the process: "
-            + ", ".join(f"{name} {most}" for name, most in threads.items())
+            f"most threads of the process: " + ", ".join(f"{name} {most}" for name, most in threads.items())
         )
 
     def rows(self) -> list[Row]:
