@@ -63,6 +63,11 @@ typedef struct objstore_response {
   int64_t retry_after_ms;   /* Retry-After, -1 when absent */
   char etag[96];
   char captured[64];        /* the store's capture_header, "" when absent */
+  char* location;           /* Location, NULL when absent */
+  /* Where the last redirect pointed (absolute): authorize sends the next
+   * try there, with credentials only if the origin is the store's own
+   * (objstore_same_origin); NULL before any redirect. */
+  char* redirected_to;
   char error_code[64];      /* the store's name for the error (read_answer), or "" */
   int too_long;             /* longer than max_body: stopped */
   objstore_attributes attributes; /* with want_attributes */
@@ -88,8 +93,10 @@ typedef struct objstore_exchange {
   int direct;           /* never through a proxy (link-local services) */
   int64_t timeout_ms;   /* whole tries longer than this fail; 0: none */
   int64_t max_attempts; /* 0: the settings' */
+  int max_redirects;    /* 3xx with a Location followed this many times; 0: none */
   const void* store_request; /* the store's own description, for its hooks */
   objstore_response* resp;
+  int redirects; /* followed so far (resp->redirected_to: where to) */
   /* authorize's, or the caller's when the engine has no store to ask */
   char* url;
   struct curl_slist* headers;
@@ -102,7 +109,7 @@ typedef struct objstore_exchange {
   const objstore_settings* settings;
   int raw;             /* objstore_fetch's: no store hook is asked */
   int attempts;        /* tries made */
-  int outcome;         /* 0 done, -1 failed, 2 to authorize again */
+  int outcome;         /* 0 done, -1 failed, 2 to authorize again, 3 redirected */
   int transport_error; /* curl's code of the last try, 0: it was answered */
   char detail[256];    /* curl's words on it */
   uint64_t started_ms; /* the first try */
@@ -217,6 +224,9 @@ TF_Code objstore_code_for_http(long http);
 
 /* The settings' certificate checks on a curl handle. */
 void objstore_tls_options(const objstore_settings* settings, void* curl_handle);
+
+/* Whether two absolute URLs have one origin (scheme, host and port). */
+int objstore_same_origin(const char* a, const char* b);
 
 /* Monotonic milliseconds. */
 uint64_t objstore_now_ms(void);

@@ -22,6 +22,10 @@ void objstore_attributes_free(objstore_attributes* a) {
 
 void objstore_response_free(objstore_response* r) {
   plugin_buf_free(&r->body);
+  free(r->location);
+  r->location = NULL;
+  free(r->redirected_to);
+  r->redirected_to = NULL;
   objstore_attributes_free(&r->attributes);
 }
 
@@ -217,6 +221,9 @@ static size_t on_header(char* line, size_t size, size_t n, void* arg) {
     if (when > 0) resp->mtime_nsec = (int64_t)when * 1000000000;
   } else if (header_is(line, name_len, "etag")) {
     snprintf(resp->etag, sizeof resp->etag, "%.95s", value);
+  } else if (header_is(line, name_len, "location") && x->max_redirects > 0) {
+    free(resp->location);
+    resp->location = strndup(colon, vlen); /* whole: a URL may be long */
   } else if (header_is(line, name_len, "retry-after")) {
     resp->retry_after_ms = retry_after_ms(value);
   } else if (store->capture_header != NULL &&
@@ -240,6 +247,8 @@ static void reset_response(objstore_response* resp) {
   resp->retry_after_ms = -1;
   resp->etag[0] = '\0';
   resp->captured[0] = '\0';
+  free(resp->location);
+  resp->location = NULL;
   resp->error_code[0] = '\0';
   resp->too_long = 0;
 }
@@ -371,6 +380,10 @@ int objstore_try_finish(void* store_ctx, objstore_try* t, CURLcode rc) {
   snprintf(x->detail, sizeof x->detail, "%s", t->detail);
   if (rc == CURLE_OK && !x->raw && store->read_answer != NULL) store->read_answer(store_ctx, x);
   if (rc == CURLE_OK && resp->http / 100 == 2) return 0;
+  if (rc == CURLE_OK && x->max_redirects > 0 && resp->location != NULL &&
+      (resp->http == 301 || resp->http == 302 || resp->http == 303 || resp->http == 307 ||
+       resp->http == 308))
+    return 3; /* its caller follows it */
   if (x->raw && rc == CURLE_OK && !http_retryable(resp->http)) return 0; /* answered: the caller reads it */
   retry = rc != CURLE_OK ? transport_retryable(rc) : http_retryable(resp->http);
   if (!retry && rc == CURLE_OK && !x->raw && store->retryable != NULL)
@@ -383,6 +396,64 @@ int objstore_try_finish(void* store_ctx, objstore_try* t, CURLcode rc) {
     }
   }
   return -1;
+}
+
+/* ---- redirects ----------------------------------------------------------------------- */
+
+int objstore_same_origin(const char* a, const char* b) {
+  static const CURLUPart parts[] = {CURLUPART_SCHEME, CURLUPART_HOST, CURLUPART_PORT};
+  CURLU* ua = curl_url();
+  CURLU* ub = curl_url();
+  int same = ua != NULL && ub != NULL && curl_url_set(ua, CURLUPART_URL, a, 0) == CURLUE_OK &&
+             curl_url_set(ub, CURLUPART_URL, b, 0) == CURLUE_OK;
+  size_t i;
+  for (i = 0; same && i < sizeof parts / sizeof parts[0]; ++i) {
+    char *pa = NULL, *pb = NULL;
+    curl_url_get(ua, parts[i], &pa, CURLU_DEFAULT_PORT);
+    curl_url_get(ub, parts[i], &pb, CURLU_DEFAULT_PORT);
+    same = pa != NULL && pb != NULL && strcasecmp(pa, pb) == 0;
+    curl_free(pa);
+    curl_free(pb);
+  }
+  curl_url_cleanup(ua);
+  curl_url_cleanup(ub);
+  return same;
+}
+
+int objstore_follow(objstore_exchange* x, TF_Status* status) {
+  CURLU* u = curl_url();
+  char* next = NULL;
+  char msg[700];
+  const char* from = x->resp->redirected_to != NULL ? x->resp->redirected_to : x->url;
+  if (++x->redirects > x->max_redirects) {
+    snprintf(msg, sizeof msg, "%s %.300s: more than %d redirects (a loop?)", x->method, from,
+             x->max_redirects);
+    TF_SetStatus(status, TF_UNAVAILABLE, msg);
+    curl_url_cleanup(u);
+    return -1;
+  }
+  /* The Location, resolved against the URL that answered with it. */
+  if (u == NULL || curl_url_set(u, CURLUPART_URL, from, 0) != CURLUE_OK ||
+      curl_url_set(u, CURLUPART_URL, x->resp->location, 0) != CURLUE_OK ||
+      curl_url_get(u, CURLUPART_URL, &next, 0) != CURLUE_OK ||
+      (strncmp(next, "http://", 7) != 0 && strncmp(next, "https://", 8) != 0)) {
+    snprintf(msg, sizeof msg, "%s %.300s: a redirect to '%.200s', which is not an http(s) URL",
+             x->method, from, x->resp->location);
+    TF_SetStatus(status, TF_UNAVAILABLE, msg);
+    curl_free(next);
+    curl_url_cleanup(u);
+    return -1;
+  }
+  free(x->resp->redirected_to);
+  x->resp->redirected_to = strdup(next);
+  curl_free(next);
+  curl_url_cleanup(u);
+  if (x->resp->redirected_to == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  if (x->resp->http == 303) x->method = strcmp(x->method, "HEAD") == 0 ? "HEAD" : "GET";
+  return 0;
 }
 
 /* ---- failures --------------------------------------------------------------------------- */

@@ -38,8 +38,12 @@ void objstore_try_bind(objstore_try* t, objstore_exchange* x);
 
 /* After curl ran a try and said rc (on the engine's thread): 0 when it
  * succeeded, -1 when it failed for good, 1 when another try is due at
- * x->due_ms. */
+ * x->due_ms, 3 when it was redirected (x->max_redirects). */
 int objstore_try_finish(void* store_ctx, objstore_try* t, CURLcode rc);
+
+/* Points x at the Location its answer gave (a redirect): 0, or -1 with
+ * status set (too many, or not an http(s) URL). */
+int objstore_follow(objstore_exchange* x, TF_Status* status);
 
 /* The status of x, which failed for good (on the caller's thread). */
 void objstore_set_failure(const objstore_store* store, void* store_ctx,

@@ -158,6 +158,12 @@ static int check_length(const objstore_reader* r, const objstore_response* resp,
   return -1;
 }
 
+/* The ETag reads are pinned to: a strong one (a weak one, "W/...", may
+ * not be compared by If-Match), else none. */
+static const char* pin(const objstore_reader* r) {
+  return *r->etag != '\0' && strncmp(r->etag, "W/", 2) != 0 ? r->etag : NULL;
+}
+
 /* Reads [offset, offset + n) of the object, n > 0, all within its size:
  * one ranged GET per part_size, all in flight at once (as far as
  * max_connections allows), each straight into its share of out. */
@@ -184,7 +190,7 @@ static int read_span(objstore_reader* r, int64_t offset, int64_t n, char* out, T
     snprintf(range, sizeof range, "bytes=%lld-%lld", (long long)(offset + start),
              (long long)(offset + start + len - 1));
     objstore_exchange_init(&xs[made], &resps[made], "GET", NULL);
-    if (store->object_request(ctx, r->path, range, *r->etag ? r->etag : NULL, &xs[made], status) != 0) {
+    if (store->object_request(ctx, r->path, range, pin(r), &xs[made], status) != 0) {
       rc = -1;
       break;
     }

@@ -268,7 +268,7 @@ static void harvest(objstore_engine* e) {
     else if (outcome == 1)
       insert_retry(e, x);
     else
-      complete(x, outcome);
+      complete(x, outcome); /* done, failed, or redirected */
   }
 }
 
@@ -576,13 +576,16 @@ int objstore_run_many(objstore_engine* e, const objstore_settings* settings, int
     for (i = 0; i < count; ++i) {
       objstore_exchange* x = batch[i];
       TF_Status* status = statuses[x - xs];
+      int follow = 0;
       if (x->outcome == 0)
         TF_SetStatus(status, TF_OK, "");
       else if (x->outcome == -1)
         objstore_set_failure(e->store, e->store_ctx, x, status);
+      else if (x->outcome == 3)
+        follow = objstore_follow(x, status) == 0;
       unauthorize(e, x);
-      if (x->outcome == 2 && authorize(e, x, status) == 0) {
-        batch[again++] = x; /* a retry past its authorization's life */
+      if ((x->outcome == 2 || follow) && authorize(e, x, status) == 0) {
+        batch[again++] = x; /* a retry past its authorization's life, or a redirect */
         continue;
       }
       failed |= x->outcome != 0;
@@ -592,6 +595,7 @@ int objstore_run_many(objstore_engine* e, const objstore_settings* settings, int
   free(batch);
   return failed ? -1 : 0;
 }
+
 
 int objstore_run(objstore_engine* e, const objstore_settings* settings, objstore_exchange* x,
                  TF_Status* status) {
