@@ -87,9 +87,14 @@ class Env:
     bucket. A missing bucket is never created this way.
 
     Plugins whose calls wait on a network (s3://; the ASYNCFS_PLUGIN_NETWORK
-    flag) run on a second pool of ``network_workers`` threads (default 64):
-    their threads mostly sleep on sockets, and so many requests can be in
-    flight without crowding the few threads that copy local files. Each Env
+    flag) run on a second pool of ``network_workers`` threads (default 8),
+    so that waiting on a network never crowds the few threads that copy
+    local files. A network plugin's requests run on its own engine thread
+    (plugins/objstore), and concurrent ``read_file``, ``stat`` and
+    ``write_file`` calls go to it together, 16 per worker call: 8
+    workers keep 128 requests in flight. Calls that are not combined (opens,
+    listings, renames) take a worker each while their request is out: raise
+    ``network_workers`` for many such calls at once on a distant store. Each Env
     serves such a scheme with a filesystem of its own, started on first
     use: it reads the environment then, follows the options set on the
     registry's (except those set on it), and its own options, credentials
@@ -113,7 +118,7 @@ class Env:
         max_in_flight: int = 4096,
         worker_nice: int = 0,
         copy_chunk: int = 8 << 20,
-        network_workers: int = 64,
+        network_workers: int = 8,
         close_timeout: float = 10.0,
         create_parents: bool = True,
         own: Iterable[str] = (),

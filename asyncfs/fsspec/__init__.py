@@ -742,6 +742,8 @@ def register(schemes: Iterable[str] | None = None) -> list[str]:
 # The entry points name these (pyproject.toml, "fsspec.specs").
 MemFileSystem = filesystem_class("mem")
 S3FileSystem = filesystem_class("s3")
+HttpFileSystem = filesystem_class("http")
+HttpsFileSystem = filesystem_class("https")
 
 register()
 
