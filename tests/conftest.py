@@ -30,6 +30,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from support.ceph_gateway import Gateway, missing_reason, start_gateway
 from support.facade import BlockingFacade
 from support.fault_proxy import FaultProxy
+from support.http_servers import HttpServer, nginx_missing_reason, start_nginx
 
 import asyncfs
 from asyncfs._native import libraries as _libs
@@ -100,6 +101,21 @@ class PluginUnderTest:
     scheme: str
     library: Path | None  # None: built in
     root: str | None  # URI prefix for test trees; None: a temporary local dir
+    read_only: bool = False  # its trees are made in the folder a server serves
+
+
+# What a read-only plugin's test trees are made in: URI -> the local folder
+# its server serves there (the root fixture's).
+SERVED: dict[str, Path] = {}
+
+
+def served_path(uri: str) -> Path | None:
+    """The local file or folder a read-only plugin's URI names, when a
+    test tree is being served there; None on any other plugin."""
+    for prefix, folder in SERVED.items():
+        if uri == prefix or uri.startswith(prefix + "/"):
+            return folder / uri[len(prefix) :].lstrip("/")
+    return None
 
 
 def _plugins(config: pytest.Config) -> list[PluginUnderTest]:
@@ -108,6 +124,7 @@ def _plugins(config: pytest.Config) -> list[PluginUnderTest]:
         PluginUnderTest("mem", "mem", None, "mem:///conformance"),
         PluginUnderTest("demo", "demo", REPO / "plugins/examples/demo_fs.c", None),
         PluginUnderTest("s3", "s3", None, "s3://asyncfs-conformance"),
+        PluginUnderTest("http", "http", None, None, read_only=True),
     ]
     for spec in config.getoption("--plugin"):
         path, _, rest = spec.partition(":")
@@ -151,8 +168,8 @@ def s3_gateway(tmp_path_factory: pytest.TempPathFactory, s3_plugin: None) -> Ite
     gateway.stop()
 
 
-def tls_proxy(gateway: Gateway, tmp_path: Path) -> tuple[FaultProxy, Path]:
-    """A proxy serving https:// in front of the gateway, with a certificate
+def tls_proxy(upstream: str, tmp_path: Path) -> tuple[FaultProxy, Path]:
+    """A proxy serving https:// in front of upstream (http://host:port), with a certificate
     from a CA of the test's own (trustme, a test extra: without it the test
     skips); returns the proxy, which the caller closes, and the CA's PEM file."""
     trustme = pytest.importorskip("trustme", reason="trustme (a test extra) makes the test CA")
@@ -161,14 +178,14 @@ def tls_proxy(gateway: Gateway, tmp_path: Path) -> tuple[FaultProxy, Path]:
     ca.issue_cert("127.0.0.1").configure_cert(context)
     pem = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(pem))
-    return FaultProxy(gateway.endpoint, tls=context), pem
+    return FaultProxy(upstream, tls=context), pem
 
 
 @pytest.fixture
 def tls_gateway(s3_gateway: Gateway, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """An https:// endpoint in front of the gateway (tls_proxy); yields the
     endpoint and the CA's PEM file."""
-    proxy, pem = tls_proxy(s3_gateway, tmp_path)
+    proxy, pem = tls_proxy(s3_gateway.endpoint, tmp_path)
     yield proxy.endpoint, pem
     proxy.close()
 
@@ -267,6 +284,27 @@ def configure_s3(fs: asyncfs.ModularFileSystem, gateway: Gateway) -> None:
 
 
 @pytest.fixture(scope="session")
+def http_plugin() -> None:
+    """For a test that needs the http plugin (built with the s3 one)."""
+    reason = _libs.unavailable_reason("http")
+    if reason is not None:
+        pytest.skip(f"the http plugin is not built: {reason}")
+
+
+@pytest.fixture(scope="session")
+def nginx(tmp_path_factory: pytest.TempPathFactory, http_plugin: None) -> Iterator[HttpServer]:
+    """nginx on loopback for the session, serving a folder of its own
+    (skips, saying why, when nginx is not installed)."""
+    reason = nginx_missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    served = tmp_path_factory.mktemp("served")
+    server = start_nginx(served, tmp_path_factory.mktemp("nginx"))
+    yield server
+    server.stop.close()
+
+
+@pytest.fixture(scope="session")
 def s3_plugin() -> None:
     """For a test that needs the s3 plugin: where asyncfs was built without
     it (no libcurl headers), the test skips, saying why, whether or not Ceph
@@ -284,12 +322,23 @@ def s3_fs(registry: asyncfs.Registry, s3_plugin: None, request: pytest.FixtureRe
     return fs
 
 
+@pytest.fixture
+def bucket(s3_fs: asyncfs.ModularFileSystem) -> Iterator[str]:
+    """A fresh bucket on the session's gateway, removed afterwards."""
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    s3_fs.create_dir(f"s3://{name}")
+    yield name
+    s3_fs.delete_recursively(f"s3://{name}")
+
+
 @pytest.fixture(scope="session")
 def sync_fs(
     plugin: PluginUnderTest, registry: asyncfs.Registry, request: pytest.FixtureRequest
 ) -> asyncfs.ModularFileSystem:
     if plugin.scheme == "s3":
         return request.getfixturevalue("s3_fs")  # type: ignore[no-any-return]
+    if plugin.read_only:
+        request.getfixturevalue("nginx")  # skips without it
     if plugin.scheme not in registry.schemes():
         if plugin.library is None or plugin.library.suffix == ".c":
             pytest.skip(f"plugin {plugin.id} is not available (no C compiler)")
@@ -333,9 +382,20 @@ def fs(
 
 
 @pytest.fixture
-def root(plugin: PluginUnderTest, sync_fs: asyncfs.ModularFileSystem) -> Iterator[str]:
-    """A fresh, empty directory URI on the plugin under test."""
-    if plugin.root is None:
+def root(plugin: PluginUnderTest, sync_fs: asyncfs.ModularFileSystem, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh, empty directory URI on the plugin under test (on a
+    read-only one, a folder its server serves, which tests fill through
+    served_path)."""
+    if plugin.read_only:
+        server: HttpServer = request.getfixturevalue("nginx")
+        name = uuid.uuid4().hex
+        (server.root / name).mkdir()
+        uri = f"{plugin.scheme}://{server.host}/{name}"
+        SERVED[uri] = server.root / name
+        yield uri
+        del SERVED[uri]
+        shutil.rmtree(server.root / name, ignore_errors=True)
+    elif plugin.root is None:
         local = tempfile.mkdtemp(prefix="asyncfs-conf-")
         uri = f"{plugin.scheme}://{local}"
         yield uri

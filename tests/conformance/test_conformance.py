@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from conftest import PluginUnderTest, served_path
 
 from asyncfs import (
     Code,
@@ -24,6 +25,7 @@ from asyncfs import (
     PathIsDirectoryError,
     PathNotDirectoryError,
     StatusError,
+    UnimplementedError,
 )
 
 NF, FP, AE, IA = Code.NOT_FOUND, Code.FAILED_PRECONDITION, Code.ALREADY_EXISTS, Code.INVALID_ARGUMENT
@@ -35,7 +37,44 @@ Expected = Code | type[StatusError]
 # the posix plugin's). Another plugin's message may not (TensorFlow's
 # convention is the path alone): its plain FailedPreconditionError passes,
 # a wrong kind does not.
-OURS = frozenset({"", "file", "mem", "demo", "s3"})
+OURS = frozenset({"", "file", "mem", "demo", "s3", "http"})
+
+# The cases that change the tree. A read-only plugin (http) must refuse
+# them with UnimplementedError naming its scheme, checked before the case
+# is skipped; its other cases read trees made in the folder its server
+# serves (make_file, make_dir).
+WRITES = frozenset(
+    {
+        "test_new_writable_file",
+        "test_new_appendable_file",
+        "test_create_dir",
+        "test_recursively_create_dir",
+        "test_delete_file",
+        "test_delete_dir",
+        "test_delete_recursively",
+        "test_rename_and_copy",
+        "test_rename_dir",
+        "test_writable_file_tell_and_close",
+        "test_read_what_was_written",
+        "test_append_then_read",
+    }
+)
+
+
+@pytest.fixture(autouse=True)
+def _writes_refused_by_read_only_plugins(request: pytest.FixtureRequest) -> None:
+    if request.node.originalname not in WRITES or "plugin" not in request.fixturenames:
+        return
+    plugin: PluginUnderTest = request.getfixturevalue("plugin")
+    if not plugin.read_only:
+        return
+    fs = request.getfixturevalue("fs")
+    root = request.getfixturevalue("root")
+    with pytest.raises(UnimplementedError, match=f"{plugin.scheme}://"):
+        fs.write_file(f"{root}/refused", b"x")
+    with pytest.raises(UnimplementedError, match=f"{plugin.scheme}://"):
+        fs.create_dir(f"{root}/refused")
+    pytest.skip(f"the {plugin.scheme} plugin is read-only: it refuses writes (checked)")
 
 
 def _scheme(args: tuple[Any, ...]) -> str:
@@ -83,6 +122,10 @@ def need(fs: ModularFileSystem, *ops: str) -> None:
 
 
 def make_file(fs: ModularFileSystem, uri: str, data: bytes = b"") -> str:
+    local = served_path(uri)
+    if local is not None:  # a read-only plugin's tree: made where its server serves
+        local.write_bytes(data)
+        return uri
     with fs.new_writable_file(uri) as f:
         if data:
             f.append(data)
@@ -90,6 +133,10 @@ def make_file(fs: ModularFileSystem, uri: str, data: bytes = b"") -> str:
 
 
 def make_dir(fs: ModularFileSystem, uri: str) -> str:
+    local = served_path(uri)
+    if local is not None:
+        local.mkdir()
+        return uri
     fs.create_dir(uri)
     return uri
 

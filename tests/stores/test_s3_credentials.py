@@ -552,7 +552,8 @@ def test_bodies_are_signed_as_boto3_signs_them(
     boto3 does, unless the profile or the option says otherwise; the
     gateway accepts both and the object is the same."""
     scheme, how, expected = case
-    proxy, pem = tls_proxy(s3_gateway, tmp_path) if scheme == "https" else (FaultProxy(s3_gateway.endpoint), None)
+    endpoint = s3_gateway.endpoint
+    proxy, pem = tls_proxy(endpoint, tmp_path) if scheme == "https" else (FaultProxy(endpoint), None)
     try:
         environ(
             AWS_ACCESS_KEY_ID=s3_gateway.access_key,
@@ -602,7 +603,7 @@ def test_bodies_over_tls_go_unsigned_in_the_workers_users_start(
     after its parent resolved the configuration. Each worker reads the
     environment or inherits its parent's filesystem; none signs a body
     sent over TLS."""
-    proxy, pem = tls_proxy(s3_gateway, tmp_path)
+    proxy, pem = tls_proxy(s3_gateway.endpoint, tmp_path)
     try:
         environ(
             AWS_ACCESS_KEY_ID=s3_gateway.access_key,
