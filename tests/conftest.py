@@ -109,6 +109,29 @@ class PluginUnderTest:
 SERVED: dict[str, Path] = {}
 
 
+def put_file(fs: Any, uri: str, data: bytes = b"") -> str:
+    """Writes data at uri through fs (sync, or the async layer's facade),
+    or, in a read-only plugin's test tree, where its server serves it."""
+    local = served_path(uri)
+    if local is not None:
+        local.write_bytes(data)
+        return uri
+    with fs.new_writable_file(uri) as f:
+        if data:
+            f.append(data)
+    return uri
+
+
+def put_dir(fs: Any, uri: str) -> str:
+    """Makes the directory uri, as put_file writes a file."""
+    local = served_path(uri)
+    if local is not None:
+        local.mkdir()
+    else:
+        fs.create_dir(uri)
+    return uri
+
+
 def served_path(uri: str) -> Path | None:
     """The local file or folder a read-only plugin's URI names, when a
     test tree is being served there; None on any other plugin."""

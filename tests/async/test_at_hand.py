@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import anyio
 import pytest
-from conftest import at_hand_here
+from conftest import at_hand_here, put_dir, put_file
 
 import asyncfs
 from asyncfs._async import filesystem as async_filesystem
@@ -74,8 +74,7 @@ async def turns_taken(work: Callable[[], Awaitable[T]]) -> tuple[T, int]:
 
 def test_read_if_ready_reads_what_read_reads(sync_fs: asyncfs.ModularFileSystem, root: str) -> None:
     data = bytes(range(256)) * 600
-    with sync_fs.new_writable_file(f"{root}/file") as w:
-        w.append(data)
+    put_file(sync_fs, f"{root}/file", data)
     cases = [(0, 4096), (4096, 65536), (len(data) - 10, 100), (len(data), 10), (len(data) + 5, 1), (7, 0)]
     with sync_fs.new_random_access_file(f"{root}/file") as f:
         if sync_fs.scheme in ("file", "mem"):  # the built-ins that have bytes at hand
@@ -124,9 +123,8 @@ def test_an_open_at_hand_is_the_open_of_new_random_access_file(sync_fs: asyncfs.
     opens, with get_file_size's size; an error it knows at hand raises as
     that would; anything else is left to new_random_access_file (None)."""
     data = bytes(range(256)) * 300
-    with sync_fs.new_writable_file(f"{root}/file") as w:
-        w.append(data)
-    sync_fs.create_dir(f"{root}/dir")
+    put_file(sync_fs, f"{root}/file", data)
+    put_dir(sync_fs, f"{root}/dir")
     offered = sync_fs.offers("new_random_access_file_if_ready")
     assert offered == (sync_fs.scheme in ("file", "mem"))  # the built-ins that open at hand
     with sync_fs.new_random_access_file(f"{root}/file"):  # its directory entries now cached

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import PluginUnderTest, served_path
+from conftest import PluginUnderTest, put_dir, put_file
 
 from asyncfs import (
     Code,
@@ -122,23 +122,11 @@ def need(fs: ModularFileSystem, *ops: str) -> None:
 
 
 def make_file(fs: ModularFileSystem, uri: str, data: bytes = b"") -> str:
-    local = served_path(uri)
-    if local is not None:  # a read-only plugin's tree: made where its server serves
-        local.write_bytes(data)
-        return uri
-    with fs.new_writable_file(uri) as f:
-        if data:
-            f.append(data)
-    return uri
+    return put_file(fs, uri, data)  # a read-only plugin's: where its server serves
 
 
 def make_dir(fs: ModularFileSystem, uri: str) -> str:
-    local = served_path(uri)
-    if local is not None:
-        local.mkdir()
-        return uri
-    fs.create_dir(uri)
-    return uri
+    return put_dir(fs, uri)
 
 
 # ---- translate name ---------------------------------------------------------

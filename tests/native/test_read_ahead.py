@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import TEST_PLUGINS, build_plugin, exit_code_of
+from conftest import TEST_PLUGINS, build_plugin, exit_code_of, put_file
 
 import asyncfs
 
@@ -24,8 +24,7 @@ SOURCE = TEST_PLUGINS / "testfs.c"
 
 def test_a_read_made_ahead_reads_what_read_reads(sync_fs: asyncfs.ModularFileSystem, root: str) -> None:
     data = bytes(range(256)) * 40
-    with sync_fs.new_writable_file(f"{root}/file") as w:
-        w.append(data)
+    put_file(sync_fs, f"{root}/file", data)
     cases = [(0, 4096), (4096, 8192), (10000, 4096), (len(data), 10), (20000, 1)]
     with sync_fs.new_random_access_file(f"{root}/file") as f:
         started = [f.read_ahead(offset, n) for offset, n in cases]
@@ -45,8 +44,7 @@ def test_a_read_made_ahead_lends_its_bytes_for_one_call(sync_fs: asyncfs.Modular
     it returns (a view kept past it is unusable, never freed memory), once;
     an error it raises comes out, and the read is freed all the same."""
     data = bytes(range(256)) * 40
-    with sync_fs.new_writable_file(f"{root}/file") as w:
-        w.append(data)
+    put_file(sync_fs, f"{root}/file", data)
     kept: list[memoryview] = []
     with sync_fs.new_random_access_file(f"{root}/file") as f:
         ahead = f.read_ahead(100, 5000)

@@ -1,0 +1,172 @@
+"""http:// against fsspec's HTTPFileSystem (aiohttp) and obstore's HTTPStore,
+all on one nginx started for the run (tests/support/http_servers.py) serving
+the same files, with the same in-flight limits."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from tests.support.http_servers import HttpServer, nginx_missing_reason, start_nginx
+
+from .harness import IN_FLIGHT, Row, best_async, bounded, optional, started_env
+
+MiB = 1 << 20
+
+
+def bench_http(repeat: int, quick: bool) -> list[Row]:
+    reason = nginx_missing_reason()
+    if reason is not None:
+        return [Row("http (nginx)", "-", notes=[f"skipped: {reason}"])]
+    with tempfile.TemporaryDirectory(prefix="asyncfs-http-bench-") as scratch:
+        root = Path(scratch) / "www"
+        root.mkdir()
+        server = start_nginx(root, Path(scratch) / "nginx")
+        try:
+            return _bench(server, repeat, quick)
+        finally:
+            server.stop.close()
+
+
+class _Cpu:
+    """This process's CPU time per request, for each client."""
+
+    def __init__(self) -> None:
+        self.per_request: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def counting(self, name: str, requests: int) -> Iterator[None]:
+        began = time.process_time()
+        yield
+        spent = (time.process_time() - began) / requests * 1e6
+        self.per_request[name] = min(self.per_request.get(name, spent), spent)
+
+    def note(self, row: Row) -> None:
+        row.notes.append(
+            "client CPU per request (µs): " + ", ".join(f"{name} {us:.0f}" for name, us in self.per_request.items())
+        )
+        self.per_request = {}
+
+
+def _turns(
+    clients: dict[str, Callable[[], Awaitable[Any]]], rounds: int, cpu: _Cpu | None = None, requests: int = 1
+) -> dict[str, float]:
+    """Each client's best time over rounds in which they take turns."""
+    times: dict[str, list[float]] = {name: [] for name in clients}
+    for _ in range(rounds):
+        for name, make in clients.items():
+            with cpu.counting(name, requests) if cpu is not None else contextlib.nullcontext():
+                times[name].append(best_async(make, 1))
+    return {name: min(seconds) for name, seconds in times.items()}
+
+
+def _verdict(row: Row, target: float) -> None:
+    peers = {name: value for name, value in row.results.items() if name != "asyncfs"}
+    if not peers:
+        row.verdict = "no peer installed"
+        return
+    best_peer = max(peers, key=lambda name: peers[name])
+    ratio = row.ratio = row.results["asyncfs"] / peers[best_peer]
+    row.verdict = f"{ratio:.2f}× {best_peer}, the faster peer ({'met' if ratio >= target else 'missed'})"
+
+
+def _bench(server: HttpServer, repeat: int, quick: bool) -> list[Row]:
+    small_count, big_size = (500, 32 * MiB) if quick else (2000, 256 * MiB)
+    small = [f"small/{i:05d}" for i in range(small_count)]
+    (server.root / "small").mkdir()
+    for name in small:
+        (server.root / name).write_bytes(b"x" * 4096)
+    big = bytes(range(256)) * (big_size // 256)
+    (server.root / "big.bin").write_bytes(big)
+    env = started_env()
+    base = server.url
+    fsspec_http = None
+    if optional("fsspec") and optional("aiohttp"):
+        from fsspec.implementations.http import HTTPFileSystem
+
+        fsspec_http = HTTPFileSystem(asynchronous=True, skip_instance_cache=True)
+    obstore = optional("obstore")
+    store = None
+    if obstore:
+        from obstore.store import HTTPStore
+
+        store = HTTPStore.from_url(base, client_options={"allow_http": True})
+    rows: list[Row] = []
+    cpu = _Cpu()
+
+    async def fsspec_session(make: Callable[[], Awaitable[Any]]) -> Any:
+        assert fsspec_http is not None
+        await fsspec_http.set_session()
+        try:
+            return await make()
+        finally:
+            await fsspec_http.session.close()
+
+    # ---- GET many small files ------------------------------------------------------
+    row = Row(f"http GET {small_count} × 4 KiB, {IN_FLIGHT} in flight", "files/s")
+    gets: dict[str, Callable[[], Awaitable[Any]]] = {
+        "asyncfs": lambda: bounded(lambda k: env.read_file(f"{base}/{k}"), small)
+    }
+    if fsspec_http is not None:
+        gets["fsspec HTTPFileSystem"] = lambda: fsspec_session(
+            lambda: bounded(lambda k: fsspec_http._cat_file(f"{base}/{k}"), small)
+        )
+    if store is not None:
+
+        async def obs_get(key: str) -> bytes:
+            return bytes(await (await obstore.get_async(store, key)).bytes_async())
+
+        gets["obstore HTTPStore"] = lambda: bounded(obs_get, small)
+    times = _turns(gets, repeat, cpu, small_count)
+    row.results = {name: small_count / seconds for name, seconds in times.items()}
+    cpu.note(row)
+    row.notes.append(f"one task per request in {IN_FLIGHT} lanes; best of {repeat} rounds, the clients in turn")
+    row.target = "≥ 1.5× the faster peer"
+    _verdict(row, 1.5)
+    rows.append(row)
+
+    # ---- one big file, whole -----------------------------------------------------------
+    whole = Row(f"http read {big_size // MiB} MiB whole", "MiB/s")
+    reads: dict[str, Callable[[], Awaitable[Any]]] = {"asyncfs": lambda: env.read_file(f"{base}/big.bin")}
+    if fsspec_http is not None:
+        reads["fsspec HTTPFileSystem"] = lambda: fsspec_session(lambda: fsspec_http._cat_file(f"{base}/big.bin"))
+    if store is not None:
+        reads["obstore HTTPStore"] = lambda: _obstore_whole(obstore, store)
+    times = _turns(reads, repeat)
+    whole.results = {name: big_size / MiB / seconds for name, seconds in times.items()}
+    whole.target = "≥ 1.0× the faster peer"
+    _verdict(whole, 1.0)
+    rows.append(whole)
+
+    # ---- one big file, in 1 MiB ranges ------------------------------------------------
+    ranged = Row(f"http read {big_size // MiB} MiB in 1 MiB ranges, {IN_FLIGHT} in flight", "MiB/s")
+    offsets = list(range(0, big_size, MiB))
+
+    async def asyncfs_ranges() -> None:
+        f = await env.new_random_access_file(f"{base}/big.bin")
+        await bounded(lambda offset: f.read(offset, MiB), offsets)
+
+    ranges: dict[str, Callable[[], Awaitable[Any]]] = {"asyncfs": asyncfs_ranges}
+    if fsspec_http is not None:
+        ranges["fsspec HTTPFileSystem"] = lambda: fsspec_session(
+            lambda: bounded(lambda o: fsspec_http._cat_file(f"{base}/big.bin", start=o, end=o + MiB), offsets)
+        )
+    if store is not None:
+        ranges["obstore HTTPStore"] = lambda: bounded(
+            lambda o: obstore.get_range_async(store, "big.bin", start=o, end=o + MiB), offsets
+        )
+    times = _turns(ranges, repeat)
+    ranged.results = {name: big_size / MiB / seconds for name, seconds in times.items()}
+    ranged.target = "≥ 1.0× the faster peer"
+    _verdict(ranged, 1.0)
+    rows.append(ranged)
+    env.close()
+    return rows
+
+
+async def _obstore_whole(obstore: Any, store: Any) -> bytes:
+    return bytes(await (await obstore.get_async(store, "big.bin")).bytes_async())
