@@ -29,24 +29,7 @@ static const plugin_option http_options[] = {
      PLUGIN_OPTION_TEXT, offsetof(http_config, bearer_token), 0, 0, 1},
     {"headers", "\"Name: value\" lines sent with every request to the URL's own host",
      PLUGIN_OPTION_TEXT, offsetof(http_config, headers), 0, 0, 0},
-    {"ca_bundle", "PEM file of the CAs to trust instead of the system's", PLUGIN_OPTION_TEXT,
-     offsetof(http_config, ca_bundle), 0, 0, 0},
-    {"verify_tls", "0: accept any TLS certificate (test servers only)", PLUGIN_OPTION_INT,
-     offsetof(http_config, verify_tls), 0, 1, 0},
-    {"connect_timeout_ms", "connection set-up limit", PLUGIN_OPTION_INT,
-     offsetof(http_config, connect_timeout_ms), 1, 600000, 0},
-    {"read_timeout_ms", "a transfer with no byte moving for this long fails and is retried",
-     PLUGIN_OPTION_INT, offsetof(http_config, read_timeout_ms), 1000, 3600000, 0},
-    {"max_attempts", "tries per request, the first included", PLUGIN_OPTION_INT,
-     offsetof(http_config, max_attempts), 1, 100, 0},
-    {"retry_budget_ms", "no retry starts this long after a request's first try",
-     PLUGIN_OPTION_INT, offsetof(http_config, retry_budget_ms), 0, 3600000, 0},
-    {"retry_base_ms", "first retry's backoff ceiling; doubles, full jitter", PLUGIN_OPTION_INT,
-     offsetof(http_config, retry_base_ms), 1, 60000, 0},
-    {"max_connections", "connections open at once, in use or idle", PLUGIN_OPTION_INT,
-     offsetof(http_config, max_connections), 1, 4096, 0},
-    {"idle_timeout_ms", "an idle connection is closed after this long", PLUGIN_OPTION_INT,
-     offsetof(http_config, idle_timeout_ms), 0, 3600000, 0},
+    OBJSTORE_OPTIONS(http_config, transport),
     {"read_ahead", "bytes fetched with the open of a file for reading", PLUGIN_OPTION_INT,
      offsetof(http_config, read_ahead), 0, 64 * MiB, 0},
     {"part_size", "a large read goes as ranged GETs of this size, all in flight at once",
@@ -60,7 +43,7 @@ static const plugin_schema http_schema = {"http", http_options,
                                           sizeof(http_config)};
 
 static const http_config http_defaults = {
-    {0}, "", "", "", 1, 5000, 30000, 10, 20000, 100, 128, 30000, 64 * 1024, 8 * MiB, 10};
+    {0}, "", "", OBJSTORE_DEFAULT_SETTINGS, 64 * 1024, 8 * MiB, 10};
 
 static http_config* config_acquire(http_fs* fs) {
   return (http_config*)plugin_config_acquire(&fs->base.config);
@@ -68,18 +51,6 @@ static http_config* config_acquire(http_fs* fs) {
 
 static void config_release(http_fs* fs, http_config* cfg) {
   plugin_config_release(&fs->base.config, cfg);
-}
-
-static void transport_settings(const http_config* cfg, objstore_settings* out) {
-  out->connect_timeout_ms = cfg->connect_timeout_ms;
-  out->read_timeout_ms = cfg->read_timeout_ms;
-  out->max_attempts = cfg->max_attempts;
-  out->retry_budget_ms = cfg->retry_budget_ms;
-  out->retry_base_ms = cfg->retry_base_ms;
-  out->max_connections = cfg->max_connections;
-  out->idle_timeout_ms = cfg->idle_timeout_ms;
-  out->verify_tls = cfg->verify_tls;
-  out->ca_bundle = cfg->ca_bundle;
 }
 
 static http_fs* fs_of(const TF_Filesystem* filesystem) { return filesystem->plugin_filesystem; }
@@ -340,7 +311,6 @@ static void explain_missing(http_fs* fs, const char* path, const char* what, TF_
 /* HEAD path (redirects followed): 0 with stats set, or -1 with status. A
  * server that refuses HEAD (405, 501) is asked for byte 0 instead. */
 static int head(http_fs* fs, const char* path, TF_FileStatistics* stats, TF_Status* status) {
-  objstore_settings settings;
   objstore_exchange x;
   objstore_response resp;
   int rc;
@@ -348,8 +318,7 @@ static int head(http_fs* fs, const char* path, TF_FileStatistics* stats, TF_Stat
   objstore_exchange_init(&x, &resp, "HEAD", NULL);
   if (object_call(fs, path, is_host_root(path), NULL, NULL, &x, status) != 0) return -1;
   c = (http_call*)x.store_request;
-  transport_settings(c->cfg, &settings);
-  rc = objstore_run(fs->engine, &settings, &x, status);
+  rc = objstore_run(fs->engine, &c->cfg->transport, &x, status);
   if (rc != 0 && (resp.http == 405 || resp.http == 501)) {
     objstore_response_free(&resp);
     objstore_exchange_init(&x, &resp, "GET", c);
@@ -357,7 +326,7 @@ static int head(http_fs* fs, const char* path, TF_FileStatistics* stats, TF_Stat
     x.max_redirects = (int)c->cfg->max_redirects;
     x.range_first = 0;
     x.expect = 1;
-    rc = objstore_run(fs->engine, &settings, &x, status);
+    rc = objstore_run(fs->engine, &c->cfg->transport, &x, status);
     if (rc == 0 && resp.total < 0) resp.total = resp.length;
   }
   if (rc != 0 && resp.http == 404) explain_missing(fs, path, "stat", status);
@@ -410,7 +379,14 @@ static int http_explain_missing(void* store, const char* path, const char* what,
 
 static void fs_stat(const TF_Filesystem* filesystem, const char* path, TF_FileStatistics* stats,
                     TF_Status* status) {
-  head(fs_of(filesystem), path, stats, status);
+  http_fs* fs = fs_of(filesystem);
+  http_config* cfg = config_acquire(fs);
+  if (objstore_stat_cached(fs->engine, &cfg->transport, path, stats)) {
+    TF_SetStatus(status, TF_OK, "");
+  } else if (head(fs, path, stats, status) == 0) {
+    objstore_stat_remember(fs->engine, &cfg->transport, path, stats);
+  }
+  config_release(fs, cfg);
 }
 
 static void fs_path_exists(const TF_Filesystem* filesystem, const char* path, TF_Status* status) {
@@ -432,7 +408,6 @@ static bool fs_is_directory(const TF_Filesystem* filesystem, const char* path, T
 static int list_folder(const TF_Filesystem* filesystem, const char* path, plugin_listing* listing,
                        TF_Status* status) {
   http_fs* fs = fs_of(filesystem);
-  objstore_settings settings;
   objstore_exchange x;
   objstore_response resp;
   http_call* c = call_new(fs, path, 1, status);
@@ -440,8 +415,7 @@ static int list_folder(const TF_Filesystem* filesystem, const char* path, plugin
   if (c == NULL) return -1;
   objstore_exchange_init(&x, &resp, "GET", c);
   x.max_redirects = (int)c->cfg->max_redirects;
-  transport_settings(c->cfg, &settings);
-  rc = objstore_run(fs->engine, &settings, &x, status);
+  rc = objstore_run(fs->engine, &c->cfg->transport, &x, status);
   if (rc != 0 && resp.http == 404) {
     TF_FileStatistics stats;
     TF_Status* probe = TF_NewStatus();
@@ -491,11 +465,8 @@ static objstore_reader* reader_open(const TF_Filesystem* filesystem, const char*
                                     const char* what, TF_Status* status) {
   http_fs* fs = fs_of(filesystem);
   http_config* cfg = config_acquire(fs);
-  objstore_settings settings;
-  objstore_reader* r;
-  transport_settings(cfg, &settings);
-  r = objstore_reader_open(fs->engine, &settings, path, cfg->read_ahead, cfg->part_size, what,
-                           status);
+  objstore_reader* r = objstore_reader_open(fs->engine, &cfg->transport, path, cfg->read_ahead,
+                                            cfg->part_size, what, status);
   config_release(fs, cfg);
   return r;
 }
@@ -520,9 +491,7 @@ static void fs_read_files(const TF_Filesystem* filesystem, const char* const* pa
                           TF_Status** statuses) {
   http_fs* fs = fs_of(filesystem);
   http_config* cfg = config_acquire(fs);
-  objstore_settings settings;
-  transport_settings(cfg, &settings);
-  objstore_read_objects(fs->engine, &settings, paths, n, buffers, caps, sizes, statuses);
+  objstore_read_objects(fs->engine, &cfg->transport, paths, n, buffers, caps, sizes, statuses);
   config_release(fs, cfg);
 }
 

@@ -23,15 +23,7 @@ typedef struct http_config {
   plugin_settings base;
   char* bearer_token; /* sent as "Authorization: Bearer ...", to the URL's own origin only */
   char* headers;      /* "Name: value" lines sent with every request to the URL's origin */
-  char* ca_bundle;
-  int64_t verify_tls;
-  int64_t connect_timeout_ms;
-  int64_t read_timeout_ms;
-  int64_t max_attempts;
-  int64_t retry_budget_ms;
-  int64_t retry_base_ms;
-  int64_t max_connections;
-  int64_t idle_timeout_ms;
+  objstore_settings transport; /* the engine's: timeouts, retries, connections, TLS */
   int64_t read_ahead;
   int64_t part_size;
   int64_t max_redirects;

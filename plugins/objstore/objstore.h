@@ -19,18 +19,20 @@
 #ifndef ASYNCFS_OBJSTORE_H_
 #define ASYNCFS_OBJSTORE_H_
 
-#include <stddef.h>
+#include <stddef.h> /* offsetof, for OBJSTORE_OPTIONS */
 #include <stdint.h>
 
 #include "asyncfs/filesystem_interface.h"
 #include "plugin_common.h"
+#include "plugin_config.h"
 
 /* The version of objstore_store a store fills in; a table of an older
  * version is read up to its own size (hooks added later are then NULL). */
 #define OBJSTORE_STORE_VERSION 1
 
-/* What the engine needs of a store's settings, from the snapshot a call
- * holds (it outlives the call's requests). */
+/* What the engine needs of a store's settings: a member of the store's
+ * settings struct (OBJSTORE_OPTIONS lists its options), read from the
+ * snapshot a call holds (it outlives the call's requests). */
 typedef struct objstore_settings {
   int64_t connect_timeout_ms; /* TCP and TLS set-up */
   int64_t read_timeout_ms;    /* no byte moving for this long fails */
@@ -40,8 +42,50 @@ typedef struct objstore_settings {
   int64_t max_connections;    /* open at once, in use or idle */
   int64_t idle_timeout_ms;    /* an idle connection is closed after this */
   int64_t verify_tls;         /* 0: accept any certificate (test servers) */
-  const char* ca_bundle;      /* PEM file of trusted CAs; "" : the system's */
+  char* ca_bundle;            /* PEM file of trusted CAs; "" : the system's */
+  int64_t stat_cache_ms;      /* a stat is answered from memory this long; 0: never */
+  int64_t block_cache_bytes;  /* blocks of objects read, kept; 0: none */
+  int64_t block_size;         /* the cache's block */
 } objstore_settings;
+
+/* The rows of a store's option table (plugin_config.h) for the
+ * objstore_settings at member of its settings struct type. */
+#define OBJSTORE_OPTIONS(type, member)                                                          \
+  {"ca_bundle", "PEM file of the CAs to trust instead of the system's", PLUGIN_OPTION_TEXT,    \
+   offsetof(type, member.ca_bundle), 0, 0, 0},                                                  \
+  {"verify_tls", "0: accept any TLS certificate (test servers only)", PLUGIN_OPTION_INT,        \
+   offsetof(type, member.verify_tls), 0, 1, 0},                                                 \
+  {"connect_timeout_ms", "connection set-up limit", PLUGIN_OPTION_INT,                          \
+   offsetof(type, member.connect_timeout_ms), 1, 600000, 0},                                    \
+  {"read_timeout_ms", "a transfer with no byte moving for this long fails and is retried",     \
+   PLUGIN_OPTION_INT, offsetof(type, member.read_timeout_ms), 1000, 3600000, 0},                \
+  {"max_attempts", "tries per request, the first included", PLUGIN_OPTION_INT,                  \
+   offsetof(type, member.max_attempts), 1, 100, 0},                                             \
+  {"retry_budget_ms", "no retry starts this long after a request's first try",                 \
+   PLUGIN_OPTION_INT, offsetof(type, member.retry_budget_ms), 0, 3600000, 0},                   \
+  {"retry_base_ms", "first retry's backoff ceiling; doubles, full jitter", PLUGIN_OPTION_INT,   \
+   offsetof(type, member.retry_base_ms), 1, 60000, 0},                                          \
+  {"max_connections",                                                                           \
+   "connections open at once, in use or idle, and requests in flight; more wait in the queue",  \
+   PLUGIN_OPTION_INT, offsetof(type, member.max_connections), 1, 4096, 0},                      \
+  {"idle_timeout_ms", "an idle connection is closed after this long", PLUGIN_OPTION_INT,        \
+   offsetof(type, member.idle_timeout_ms), 0, 3600000, 0},                                      \
+  {"stat_cache_ms",                                                                             \
+   "a stat is answered from memory for this long (0: never); the filesystem's own writes "      \
+   "and deletes forget it at once",                                                             \
+   PLUGIN_OPTION_INT, offsetof(type, member.stat_cache_ms), 0, 3600000, 0},                     \
+  {"block_cache_bytes",                                                                         \
+   "bytes of objects read kept in memory, by block, least recently used dropped first "        \
+   "(0: none)",                                                                                 \
+   PLUGIN_OPTION_INT, offsetof(type, member.block_cache_bytes), 0, (int64_t)1 << 40, 0},       \
+  {"block_size", "the block cache's block", PLUGIN_OPTION_INT,                                  \
+   offsetof(type, member.block_size), 4096, (int64_t)1 << 30, 0}
+
+/* The engine's defaults: 5 s to connect, 30 s without a byte, 10 tries
+ * within 20 s from 100 ms backoff, 128 connections idle for 30 s at most,
+ * certificates checked against the system's CAs, no caches (1 MiB blocks
+ * when one is asked for). */
+#define OBJSTORE_DEFAULT_SETTINGS {5000, 30000, 10, 20000, 100, 128, 30000, 1, "", 0, 0, 1 << 20}
 
 /* An object's attributes as HTTP carries them: user metadata (headers
  * under the store's meta_prefix) and the Content-Type. */
@@ -106,6 +150,7 @@ typedef struct objstore_exchange {
   struct objstore_try* try_; /* while a try is under way */
   struct objstore_exchange* next;
   struct objstore_group* group;
+  struct objstore_group* own_group; /* objstore_start's */
   const objstore_settings* settings;
   int raw;             /* objstore_fetch's: no store hook is asked */
   int attempts;        /* tries made */
@@ -184,6 +229,14 @@ int objstore_run(objstore_engine* engine, const objstore_settings* settings,
  * 0 when every one succeeded, else -1. */
 int objstore_run_many(objstore_engine* engine, const objstore_settings* settings, int n,
                       objstore_exchange* xs, TF_Status** statuses);
+/* x handed to the engine without waiting: 0, or -1 with status set
+ * (nothing in flight). What x points to must stay until objstore_finish. */
+int objstore_start(objstore_engine* engine, const objstore_settings* settings, objstore_exchange* x,
+                   TF_Status* status);
+/* Waits for x, started: its outcome as objstore_run gives it. Called once
+ * for every objstore_start, whatever it returned. */
+int objstore_finish(objstore_engine* engine, objstore_exchange* x, TF_Status* status);
+
 /* A request the caller authorized itself (x->url, x->headers): a
  * credential or metadata service. Same transport, same retry policy; 0
  * when it was answered at all (resp->http says how), -1 with status set
@@ -218,6 +271,20 @@ void objstore_reader_free(objstore_reader* r);
 void objstore_read_objects(objstore_engine* engine, const objstore_settings* settings,
                            const char* const* paths, int n, char* const* buffers,
                            const size_t* caps, int64_t* sizes, TF_Status** statuses);
+
+/* ---- caches (objstore_cache.c) ---- */
+
+/* What a write, delete, rename or copy of path through the filesystem
+ * calls: cached stats and blocks of path (and, _below, of everything under
+ * it) are forgotten. */
+void objstore_forget(objstore_engine* engine, const char* path);
+void objstore_forget_below(objstore_engine* engine, const char* path);
+/* A stat of path from the cache (settings' stat_cache_ms): 1 with stats
+ * set, or 0. */
+int objstore_stat_cached(objstore_engine* engine, const objstore_settings* settings, const char* path,
+                         TF_FileStatistics* stats);
+void objstore_stat_remember(objstore_engine* engine, const objstore_settings* settings,
+                            const char* path, const TF_FileStatistics* stats);
 
 /* The status code an HTTP answer maps to, whatever the store. */
 TF_Code objstore_code_for_http(long http);

@@ -7,6 +7,8 @@
 
 #include "objstore.h"
 
+typedef struct objstore_group objstore_group;
+
 /* A curl handle of the engine and the transfer it runs. */
 typedef struct objstore_try {
   CURL* easy;
@@ -28,6 +30,26 @@ typedef struct objstore_opens {
   uint64_t ranged_until; /* opens before this one ask for a range */
   uint64_t ranged_window;
 } objstore_opens;
+
+/* A filesystem's caches of blocks and stats (objstore_cache.c). */
+typedef struct objstore_cache objstore_cache;
+objstore_cache* objstore_cache_new(void);
+void objstore_cache_free(objstore_cache* cache);
+/* Copies up to n bytes of the cached block from offset into out; how many
+ * (0: not cached). */
+size_t objstore_cache_get_block(objstore_cache* cache, const char* path, const char* etag,
+                                int64_t block, size_t offset, char* out, size_t n);
+/* Keeps a copy of a block, within budget bytes of blocks (the least
+ * recently used go first). */
+void objstore_cache_put_block(objstore_cache* cache, size_t budget, const char* path,
+                              const char* etag, int64_t block, const char* data, size_t len);
+int objstore_cache_get_stat(objstore_cache* cache, const char* path, TF_FileStatistics* stats);
+void objstore_cache_put_stat(objstore_cache* cache, int64_t ttl_ms, const char* path,
+                             const TF_FileStatistics* stats);
+void objstore_cache_forget(objstore_cache* cache, const char* path);
+void objstore_cache_forget_below(objstore_cache* cache, const char* path);
+void objstore_cache_clear(objstore_cache* cache);
+objstore_cache* objstore_engine_cache(objstore_engine* engine);
 
 const objstore_store* objstore_engine_store(const objstore_engine* engine);
 void* objstore_engine_store_ctx(const objstore_engine* engine);

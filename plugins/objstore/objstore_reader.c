@@ -14,6 +14,7 @@
  * right bytes: the engine skips to the range and stops after it. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,19 +23,34 @@
 
 struct objstore_reader {
   objstore_engine* engine;
-  objstore_settings settings;
+  objstore_settings settings; /* a copy: its ca_bundle the reader's own */
   char* path;
   int64_t size;
   int64_t part_size;
   char etag[96];
   char* head; /* the object's first head_len bytes */
   size_t head_len;
+  /* Read-ahead: a read that starts where the last one ended is sequential;
+   * each such read fetches `window` bytes at least, which doubles up to
+   * MOST_AHEAD, and keeps what it fetched beyond the read in `ahead`. */
+  pthread_mutex_t lock; /* guards what follows: reads may come from many threads */
+  int64_t last_end;
+  int64_t window;
+  char* ahead;
+  int64_t ahead_at;
+  int64_t ahead_len;
 };
+
+/* The most a sequential read fetches at once. */
+#define MOST_AHEAD ((int64_t)8 << 20)
 
 void objstore_reader_free(objstore_reader* r) {
   if (r == NULL) return;
   free(r->path);
+  free(r->settings.ca_bundle);
   free(r->head);
+  free(r->ahead);
+  pthread_mutex_destroy(&r->lock);
   free(r);
 }
 
@@ -101,7 +117,15 @@ objstore_reader* objstore_reader_open(objstore_engine* e, const objstore_setting
     return NULL;
   }
   r->engine = e;
-  r->settings = *settings;
+  pthread_mutex_init(&r->lock, NULL);
+  r->window = read_ahead > 0 ? read_ahead : 64 * 1024;
+  r->settings = *settings; /* the caller's snapshot may go before the reader */
+  r->settings.ca_bundle = strdup(settings->ca_bundle != NULL ? settings->ca_bundle : "");
+  if (r->settings.ca_bundle == NULL) {
+    objstore_reader_free(r);
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return NULL;
+  }
   r->part_size = part_size > 0 ? part_size : 8 << 20;
   snprintf(range, sizeof range, "bytes=0-%lld", (long long)read_ahead - 1);
   plain = read_ahead > 0 && try_plain_get(objstore_engine_opens(e));
@@ -223,20 +247,114 @@ done:
   return rc;
 }
 
+/* The part of [offset, offset + n) that src, holding [src_at, src_at +
+ * src_len), has from offset on, copied into out; how many bytes. */
+static int64_t copy_from(const char* src, int64_t src_at, int64_t src_len, int64_t offset, int64_t n,
+                         char* out) {
+  int64_t k;
+  if (src == NULL || offset < src_at || offset >= src_at + src_len) return 0;
+  k = src_at + src_len - offset < n ? src_at + src_len - offset : n;
+  memcpy(out, src + (offset - src_at), (size_t)k);
+  return k;
+}
+
+/* [offset, offset + n) through the block cache: the blocks it has are
+ * copied, the runs of those it lacks fetched (one ranged GET each, split
+ * at part_size), kept, and copied; `extra` more blocks after the read are
+ * fetched with it when they are not kept (read-ahead). */
+static int read_blocks(objstore_reader* r, int64_t offset, int64_t n, int64_t extra, char* out,
+                       TF_Status* status) {
+  objstore_cache* cache = objstore_engine_cache(r->engine);
+  const char* etag = pin(r);
+  int64_t bs = r->settings.block_size, first = offset / bs, last = (offset + n - 1) / bs;
+  int64_t final = (r->size - 1) / bs, b, run_first = -1;
+  size_t budget = (size_t)r->settings.block_cache_bytes;
+  if (last + extra > final) extra = final - last;
+  for (b = first; b <= last + extra + 1; ++b) {
+    int hit = 0;
+    if (b <= last + extra) {
+      int64_t bstart = b * bs, ps = offset > bstart ? offset : bstart;
+      int64_t pe = offset + n < bstart + bs ? offset + n : bstart + bs;
+      char probe;
+      if (b <= last)
+        hit = (int64_t)objstore_cache_get_block(cache, r->path, etag, b, (size_t)(ps - bstart),
+                                                out + (ps - offset), (size_t)(pe - ps)) == pe - ps;
+      else
+        hit = objstore_cache_get_block(cache, r->path, etag, b, 0, &probe, 1) == 1;
+      if (!hit && run_first < 0) run_first = b;
+    }
+    if ((hit || b > last + extra) && run_first >= 0) { /* the run [run_first, b) is missing */
+      int64_t start = run_first * bs, end = b * bs < r->size ? b * bs : r->size, k;
+      char* buf = malloc((size_t)(end - start));
+      if (buf == NULL) {
+        TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+        return -1;
+      }
+      if (read_span(r, start, end - start, buf, status) != 0) {
+        free(buf);
+        return -1;
+      }
+      copy_from(buf, start, end - start, offset > start ? offset : start,
+                offset + n - (offset > start ? offset : start), out + ((offset > start ? offset : start) - offset));
+      for (k = run_first; k < b; ++k) {
+        int64_t ks = k * bs, ke = ks + bs < end ? ks + bs : end;
+        objstore_cache_put_block(cache, budget, r->path, etag, k, buf + (ks - start), (size_t)(ke - ks));
+      }
+      free(buf);
+      run_first = -1;
+    }
+  }
+  return 0;
+}
+
 int64_t objstore_reader_read(objstore_reader* r, uint64_t offset, size_t n, char* buffer,
                              TF_Status* status) {
-  int64_t want, copied = 0;
+  int64_t want, copied = 0, at, rest, window;
+  int sequential, rc = 0;
   if ((int64_t)offset >= r->size) {
     TF_SetStatus(status, n == 0 ? TF_OK : TF_OUT_OF_RANGE, n == 0 ? "" : "read past the end of the object");
     return 0;
   }
   want = r->size - (int64_t)offset < (int64_t)n ? r->size - (int64_t)offset : (int64_t)n;
-  if (offset < r->head_len) {
-    copied = (int64_t)(r->head_len - offset) < want ? (int64_t)(r->head_len - offset) : want;
-    memcpy(buffer, r->head + offset, (size_t)copied);
+  copied = copy_from(r->head, 0, (int64_t)r->head_len, (int64_t)offset, want, buffer);
+  pthread_mutex_lock(&r->lock);
+  sequential = (int64_t)offset == r->last_end;
+  r->window = sequential ? (r->window * 2 < MOST_AHEAD ? r->window * 2 : MOST_AHEAD) : r->window;
+  window = r->window;
+  r->last_end = (int64_t)offset + want;
+  if (copied < want)
+    copied += copy_from(r->ahead, r->ahead_at, r->ahead_len, (int64_t)offset + copied, want - copied,
+                        buffer + copied);
+  pthread_mutex_unlock(&r->lock);
+  at = (int64_t)offset + copied;
+  rest = want - copied;
+  if (rest > 0 && r->settings.block_cache_bytes > 0 && pin(r) != NULL &&
+      rest <= r->settings.block_cache_bytes / 4) {
+    /* through the cache, a sequential read fetching its window's blocks */
+    int64_t extra = sequential ? (window - rest) / r->settings.block_size : 0;
+    rc = read_blocks(r, at, rest, extra > 0 ? extra : 0, buffer + copied, status);
+  } else if (rest > 0 && sequential && rest < window) {
+    /* read ahead: the window from here, the rest kept for the next reads */
+    int64_t len = r->size - at < window ? r->size - at : window;
+    char* got = malloc((size_t)len);
+    if (got == NULL) {
+      TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+      rc = -1;
+    } else if ((rc = read_span(r, at, len, got, status)) == 0) {
+      memcpy(buffer + copied, got, (size_t)rest);
+      pthread_mutex_lock(&r->lock);
+      free(r->ahead);
+      r->ahead = got;
+      r->ahead_at = at;
+      r->ahead_len = len;
+      pthread_mutex_unlock(&r->lock);
+      got = NULL;
+    }
+    free(got);
+  } else if (rest > 0) {
+    rc = read_span(r, at, rest, buffer + copied, status);
   }
-  if (copied < want && read_span(r, (int64_t)offset + copied, want - copied, buffer + copied, status) != 0)
-    return -1;
+  if (rc != 0) return -1;
   if (want < (int64_t)n) TF_SetStatus(status, TF_OUT_OF_RANGE, "read past the end of the object");
   else TF_SetStatus(status, TF_OK, "");
   return want;

@@ -25,11 +25,11 @@
 #include "objstore_internal.h"
 
 /* Callers waiting for some exchanges: the last one done wakes them. */
-typedef struct objstore_group {
+struct objstore_group {
   pthread_mutex_t lock;
   pthread_cond_t done;
   int pending;
-} objstore_group;
+};
 
 /* The sockets curl wants watched, after the engine's wake-up pipe at
  * fds[0], and when curl wants its timer called. */
@@ -57,6 +57,7 @@ struct objstore_engine {
   int wake[2];          /* a byte in wake[1] wakes the thread */
   struct objstore_engine* next_engine; /* every engine, for fork */
   objstore_opens opens; /* the readers' (objstore_reader.c) */
+  objstore_cache* cache; /* blocks and stats (objstore_cache.c) */
   /* the thread's alone */
   CURLM* multi;         /* NULL while no connection is open */
   objstore_try* free_tries;
@@ -391,13 +392,17 @@ static void* engine_thread(void* arg) {
 const objstore_store* objstore_engine_store(const objstore_engine* e) { return e->store; }
 void* objstore_engine_store_ctx(const objstore_engine* e) { return e->store_ctx; }
 objstore_opens* objstore_engine_opens(objstore_engine* e) { return &e->opens; }
+objstore_cache* objstore_engine_cache(objstore_engine* e) { return e->cache; }
 
 objstore_engine* objstore_engine_new(const objstore_store* store, void* store_ctx) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   objstore_engine* e = calloc(1, sizeof *e);
   if (e == NULL) return NULL;
   e->watch.fds = malloc(16 * sizeof *e->watch.fds);
-  if (e->watch.fds == NULL) {
+  e->cache = objstore_cache_new();
+  if (e->watch.fds == NULL || e->cache == NULL) {
+    free(e->watch.fds);
+    objstore_cache_free(e->cache);
     free(e);
     return NULL;
   }
@@ -478,11 +483,13 @@ void objstore_engine_free(objstore_engine* e) {
     free(t);
   }
   free(e->watch.fds);
+  objstore_cache_free(e->cache);
   pthread_mutex_destroy(&e->lock);
   free(e);
 }
 
 void objstore_engine_close_idle(objstore_engine* e) {
+  objstore_cache_clear(e->cache); /* flush_caches: the caches too */
   pthread_mutex_lock(&e->lock);
   if (e->running) {
     e->close_idle = 1;
@@ -491,34 +498,45 @@ void objstore_engine_close_idle(objstore_engine* e) {
   pthread_mutex_unlock(&e->lock);
 }
 
-/* Hands the n exchanges to the thread and waits until each is done (or
- * is to be authorized again). 0, or -1 when the thread cannot start. */
-static int hand_over_and_wait(objstore_engine* e, objstore_exchange* const* xs, int n) {
-  objstore_group g;
+static void group_init(objstore_group* g, int pending) {
+  pthread_mutex_init(&g->lock, NULL);
+  pthread_cond_init(&g->done, NULL);
+  g->pending = pending;
+}
+
+static void group_destroy(objstore_group* g) {
+  pthread_cond_destroy(&g->done);
+  pthread_mutex_destroy(&g->lock);
+}
+
+/* Hands the n exchanges to the thread, each to tell g when it is done (or
+ * is to be authorized again, or redirected); g counts them. 0, or -1 when
+ * the thread cannot start (nothing handed over). */
+static int hand_over(objstore_engine* e, objstore_exchange* const* xs, int n, objstore_group* g) {
   int i, was_empty;
-  pthread_mutex_init(&g.lock, NULL);
-  pthread_cond_init(&g.done, NULL);
-  g.pending = n;
   pthread_mutex_lock(&e->lock);
   if (ensure_thread(e) != 0) {
     pthread_mutex_unlock(&e->lock);
-    pthread_cond_destroy(&g.done);
-    pthread_mutex_destroy(&g.lock);
     return -1;
   }
   was_empty = e->queue.head == NULL;
+  pthread_mutex_lock(&g->lock);
+  g->pending += n;
+  pthread_mutex_unlock(&g->lock);
   for (i = 0; i < n; ++i) {
-    xs[i]->group = &g;
+    xs[i]->group = g;
     fifo_push(&e->queue, xs[i]);
   }
   if (was_empty) wake(e);
   pthread_mutex_unlock(&e->lock);
-  pthread_mutex_lock(&g.lock);
-  while (g.pending > 0) pthread_cond_wait(&g.done, &g.lock);
-  pthread_mutex_unlock(&g.lock);
-  pthread_cond_destroy(&g.done);
-  pthread_mutex_destroy(&g.lock);
   return 0;
+}
+
+/* Until every exchange handed over with g is done. */
+static void wait_for(objstore_group* g) {
+  pthread_mutex_lock(&g->lock);
+  while (g->pending > 0) pthread_cond_wait(&g->done, &g->lock);
+  pthread_mutex_unlock(&g->lock);
 }
 
 static unsigned jitter_seed(const void* x) {
@@ -541,6 +559,37 @@ static void unauthorize(objstore_engine* e, objstore_exchange* x) {
   x->authorization = NULL;
 }
 
+/* The first try of x, authorized: 0, or -1 with status set. */
+static int prepare(objstore_engine* e, const objstore_settings* settings, objstore_exchange* x,
+                   TF_Status* status) {
+  x->settings = settings;
+  x->started_ms = objstore_now_ms();
+  x->seed = jitter_seed(x);
+  return authorize(e, x, status);
+}
+
+/* After x came back: 1 when it is to go again (authorized afresh: a retry
+ * past its authorization's life, or a redirect), else 0 with status set to
+ * its outcome. */
+static int settle(objstore_engine* e, objstore_exchange* x, TF_Status* status) {
+  int follow = 0;
+  if (x->outcome == 0)
+    TF_SetStatus(status, TF_OK, "");
+  else if (x->outcome == -1)
+    objstore_set_failure(e->store, e->store_ctx, x, status);
+  else if (x->outcome == 3)
+    follow = objstore_follow(x, status) == 0;
+  unauthorize(e, x);
+  if ((x->outcome == 2 || follow) && authorize(e, x, status) == 0) return 1;
+  if (x->outcome == 2 && TF_GetCode(status) == TF_OK)
+    TF_SetStatus(status, TF_INTERNAL, "a request could not be authorized again");
+  return 0;
+}
+
+static void no_thread(TF_Status* status) {
+  TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "the object-store engine's thread could not start");
+}
+
 int objstore_run_many(objstore_engine* e, const objstore_settings* settings, int n,
                       objstore_exchange* xs, TF_Status** statuses) {
   objstore_exchange** batch;
@@ -552,43 +601,27 @@ int objstore_run_many(objstore_engine* e, const objstore_settings* settings, int
     return -1;
   }
   for (count = i = 0; i < n; ++i) {
-    objstore_exchange* x = &xs[i];
-    x->settings = settings;
-    x->started_ms = objstore_now_ms();
-    x->seed = jitter_seed(x);
-    if (authorize(e, x, statuses[i]) != 0) {
-      failed = 1;
-      continue;
-    }
-    batch[count++] = x;
+    if (prepare(e, settings, &xs[i], statuses[i]) != 0) failed = 1;
+    else batch[count++] = &xs[i];
   }
   while (count > 0) {
+    objstore_group g;
     int again = 0;
-    if (hand_over_and_wait(e, batch, count) != 0) {
+    group_init(&g, 0);
+    if (hand_over(e, batch, count, &g) != 0) {
       for (i = 0; i < count; ++i) {
         unauthorize(e, batch[i]);
-        TF_SetStatus(statuses[batch[i] - xs], TF_RESOURCE_EXHAUSTED,
-                     "the object-store engine's thread could not start");
+        no_thread(statuses[batch[i] - xs]);
       }
+      group_destroy(&g);
       failed = 1;
       break;
     }
+    wait_for(&g);
+    group_destroy(&g);
     for (i = 0; i < count; ++i) {
-      objstore_exchange* x = batch[i];
-      TF_Status* status = statuses[x - xs];
-      int follow = 0;
-      if (x->outcome == 0)
-        TF_SetStatus(status, TF_OK, "");
-      else if (x->outcome == -1)
-        objstore_set_failure(e->store, e->store_ctx, x, status);
-      else if (x->outcome == 3)
-        follow = objstore_follow(x, status) == 0;
-      unauthorize(e, x);
-      if ((x->outcome == 2 || follow) && authorize(e, x, status) == 0) {
-        batch[again++] = x; /* a retry past its authorization's life, or a redirect */
-        continue;
-      }
-      failed |= x->outcome != 0;
+      if (settle(e, batch[i], statuses[batch[i] - xs]) == 1) batch[again++] = batch[i];
+      else failed |= batch[i]->outcome != 0;
     }
     count = again;
   }
@@ -596,6 +629,48 @@ int objstore_run_many(objstore_engine* e, const objstore_settings* settings, int
   return failed ? -1 : 0;
 }
 
+/* ---- without waiting ------------------------------------------------------------------- */
+
+int objstore_start(objstore_engine* e, const objstore_settings* settings, objstore_exchange* x,
+                   TF_Status* status) {
+  x->own_group = malloc(sizeof *x->own_group);
+  if (x->own_group == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  group_init(x->own_group, 0);
+  if (prepare(e, settings, x, status) != 0) goto fail;
+  if (hand_over(e, &x, 1, x->own_group) != 0) {
+    unauthorize(e, x);
+    no_thread(status);
+    goto fail;
+  }
+  return 0;
+fail:
+  group_destroy(x->own_group);
+  free(x->own_group);
+  x->own_group = NULL;
+  return -1;
+}
+
+int objstore_finish(objstore_engine* e, objstore_exchange* x, TF_Status* status) {
+  int rc;
+  if (x->own_group == NULL) return -1; /* objstore_start failed: status said why */
+  for (;;) {
+    wait_for(x->own_group);
+    if (settle(e, x, status) == 0) break;
+    if (hand_over(e, &x, 1, x->own_group) != 0) {
+      unauthorize(e, x);
+      no_thread(status);
+      break;
+    }
+  }
+  rc = x->outcome == 0 && TF_GetCode(status) == TF_OK ? 0 : -1;
+  group_destroy(x->own_group);
+  free(x->own_group);
+  x->own_group = NULL;
+  return rc;
+}
 
 int objstore_run(objstore_engine* e, const objstore_settings* settings, objstore_exchange* x,
                  TF_Status* status) {

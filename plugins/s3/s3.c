@@ -99,12 +99,22 @@ static void fs_flush_caches(const TF_Filesystem* filesystem) {
 static void fs_stat(const TF_Filesystem* filesystem, const char* path,
                     TF_FileStatistics* stats, TF_Status* status) {
   s3_op op;
-  int kind = op_probe(&op, filesystem, path, status);
+  int kind;
+  s3_fs* fs = s3_fs_of(filesystem);
+  s3_config* cfg = s3_config_acquire(fs);
+  int cached = objstore_stat_cached(fs->engine, &cfg->transport, path, stats);
+  s3_config_release(fs, cfg);
+  if (cached) {
+    TF_SetStatus(status, TF_OK, "");
+    return;
+  }
+  kind = op_probe(&op, filesystem, path, status);
   if (kind == S3_MISSING) s3_set_missing(op.fs, op.cfg, &op.p, "stat", status);
   if (kind > 0) {
     stats->length = kind == S3_FILE ? op.size : 0;
     stats->mtime_nsec = op.mtime;
     stats->is_directory = kind == S3_DIR;
+    objstore_stat_remember(op.fs->engine, &op.cfg->transport, path, stats);
   }
   if (kind >= 0) s3_path_free(&op.p);
   s3_config_release(op.fs, op.cfg);
@@ -585,6 +595,7 @@ static void fs_create_dir(const TF_Filesystem* filesystem, const char* path,
     }
   }
 done:
+  objstore_forget(s3_fs_of(filesystem)->engine, path);
   op_end(&op);
 }
 
@@ -649,6 +660,7 @@ static void fs_recursively_create_dir(const TF_Filesystem* filesystem,
   }
   TF_SetStatus(status, TF_OK, "");
 done:
+  objstore_forget(s3_fs_of(filesystem)->engine, path);
   free(marker);
   op_end(&op);
 }
@@ -663,6 +675,7 @@ static void fs_delete_file(const TF_Filesystem* filesystem, const char* path,
     set_status(status, TF_FAILED_PRECONDITION, "delete_file s3://%s/%s: a directory", &op.p);
   else s3_simple_request(op.fs, op.cfg, "DELETE", op.p.bucket, op.p.key, NULL, status);
 done:
+  objstore_forget(s3_fs_of(filesystem)->engine, path);
   op_end(&op);
 }
 
@@ -699,6 +712,7 @@ static void fs_delete_dir(const TF_Filesystem* filesystem, const char* path,
     s3_simple_request(op.fs, op.cfg, "DELETE", op.p.bucket, prefix, NULL, status);
   }
 done:
+  objstore_forget(s3_fs_of(filesystem)->engine, path);
   free(prefix);
   s3_listing_free(&l);
   op_end(&op);
@@ -836,6 +850,7 @@ static void fs_delete_recursively(const TF_Filesystem* filesystem,
   }
   TF_SetStatus(status, TF_OK, "");
 done:
+  objstore_forget_below(s3_fs_of(filesystem)->engine, path);
   free(prefix);
   s3_listing_free(&l);
   op_end(&op);
@@ -898,6 +913,8 @@ static void copy_or_rename(const TF_Filesystem* filesystem, const char* src_path
   else
     TF_SetStatus(status, TF_OK, "");
 done:
+  objstore_forget_below(s3_fs_of(filesystem)->engine, dst_path); /* its caches: what changed */
+  if (remove_source) objstore_forget_below(s3_fs_of(filesystem)->engine, src_path);
   s3_path_free(&dst);
   op_end(&src);
 }

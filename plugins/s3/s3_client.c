@@ -275,18 +275,6 @@ const objstore_store s3_store = {
 
 /* ---- requests --------------------------------------------------------------------- */
 
-void s3_transport_settings(const s3_config* cfg, objstore_settings* out) {
-  out->connect_timeout_ms = cfg->connect_timeout_ms;
-  out->read_timeout_ms = cfg->read_timeout_ms;
-  out->max_attempts = cfg->max_attempts;
-  out->retry_budget_ms = cfg->retry_budget_ms;
-  out->retry_base_ms = cfg->retry_base_ms;
-  out->max_connections = cfg->max_connections;
-  out->idle_timeout_ms = cfg->idle_timeout_ms;
-  out->verify_tls = cfg->verify_tls;
-  out->ca_bundle = cfg->ca_bundle;
-}
-
 void s3_exchange_bind(const s3_config* cfg, const s3_request* req, s3_call* call,
                       objstore_exchange* x) {
   long long first, last;
@@ -317,17 +305,14 @@ static void exchange_for(const s3_config* cfg, const s3_request* req, s3_respons
 
 int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
                s3_response* resp, TF_Status* status) {
-  objstore_settings settings;
   objstore_exchange x;
   s3_call call;
-  s3_transport_settings(cfg, &settings);
   exchange_for(cfg, req, resp, &call, &x);
-  return objstore_run(fs->engine, &settings, &x, status);
+  return objstore_run(fs->engine, &cfg->transport, &x, status);
 }
 
 int s3_execute_many(s3_fs* fs, const s3_config* cfg, int n, const s3_request* reqs,
                     s3_response* resps, TF_Status** statuses) {
-  objstore_settings settings;
   objstore_exchange* xs;
   s3_call* calls;
   int i, rc;
@@ -340,9 +325,8 @@ int s3_execute_many(s3_fs* fs, const s3_config* cfg, int n, const s3_request* re
     free(calls);
     return -1;
   }
-  s3_transport_settings(cfg, &settings);
   for (i = 0; i < n; ++i) exchange_for(cfg, &reqs[i], &resps[i], &calls[i], &xs[i]);
-  rc = objstore_run_many(fs->engine, &settings, n, xs, statuses);
+  rc = objstore_run_many(fs->engine, &cfg->transport, n, xs, statuses);
   free(xs);
   free(calls);
   return rc;

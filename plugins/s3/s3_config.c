@@ -18,6 +18,7 @@
 #define GiB ((int64_t)1 << 30)
 
 static const plugin_option s3_options[] = {
+    OBJSTORE_OPTIONS(s3_config, transport),
     {"endpoint", "endpoint URL, e.g. http://127.0.0.1:8000 (AWS_ENDPOINT_URL)",
      PLUGIN_OPTION_TEXT, offsetof(s3_config, endpoint), 0, 0, 0},
     {"region", "signing region (AWS_REGION)", PLUGIN_OPTION_TEXT,
@@ -34,32 +35,14 @@ static const plugin_option s3_options[] = {
      PLUGIN_OPTION_TEXT, offsetof(s3_config, profile), 0, 0, 0},
     {"anonymous", "1: send requests unsigned, for public buckets (AWS_SKIP_SIGNATURE)",
      PLUGIN_OPTION_INT, offsetof(s3_config, anonymous), 0, 1, 0},
-    {"ca_bundle", "PEM file of the CAs to trust instead of the system's (AWS_CA_BUNDLE)",
-     PLUGIN_OPTION_TEXT, offsetof(s3_config, ca_bundle), 0, 0, 0},
     {"content_type",
      "Content-Type of the objects written: \"auto\" guesses from the name's "
      "extension (application/octet-stream when unknown)",
      PLUGIN_OPTION_TEXT, offsetof(s3_config, content_type), 0, 0, 0},
-    {"verify_tls", "0: accept any TLS certificate (test gateways only)",
-     PLUGIN_OPTION_INT, offsetof(s3_config, verify_tls), 0, 1, 0},
     {"path_style",
      "1: http://endpoint/bucket/key, 0: http://bucket.endpoint/key "
      "(AWS_S3_ADDRESSING_STYLE=path|virtual)",
      PLUGIN_OPTION_INT, offsetof(s3_config, path_style), 0, 1, 0},
-    {"connect_timeout_ms", "connection set-up limit (AWS_CONNECT_TIMEOUT_MS)",
-     PLUGIN_OPTION_INT, offsetof(s3_config, connect_timeout_ms), 1, 600000, 0},
-    {"read_timeout_ms",
-     "a transfer with no byte moving for this long fails and is retried "
-     "(AWS_READ_TIMEOUT_MS)",
-     PLUGIN_OPTION_INT, offsetof(s3_config, read_timeout_ms), 1000, 3600000, 0},
-    {"max_attempts", "tries per request, the first included (AWS_MAX_ATTEMPTS)",
-     PLUGIN_OPTION_INT, offsetof(s3_config, max_attempts), 1, 100, 0},
-    {"retry_budget_ms",
-     "no retry starts this long after a request's first try "
-     "(AWS_RETRY_BUDGET_MS)",
-     PLUGIN_OPTION_INT, offsetof(s3_config, retry_budget_ms), 0, 3600000, 0},
-    {"retry_base_ms", "first retry's backoff ceiling; doubles, full jitter",
-     PLUGIN_OPTION_INT, offsetof(s3_config, retry_base_ms), 1, 60000, 0},
     {"part_size",
      "multipart part size: larger writes upload, larger copies copy, in "
      "parts of this size (AWS_S3_PART_SIZE)",
@@ -72,12 +55,6 @@ static const plugin_option s3_options[] = {
      "1: sign request bodies' SHA-256, 0: UNSIGNED-PAYLOAD, -1: sign over "
      "http:// only (TLS protects the body), as boto3 does",
      PLUGIN_OPTION_INT, offsetof(s3_config, sign_payload), -1, 1, 0},
-    {"max_connections",
-     "connections open at once, in use or idle (AWS_MAX_CONNECTIONS); a "
-     "request waits for one when all are in use",
-     PLUGIN_OPTION_INT, offsetof(s3_config, max_connections), 1, 4096, 0},
-    {"idle_timeout_ms", "an idle connection is closed after this long",
-     PLUGIN_OPTION_INT, offsetof(s3_config, idle_timeout_ms), 0, 3600000, 0},
     {"credential_timeout_ms",
      "a credential_process still running after this long is killed and its "
      "credentials fail",
@@ -159,9 +136,9 @@ void s3_defaults_load(s3_defaults* d) {
   c->access_key = (char*)env_first("AWS_ACCESS_KEY_ID", NULL);
   c->secret_key = (char*)env_first("AWS_SECRET_ACCESS_KEY", NULL);
   c->session_token = (char*)env_first("AWS_SESSION_TOKEN", NULL);
-  c->ca_bundle = (char*)env_or_profile(d, "AWS_CA_BUNDLE", NULL, profile, "ca_bundle");
+  c->transport.ca_bundle = (char*)env_or_profile(d, "AWS_CA_BUNDLE", NULL, profile, "ca_bundle");
   c->anonymous = env_true(d, "AWS_SKIP_SIGNATURE");
-  c->verify_tls = 1;
+  c->transport.verify_tls = 1;
   c->content_type = "auto";
   /* A custom endpoint (a gateway on an address) is usually path-style. */
   c->path_style = *c->endpoint != '\0';
@@ -170,18 +147,19 @@ void s3_defaults_load(s3_defaults* d) {
            "virtual");
   if (strcmp(style, "path") == 0) c->path_style = 1;
   if (strcmp(style, "virtual") == 0) c->path_style = 0;
-  c->connect_timeout_ms = env_int(d, "AWS_CONNECT_TIMEOUT_MS", 5000);
-  c->read_timeout_ms = env_int(d, "AWS_READ_TIMEOUT_MS", 30000);
+  c->transport.connect_timeout_ms = env_int(d, "AWS_CONNECT_TIMEOUT_MS", 5000);
+  c->transport.read_timeout_ms = env_int(d, "AWS_READ_TIMEOUT_MS", 30000);
   /* Ten tries with backoff ceilings 100 ms, 200 ms, ... up to 5 s wait
    * about 10 s in all (full jitter), enough to ride out a gateway restart;
    * the budget stops them at 20 s. */
-  c->max_attempts = env_int(d, "AWS_MAX_ATTEMPTS", 10);
-  c->retry_budget_ms = env_int(d, "AWS_RETRY_BUDGET_MS", 20000);
-  c->retry_base_ms = 100;
+  c->transport.max_attempts = env_int(d, "AWS_MAX_ATTEMPTS", 10);
+  c->transport.retry_budget_ms = env_int(d, "AWS_RETRY_BUDGET_MS", 20000);
+  c->transport.retry_base_ms = 100;
   c->part_size = env_int(d, "AWS_S3_PART_SIZE", 8 * MiB);
   c->concurrency = 16;
-  c->max_connections = env_int(d, "AWS_MAX_CONNECTIONS", 128);
-  c->idle_timeout_ms = 30000;
+  c->transport.max_connections = env_int(d, "AWS_MAX_CONNECTIONS", 128);
+  c->transport.idle_timeout_ms = 30000;
+  c->transport.block_size = 1 << 20; /* the caches stay off: stat_cache_ms and block_cache_bytes 0 */
   c->credential_timeout_ms = 60000;
   c->read_ahead = 64 * 1024;
   /* boto3's rule: a body sent over TLS goes as UNSIGNED-PAYLOAD (TLS guards

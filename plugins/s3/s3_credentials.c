@@ -239,7 +239,7 @@ static int fetch(const chain* ch, const char* method, const char* url,
   objstore_response resp;
   TF_Status* status = TF_NewStatus();
   int rc;
-  s3_transport_settings(ch->cfg, &settings);
+  settings = ch->cfg->transport;
   settings.connect_timeout_ms = timeout_ms;
   objstore_exchange_init(&x, &resp, body != NULL ? "POST" : method, NULL);
   x.url = (char*)url;

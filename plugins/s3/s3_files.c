@@ -118,10 +118,8 @@ static objstore_reader* reader_open(const TF_Filesystem* filesystem, const char*
                                     const char* what, TF_Status* status) {
   s3_fs* fs = s3_fs_of(filesystem);
   s3_config* cfg = s3_config_acquire(fs);
-  objstore_settings settings;
-  objstore_reader* r;
-  s3_transport_settings(cfg, &settings);
-  r = objstore_reader_open(fs->engine, &settings, path, cfg->read_ahead, cfg->part_size, what, status);
+  objstore_reader* r =
+      objstore_reader_open(fs->engine, &cfg->transport, path, cfg->read_ahead, cfg->part_size, what, status);
   s3_config_release(fs, cfg);
   return r;
 }
@@ -154,9 +152,7 @@ void s3_read_files(const TF_Filesystem* filesystem, const char* const* paths, in
                    TF_Status** statuses) {
   s3_fs* fs = s3_fs_of(filesystem);
   s3_config* cfg = s3_config_acquire(fs);
-  objstore_settings settings;
-  s3_transport_settings(cfg, &settings);
-  objstore_read_objects(fs->engine, &settings, paths, n, buffers, caps, sizes, statuses);
+  objstore_read_objects(fs->engine, &cfg->transport, paths, n, buffers, caps, sizes, statuses);
   s3_config_release(fs, cfg);
 }
 
@@ -229,6 +225,8 @@ const TF_ReadOnlyMemoryRegionOps s3_memory_region_ops = {region_cleanup, region_
 
 typedef struct s3_writer s3_writer;
 
+/* A part on its way: its request, in flight on the filesystem's engine
+ * (objstore_start) until the writer waits for it (objstore_finish). */
 typedef struct part_upload {
   s3_writer* w;
   int number; /* 1-based */
@@ -236,7 +234,13 @@ typedef struct part_upload {
   size_t len;
   char* buffer; /* the writer's buffer holding data; NULL: the caller's bytes */
   size_t cap;   /* buffer's capacity */
-  pthread_t thread;
+  char number_text[16];
+  s3_param params[2];
+  s3_request req;
+  s3_call call;
+  objstore_exchange x;
+  s3_response resp;
+  TF_Status* status; /* objstore_start's, then objstore_finish's */
 } part_upload;
 
 struct s3_writer {
@@ -263,23 +267,27 @@ struct s3_writer {
   s3_attributes attributes; /* the object is created with */
 };
 
-static void* part_thread(void* arg) {
-  part_upload* u = arg;
+/* Sends part u, without waiting: its outcome is taken by part_done. */
+static void part_start(part_upload* u) {
   s3_writer* w = u->w;
-  char etag[96];
-  TF_Status* status = TF_NewStatus();
-  if (s3_upload_part(w->fs, w->cfg, &w->path, w->upload_id, u->number, u->data, u->len,
-                     NULL, NULL, etag, sizeof etag, status) == 0) {
-    w->etags[u->number - 1] = strdup(etag);
-    if (w->etags[u->number - 1] == NULL) {
-      TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-      s3_first_error_record(&w->error, status);
-    }
-  } else {
-    s3_first_error_record(&w->error, status);
+  u->status = TF_NewStatus();
+  s3_part_request(&w->path, w->upload_id, u->number, u->data, u->len, NULL, NULL, u->number_text,
+                  u->params, &u->req, &u->resp);
+  objstore_exchange_init(&u->x, &u->resp, "PUT", NULL);
+  s3_exchange_bind(w->cfg, &u->req, &u->call, &u->x);
+  objstore_start(w->fs->engine, &w->cfg->transport, &u->x, u->status);
+}
+
+/* Waits for part u and keeps its ETag, or its failure. */
+static void part_done(part_upload* u) {
+  s3_writer* w = u->w;
+  if (objstore_finish(w->fs->engine, &u->x, u->status) == 0) {
+    w->etags[u->number - 1] = strdup(u->resp.etag);
+    if (w->etags[u->number - 1] == NULL) TF_SetStatus(u->status, TF_RESOURCE_EXHAUSTED, "out of memory");
   }
-  TF_DeleteStatus(status);
-  return NULL;
+  s3_first_error_record(&w->error, u->status);
+  objstore_response_free(&u->resp);
+  TF_DeleteStatus(u->status);
 }
 
 /* A part's buffer, done with: kept for reuse, or freed. */
@@ -293,7 +301,7 @@ static void give_back(s3_writer* w, part_upload* u) {
 
 static void join_oldest(s3_writer* w) {
   part_upload* u = w->inflight[0];
-  pthread_join(u->thread, NULL);
+  part_done(u);
   give_back(w, u);
   free(u);
   memmove(w->inflight, w->inflight + 1, (size_t)(--w->inflight_count) * sizeof *w->inflight);
@@ -350,10 +358,10 @@ static void wait_for_parts(s3_writer* w, int most) {
   while (w->inflight_count > 0 && w->inflight_count >= most) join_oldest(w);
 }
 
-/* Sends data as part w->parts + 1, in the background (in this thread when
- * no thread can start). buffer is the writer's buffer holding data, which
- * comes back as a spare; NULL means data is the caller's, which must stay
- * valid until the part is joined. */
+/* Sends data as part w->parts + 1 on the engine, without waiting for it.
+ * buffer is the writer's buffer holding data, which comes back as a
+ * spare; NULL means data is the caller's, which must stay valid until the
+ * part is joined. */
 static int start_part(s3_writer* w, const char* data, size_t len, char* buffer, size_t cap,
                       TF_Status* status) {
   part_upload* u;
@@ -367,12 +375,7 @@ static int start_part(s3_writer* w, const char* data, size_t len, char* buffer, 
   }
   *u = (part_upload){.w = w, .number = ++w->parts, .data = data, .len = len,
                      .buffer = buffer, .cap = cap};
-  if (pthread_create(&u->thread, NULL, part_thread, u) != 0) {
-    part_thread(u);
-    give_back(w, u);
-    free(u);
-    return s3_first_error_take(&w->error, status);
-  }
+  part_start(u);
   w->inflight[w->inflight_count++] = u;
   return 0;
 fail:
@@ -468,8 +471,28 @@ static void writer_flush(const TF_WritableFile* file, TF_Status* status) {
   s3_first_error_take(&((s3_writer*)file->plugin_file)->error, status);
 }
 
+/* The engine's caches forget what a write changed (path "/bucket/key"). */
+static void forget_written(s3_fs* fs, const s3_path* p) {
+  size_t n = strlen(p->bucket) + strlen(p->key) + 3;
+  char* path = malloc(n);
+  if (path == NULL) { /* forgetting everything is right too */
+    objstore_forget_below(fs->engine, "/");
+    return;
+  }
+  snprintf(path, n, "/%s/%s", p->bucket, p->key);
+  objstore_forget(fs->engine, path);
+  free(path);
+}
+
+static void writer_finish(s3_writer* w, TF_Status* status);
+
 static void writer_close(const TF_WritableFile* file, TF_Status* status) {
   s3_writer* w = file->plugin_file;
+  writer_finish(w, status);
+  forget_written(w->fs, &w->path);
+}
+
+static void writer_finish(s3_writer* w, TF_Status* status) {
   w->closed = 1;
   if (w->upload_id == NULL) {
     s3_request req;
@@ -589,6 +612,7 @@ void s3_write_files(const TF_Filesystem* filesystem, const char* const* paths, i
   s3_batch_run(&b);
   s3_batch_settle_aside(&b, write_alone, &alone);
   s3_batch_end(&b);
+  for (i = 0; i < n; ++i) objstore_forget(s3_fs_of(filesystem)->engine, paths[i]);
 }
 
 /* An object store has no directories to require: the new object's prefix

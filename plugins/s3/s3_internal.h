@@ -42,22 +42,14 @@ typedef struct s3_config {
   char* secret_key;
   char* session_token;
   char* profile;              /* "" : AWS_PROFILE's, or "default" */
-  char* ca_bundle;            /* PEM file of trusted CAs; "" : the system's */
   char* content_type;         /* "auto": from the key's extension */
+  objstore_settings transport; /* the engine's: timeouts, retries, connections, TLS */
   int64_t anonymous;          /* 1: requests are not signed */
-  int64_t verify_tls;         /* 0: accept any certificate (test gateways) */
   int64_t path_style;         /* 1 path-style, 0 virtual-hosted */
-  int64_t connect_timeout_ms; /* TCP and TLS set-up */
-  int64_t read_timeout_ms;    /* no byte moving for this long fails */
-  int64_t max_attempts;       /* per request, the first included */
-  int64_t retry_budget_ms;    /* no retry starts after this long */
-  int64_t retry_base_ms;      /* first backoff; doubles, full jitter */
   int64_t part_size;          /* multipart upload and copy part size */
   int64_t concurrency;        /* requests in flight for one op */
   int64_t read_ahead;         /* bytes fetched when a file is opened */
   int64_t sign_payload;       /* SHA-256 of bodies vs UNSIGNED-PAYLOAD; -1: over http:// */
-  int64_t max_connections;    /* open at once, in use or idle, per filesystem */
-  int64_t idle_timeout_ms;    /* an idle connection is closed after this */
   int64_t credential_timeout_ms; /* a credential_process running longer is killed */
 } s3_config;
 
@@ -177,8 +169,6 @@ void s3_request_init(s3_request* req, s3_response* resp, const char* method,
                      const char* bucket, const char* key);
 void s3_response_free(s3_response* r);
 
-/* The engine's part of the settings, for one request or call. */
-void s3_transport_settings(const s3_config* cfg, objstore_settings* out);
 /* The s3 store's hooks, for the filesystem's engine. */
 extern const objstore_store s3_store;
 /* Runs req with retries. Returns 0 on a 2xx answer; otherwise sets status to
@@ -374,6 +364,11 @@ int s3_upload_part(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
                    const char* upload_id, int part_number, const char* data,
                    size_t len, const char* copy_source, const char* copy_range,
                    char* etag_out, size_t etag_cap, TF_Status* status);
+/* The request of part_number of upload_id (number and params are its
+ * storage), as s3_upload_part sends it; for a part sent without waiting. */
+void s3_part_request(const s3_path* dst, const char* upload_id, int part_number, const char* data,
+                     size_t len, const char* copy_source, const char* copy_range, char number[16],
+                     s3_param params[2], s3_request* req, s3_response* resp);
 /* attributes may be NULL (the settings' Content-Type, no metadata). */
 char* s3_create_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
                           const s3_attributes* attributes, TF_Status* status);

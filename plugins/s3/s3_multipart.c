@@ -29,6 +29,21 @@ char* s3_create_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
   return upload_id;
 }
 
+void s3_part_request(const s3_path* dst, const char* upload_id, int part_number, const char* data,
+                     size_t len, const char* copy_source, const char* copy_range, char number[16],
+                     s3_param params[2], s3_request* req, s3_response* resp) {
+  snprintf(number, 16, "%d", part_number);
+  params[0] = (s3_param){"partNumber", number};
+  params[1] = (s3_param){"uploadId", upload_id};
+  s3_request_init(req, resp, "PUT", dst->bucket, dst->key);
+  req->params = params;
+  req->num_params = 2;
+  req->body = copy_source != NULL ? "" : data;
+  req->body_len = copy_source != NULL ? 0 : len;
+  req->copy_source = copy_source;
+  req->copy_range = copy_range;
+}
+
 int s3_upload_part(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
                    const char* upload_id, int part_number, const char* data,
                    size_t len, const char* copy_source, const char* copy_range,
@@ -38,16 +53,8 @@ int s3_upload_part(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
   s3_request req;
   s3_response resp;
   int rc;
-  snprintf(number, sizeof number, "%d", part_number);
-  params[0] = (s3_param){"partNumber", number};
-  params[1] = (s3_param){"uploadId", upload_id};
-  s3_request_init(&req, &resp, "PUT", dst->bucket, dst->key);
-  req.params = params;
-  req.num_params = 2;
-  req.body = copy_source != NULL ? "" : data;
-  req.body_len = copy_source != NULL ? 0 : len;
-  req.copy_source = copy_source;
-  req.copy_range = copy_range;
+  s3_part_request(dst, upload_id, part_number, data, len, copy_source, copy_range, number, params,
+                  &req, &resp);
   rc = s3_execute(fs, cfg, &req, &resp, status);
   if (rc == 0) {
     char* etag = copy_source != NULL ? s3_xml_find(resp.body.data, resp.body.len, "ETag") : NULL;
