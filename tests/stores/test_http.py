@@ -14,6 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import tls_proxy
+from support.fault_proxy import FaultProxy
 from support.http_servers import TOKEN, HttpServer, start_python_server
 
 import asyncfs
@@ -198,3 +199,68 @@ def test_fsspec_and_pandas_read_through_the_bridge(nginx: HttpServer, tree: Path
     frame = pd.DataFrame({"x": list(range(1000)), "y": [str(i) for i in range(1000)]})
     frame.to_parquet(tree / "frame.parquet")
     assert pd.read_parquet(f"asyncfs+{nginx.url}/{tree.name}/frame.parquet").equals(frame)
+
+
+# ---- reading ahead, and the caches ---------------------------------------------------------
+
+
+def ranges_asked(proxy: FaultProxy) -> list[tuple[int, int]]:
+    """The byte ranges of the proxied GETs that asked for one, in order."""
+    asked = []
+    for head in proxy.heads:
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"range":
+                first, _, last = value.strip().removeprefix(b"bytes=").partition(b"-")
+                asked.append((int(first), int(last)))
+    return asked
+
+
+@pytest.fixture
+def nginx_proxy(nginx: HttpServer) -> Iterator[FaultProxy]:
+    """A proxy in front of nginx that records each request."""
+    proxy = FaultProxy(nginx.url)
+    yield proxy
+    proxy.close()
+
+
+def test_sequential_reads_fetch_a_growing_window(
+    http: asyncfs.ModularFileSystem, nginx_proxy: FaultProxy, tree: Path
+) -> None:
+    """Reading a 3 MB file 64 KiB at a time, in order, asks for a window
+    that doubles with each sequential read: a handful of GETs, not 46."""
+    f = http.new_random_access_file(f"{nginx_proxy.endpoint}/{tree.name}/big.bin")
+    got = b"".join(f.read(offset, 65536) for offset in range(0, 3_000_000, 65536))
+    assert got == data(3_000_000)
+    assert len(nginx_proxy.requests) <= 8, nginx_proxy.requests
+
+
+def test_the_block_cache_fetches_each_block_once(
+    http: asyncfs.ModularFileSystem, nginx_proxy: FaultProxy, tree: Path
+) -> None:
+    """Parquet's pattern, footer then columns, from two opens of one file:
+    with the block cache on, no block is asked for twice."""
+    http.set_option("block_cache_bytes", 8 << 20)
+    http.set_option("block_size", 64 * 1024)
+    uri = f"{nginx_proxy.endpoint}/{tree.name}/big.bin"
+    big = data(3_000_000)
+    reads = [(2_999_992, 8), (2_900_000, 99_992), (100_000, 300_000), (1_500_000, 200_000), (2_950_000, 10)]
+    for _ in range(2):
+        f = http.new_random_access_file(uri)
+        for offset, n in reads:
+            assert f.read(offset, n) == big[offset : offset + n]
+    asked = [(first, last) for first, last in ranges_asked(nginx_proxy) if first > 0]  # not the opens' heads
+    blocks = [b for first, last in asked for b in range(first // 65536, last // 65536 + 1)]
+    assert blocks and len(blocks) == len(set(blocks)), sorted(blocks)
+
+
+def test_a_cached_stat_is_answered_without_a_request(
+    http: asyncfs.ModularFileSystem, nginx_proxy: FaultProxy, tree: Path
+) -> None:
+    http.set_option("stat_cache_ms", 60_000)
+    uri = f"{nginx_proxy.endpoint}/{tree.name}/a.txt"
+    assert http.stat(uri).length == http.stat(uri).length == 11
+    assert [line.split()[0] for line, _ in nginx_proxy.requests] == ["HEAD"]
+    http.flush_caches()  # forgets it
+    assert http.stat(uri).length == 11
+    assert len(nginx_proxy.requests) == 2

@@ -763,6 +763,27 @@ def test_environment_variables_configure_a_new_filesystem(s3_gateway: Gateway) -
     assert python_with_gateway(s3_gateway, code).strip() == "from the environment"
 
 
+def test_the_stat_cache_forgets_what_the_filesystem_writes(s3_gateway: Gateway, bucket: str) -> None:
+    """With stat_cache_ms set, a stat is answered from memory, but a write,
+    a rename or a delete through the same filesystem is seen at once; a
+    write by another filesystem only once the entry expires."""
+    fs = own_s3(s3_gateway, stat_cache_ms=60_000)
+    other = own_s3(s3_gateway)
+    uri = f"s3://{bucket}/cached"
+    fs.write_file(uri, b"1")
+    assert fs.stat(uri).length == 1
+    fs.write_file(uri, b"22")
+    assert fs.stat(uri).length == 2
+    other.write_file(uri, b"333")
+    assert fs.stat(uri).length == 2  # another writer: not seen before the entry expires
+    fs.rename_file(uri, f"{uri}-moved")
+    with pytest.raises(asyncfs.NotFoundError):
+        fs.stat(uri)
+    assert fs.stat(f"{uri}-moved").length == 3
+    fs.delete_file(f"{uri}-moved")
+    assert not fs.exists(f"{uri}-moved")
+
+
 def test_generic_transactions_commit_and_roll_back(env: asyncfs.Env, bucket: str) -> None:
     root = f"s3://{bucket}/ckpt"
 

@@ -7,7 +7,8 @@ a namespace that holds the placeholders the prose uses (``env``,
 plugin's options for the gateway, ...). Absolute
 ``file://`` paths move under a temporary folder (made and filled with the
 inputs the examples read), ``s3://bucket`` is a bucket on the test gateway,
-and ``./libmyfs.so`` is the example plugin, built there.
+``http://127.0.0.1:8080/`` the session's nginx, and ``./libmyfs.so`` is the
+example plugin, built there.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, build_plugin
 from support.ceph_gateway import Gateway
+from support.http_servers import HttpServer
 
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
@@ -103,6 +105,11 @@ def test_the_example_runs(block: Block, tmp_path: Path, request: pytest.FixtureR
             "region": gateway.region,
             "path_style": 1,
         }
+    if "http://127.0.0.1:8080/" in code:  # a web server: the session's nginx
+        server: HttpServer = request.getfixturevalue("nginx")
+        (server.root / "data").mkdir(exist_ok=True)
+        (server.root / "data" / "part-0.csv").write_text("a,b\n1,2\n")
+        code = code.replace("http://127.0.0.1:8080/", f"{server.url}/")
     if "./libmyfs.so" in code:
         build_plugin(REPO / "plugins/examples/demo_fs.c", tmp_path / "libmyfs.so")
     spec = {
