@@ -100,11 +100,12 @@ def _bench(server: HttpServer, repeat: int, quick: bool) -> list[Row]:
 
     async def fsspec_session(make: Callable[[], Awaitable[Any]]) -> Any:
         assert fsspec_http is not None
-        await fsspec_http.set_session()
+        session = await fsspec_http.set_session()  # made on the loop that uses it
         try:
             return await make()
         finally:
-            await fsspec_http.session.close()
+            await session.close()
+            fsspec_http._session = None
 
     # ---- GET many small files ------------------------------------------------------
     row = Row(f"http GET {small_count} × 4 KiB, {IN_FLIGHT} in flight", "files/s")

@@ -30,10 +30,12 @@ struct objstore_reader {
   char etag[96];
   char* head; /* the object's first head_len bytes */
   size_t head_len;
-  /* Read-ahead: a read that starts where the last one ended is sequential;
+  /* Read-ahead: a read that starts where the last one ended, with no
+   * other read under way, is sequential;
    * each such read fetches `window` bytes at least, which doubles up to
    * MOST_AHEAD, and keeps what it fetched beyond the read in `ahead`. */
   pthread_mutex_t lock; /* guards what follows: reads may come from many threads */
+  int reading;          /* reads under way: one alongside others is never sequential */
   int64_t last_end;
   int64_t window;
   char* ahead;
@@ -318,7 +320,8 @@ int64_t objstore_reader_read(objstore_reader* r, uint64_t offset, size_t n, char
   want = r->size - (int64_t)offset < (int64_t)n ? r->size - (int64_t)offset : (int64_t)n;
   copied = copy_from(r->head, 0, (int64_t)r->head_len, (int64_t)offset, want, buffer);
   pthread_mutex_lock(&r->lock);
-  sequential = (int64_t)offset == r->last_end;
+  sequential = (int64_t)offset == r->last_end && r->reading == 0;
+  r->reading++;
   r->window = sequential ? (r->window * 2 < MOST_AHEAD ? r->window * 2 : MOST_AHEAD) : r->window;
   window = r->window;
   r->last_end = (int64_t)offset + want;
@@ -354,6 +357,9 @@ int64_t objstore_reader_read(objstore_reader* r, uint64_t offset, size_t n, char
   } else if (rest > 0) {
     rc = read_span(r, at, rest, buffer + copied, status);
   }
+  pthread_mutex_lock(&r->lock);
+  r->reading--;
+  pthread_mutex_unlock(&r->lock);
   if (rc != 0) return -1;
   if (want < (int64_t)n) TF_SetStatus(status, TF_OUT_OF_RANGE, "read past the end of the object");
   else TF_SetStatus(status, TF_OK, "");
