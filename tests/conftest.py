@@ -205,6 +205,14 @@ def tls_proxy(upstream: str, tmp_path: Path) -> tuple[FaultProxy, Path]:
 
 
 @pytest.fixture
+def proxy(s3_gateway: Gateway) -> Iterator[FaultProxy]:
+    """A fault-injecting proxy in front of the gateway (support/fault_proxy.py)."""
+    p = FaultProxy(s3_gateway.endpoint)
+    yield p
+    p.close()
+
+
+@pytest.fixture
 def tls_gateway(s3_gateway: Gateway, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """An https:// endpoint in front of the gateway (tls_proxy); yields the
     endpoint and the CA's PEM file."""

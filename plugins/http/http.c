@@ -476,16 +476,6 @@ static void fs_new_random_access_file(const TF_Filesystem* filesystem, const cha
   file->plugin_file = reader_open(filesystem, path, "open", status);
 }
 
-static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset, size_t n, char* buffer,
-                           TF_Status* status) {
-  return objstore_reader_read(file->plugin_file, offset, n, buffer, status);
-}
-
-static void reader_cleanup(TF_RandomAccessFile* file) {
-  objstore_reader_free(file->plugin_file);
-  file->plugin_file = NULL;
-}
-
 static void fs_read_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
                           char* const* buffers, const size_t* caps, int64_t* sizes,
                           TF_Status** statuses) {
@@ -495,49 +485,11 @@ static void fs_read_files(const TF_Filesystem* filesystem, const char* const* pa
   config_release(fs, cfg);
 }
 
-typedef struct region {
-  char* data;
-  uint64_t length;
-} region;
-
 static void fs_new_region(const TF_Filesystem* filesystem, const char* path,
                           TF_ReadOnlyMemoryRegion* out, TF_Status* status) {
   objstore_reader* r = reader_open(filesystem, path, "map", status);
-  region* m;
-  int64_t size;
   out->plugin_memory_region = NULL;
-  if (r == NULL) return;
-  size = objstore_reader_size(r);
-  m = calloc(1, sizeof *m);
-  if (size == 0) {
-    char msg[700];
-    snprintf(msg, sizeof msg, "map %s:/%s: an empty file has no region", fs_of(filesystem)->scheme,
-             path);
-    TF_SetStatus(status, TF_INVALID_ARGUMENT, msg);
-  } else if (m == NULL || (m->data = malloc((size_t)size)) == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-  } else if (objstore_reader_read(r, 0, (size_t)size, m->data, status) == size) {
-    m->length = (uint64_t)size;
-    out->plugin_memory_region = m;
-    m = NULL;
-  }
-  if (m != NULL) free(m->data);
-  free(m);
-  objstore_reader_free(r);
-}
-
-static void region_cleanup(TF_ReadOnlyMemoryRegion* r) {
-  region* m = r->plugin_memory_region;
-  if (m != NULL) free(m->data);
-  free(m);
-}
-
-static const void* region_data(const TF_ReadOnlyMemoryRegion* r) {
-  return ((region*)r->plugin_memory_region)->data;
-}
-
-static uint64_t region_length(const TF_ReadOnlyMemoryRegion* r) {
-  return ((region*)r->plugin_memory_region)->length;
+  if (r != NULL) objstore_map(r, out, status);
 }
 
 /* ---- writes: none --------------------------------------------------------------------- */
@@ -608,14 +560,10 @@ static void writer_cleanup(TF_WritableFile* file) { (void)file; }
 
 static const TF_FilesystemOps http_filesystem_ops = HTTP_FILESYSTEM_OPS(fs_init_http);
 static const TF_FilesystemOps https_filesystem_ops = HTTP_FILESYSTEM_OPS(fs_init_https);
-static const TF_RandomAccessFileOps http_reader_ops = {.cleanup = reader_cleanup,
-                                                       .read = reader_read};
 static const TF_WritableFileOps http_writer_ops = {.cleanup = writer_cleanup};
-static const TF_ReadOnlyMemoryRegionOps http_region_ops = {region_cleanup, region_data,
-                                                           region_length};
 
 static const plugin_scheme http_schemes[] = {
-    {"http", &http_filesystem_ops, &http_reader_ops, &http_writer_ops, &http_region_ops},
-    {"https", &https_filesystem_ops, &http_reader_ops, &http_writer_ops, &http_region_ops}};
+    {"http", &http_filesystem_ops, &objstore_file_ops, &http_writer_ops, &objstore_region_ops},
+    {"https", &https_filesystem_ops, &objstore_file_ops, &http_writer_ops, &objstore_region_ops}};
 
 PLUGIN_DEFINE(http_schemes, "http", "0.1.0", ASYNCFS_PLUGIN_NETWORK)

@@ -265,6 +265,15 @@ int64_t objstore_reader_read(objstore_reader* r, uint64_t offset, size_t n, char
                              TF_Status* status);
 void objstore_reader_free(objstore_reader* r);
 
+/* The ops of a TF_RandomAccessFile whose plugin_file is an objstore_reader. */
+extern const TF_RandomAccessFileOps objstore_file_ops;
+
+/* The new_read_only_memory_region_from_file op's work on an opened
+ * reader, which it frees: the whole object in memory (an empty one has no
+ * region: INVALID_ARGUMENT); its regions' ops are objstore_region_ops. */
+void objstore_map(objstore_reader* r, TF_ReadOnlyMemoryRegion* region, TF_Status* status);
+extern const TF_ReadOnlyMemoryRegionOps objstore_region_ops;
+
 /* The read_files op: n whole objects, one plain GET each, all in flight
  * at once, each body straight into buffers[i] (caps[i] bytes); sizes[i]
  * is the object's size (bigger than caps[i]: read it another way). */

@@ -366,6 +366,62 @@ int64_t objstore_reader_read(objstore_reader* r, uint64_t offset, size_t n, char
   return want;
 }
 
+static int64_t file_read(const TF_RandomAccessFile* file, uint64_t offset, size_t n, char* buffer,
+                         TF_Status* status) {
+  return objstore_reader_read(file->plugin_file, offset, n, buffer, status);
+}
+
+static void file_cleanup(TF_RandomAccessFile* file) {
+  objstore_reader_free(file->plugin_file);
+  file->plugin_file = NULL;
+}
+
+const TF_RandomAccessFileOps objstore_file_ops = {.cleanup = file_cleanup, .read = file_read};
+
+/* ---- memory regions: the object downloaded ---------------------------------------------- */
+
+typedef struct region {
+  char* data;
+  uint64_t length;
+} region;
+
+void objstore_map(objstore_reader* r, TF_ReadOnlyMemoryRegion* out, TF_Status* status) {
+  const objstore_store* store = objstore_engine_store(r->engine);
+  region* m = calloc(1, sizeof *m);
+  out->plugin_memory_region = NULL;
+  if (r->size == 0) {
+    char name[700], msg[800];
+    store->name_object(objstore_engine_store_ctx(r->engine), r->path, name, sizeof name);
+    snprintf(msg, sizeof msg, "map %s: an empty file has no region", name);
+    TF_SetStatus(status, TF_INVALID_ARGUMENT, msg);
+  } else if (m == NULL || (m->data = malloc((size_t)r->size)) == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+  } else if (objstore_reader_read(r, 0, (size_t)r->size, m->data, status) == r->size) {
+    m->length = (uint64_t)r->size;
+    out->plugin_memory_region = m;
+    m = NULL;
+  }
+  if (m != NULL) free(m->data);
+  free(m);
+  objstore_reader_free(r);
+}
+
+static void region_cleanup(TF_ReadOnlyMemoryRegion* r) {
+  region* m = r->plugin_memory_region;
+  if (m != NULL) free(m->data);
+  free(m);
+}
+
+static const void* region_data(const TF_ReadOnlyMemoryRegion* r) {
+  return ((region*)r->plugin_memory_region)->data;
+}
+
+static uint64_t region_length(const TF_ReadOnlyMemoryRegion* r) {
+  return ((region*)r->plugin_memory_region)->length;
+}
+
+const TF_ReadOnlyMemoryRegionOps objstore_region_ops = {region_cleanup, region_data, region_length};
+
 /* ---- many whole objects at once ------------------------------------------------------- */
 
 void objstore_read_objects(objstore_engine* e, const objstore_settings* settings,

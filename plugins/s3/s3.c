@@ -936,8 +936,8 @@ static const TF_FilesystemOps s3_filesystem_ops = {
     PLUGIN_CONFIGURATION_OPS};
 
 static const plugin_scheme s3_schemes[] = {
-    {"s3", &s3_filesystem_ops, &s3_random_access_file_ops,
-     &s3_writable_file_ops, &s3_memory_region_ops}};
+    {"s3", &s3_filesystem_ops, &objstore_file_ops,
+     &s3_writable_file_ops, &objstore_region_ops}};
 
 PLUGIN_DEFINE(s3_schemes, "s3", "0.1.0",
               ASYNCFS_PLUGIN_ATOMIC_WRITES | ASYNCFS_PLUGIN_NETWORK)

@@ -124,23 +124,12 @@ static objstore_reader* reader_open(const TF_Filesystem* filesystem, const char*
   return r;
 }
 
-static int64_t reader_read(const TF_RandomAccessFile* file, uint64_t offset, size_t n,
-                           char* buffer, TF_Status* status) {
-  return objstore_reader_read(file->plugin_file, offset, n, buffer, status);
-}
-
-static void reader_cleanup(TF_RandomAccessFile* file) {
-  objstore_reader_free(file->plugin_file);
-  file->plugin_file = NULL;
-}
-
 void s3_new_random_access_file(const TF_Filesystem* filesystem,
                                const char* path, TF_RandomAccessFile* file,
                                TF_Status* status) {
   file->plugin_file = reader_open(filesystem, path, "open", status);
 }
 
-const TF_RandomAccessFileOps s3_random_access_file_ops = {.cleanup = reader_cleanup, .read = reader_read};
 
 /* ---- many whole objects at once ---------------------------------------------- */
 
@@ -158,62 +147,12 @@ void s3_read_files(const TF_Filesystem* filesystem, const char* const* paths, in
 
 /* ---- memory regions: the object downloaded --------------------------------- */
 
-typedef struct s3_region {
-  char* data;
-  uint64_t length;
-} s3_region;
-
 void s3_new_read_only_memory_region_from_file(const TF_Filesystem* filesystem, const char* path,
-                          TF_ReadOnlyMemoryRegion* region, TF_Status* status) {
+                                               TF_ReadOnlyMemoryRegion* region, TF_Status* status) {
   objstore_reader* r = reader_open(filesystem, path, "map", status);
-  s3_region* m;
-  TF_RandomAccessFile file;
-  int64_t size;
   region->plugin_memory_region = NULL;
-  if (r == NULL) return;
-  size = objstore_reader_size(r);
-  if (size == 0) {
-    char msg[1200];
-    snprintf(msg, sizeof msg, "map s3:/%s: an empty file has no region", path);
-    TF_SetStatus(status, TF_INVALID_ARGUMENT, msg);
-    objstore_reader_free(r);
-    return;
-  }
-  m = malloc(sizeof *m);
-  if (m != NULL) m->data = malloc((size_t)size);
-  if (m == NULL || m->data == NULL) {
-    free(m);
-    objstore_reader_free(r);
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-    return;
-  }
-  m->length = (uint64_t)size;
-  file.plugin_file = r;
-  if (reader_read(&file, 0, (size_t)size, m->data, status) != size) {
-    free(m->data);
-    free(m);
-  } else {
-    region->plugin_memory_region = m;
-  }
-  objstore_reader_free(r);
+  if (r != NULL) objstore_map(r, region, status);
 }
-
-static void region_cleanup(TF_ReadOnlyMemoryRegion* region) {
-  s3_region* m = region->plugin_memory_region;
-  if (m != NULL) free(m->data);
-  free(m);
-}
-
-static const void* region_data(const TF_ReadOnlyMemoryRegion* region) {
-  return ((s3_region*)region->plugin_memory_region)->data;
-}
-
-static uint64_t region_length(const TF_ReadOnlyMemoryRegion* region) {
-  return ((s3_region*)region->plugin_memory_region)->length;
-}
-
-const TF_ReadOnlyMemoryRegionOps s3_memory_region_ops = {region_cleanup, region_data,
-                                                         region_length};
 
 /* ---- writing ------------------------------------------------------------------- */
 
@@ -676,7 +615,6 @@ void s3_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
     w->buf = part_buffer(w, w->parts + 1, &w->cap);
   }
   if (tail > 0) {
-    TF_RandomAccessFile f = {r};
     if ((size_t)tail > w->cap) { /* the tail of a large copy part: one part of its own */
       free(w->buf);
       w->cap = (size_t)tail;
@@ -686,7 +624,7 @@ void s3_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
       TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
       goto fail;
     }
-    if (reader_read(&f, (uint64_t)(whole * copy_part), (size_t)tail, w->buf, status) != tail)
+    if (objstore_reader_read(r, (uint64_t)(whole * copy_part), (size_t)tail, w->buf, status) != tail)
       goto fail;
     w->len = (size_t)tail;
   }

@@ -413,9 +413,7 @@ void s3_read_files(const TF_Filesystem* filesystem, const char* const* paths, in
 void s3_write_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
                     const char* const* datas, const size_t* lengths, TF_Status** statuses);
 
-extern const TF_RandomAccessFileOps s3_random_access_file_ops;
 extern const TF_WritableFileOps s3_writable_file_ops;
-extern const TF_ReadOnlyMemoryRegionOps s3_memory_region_ops;
 
 PLUGIN_DECLARE_FILE_CONSTRUCTORS(s3_);
 

@@ -7,7 +7,6 @@ ones closed, retries across a gateway restart, bulk calls)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 from support.ceph_gateway import Gateway
@@ -17,13 +16,6 @@ from test_s3 import own_s3, python_with_gateway
 import asyncfs
 
 pytestmark = pytest.mark.usefixtures("s3_gateway")
-
-
-@pytest.fixture
-def proxy(s3_gateway: Gateway) -> Iterator[FaultProxy]:
-    p = FaultProxy(s3_gateway.endpoint)
-    yield p
-    p.close()
 
 
 def test_a_retry_waits_as_long_as_retry_after_asks(

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -592,13 +592,6 @@ def test_files_exist_answers_concurrently(env: asyncfs.Env, bucket: str) -> None
 
 
 # ---- failures ---------------------------------------------------------------------------
-
-
-@pytest.fixture
-def proxy(s3_gateway: Gateway) -> Iterator[FaultProxy]:
-    p = FaultProxy(s3_gateway.endpoint)
-    yield p
-    p.close()
 
 
 def test_retries_ride_out_503_drops_and_cut_answers(
