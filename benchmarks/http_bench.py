@@ -165,8 +165,57 @@ def _bench(server: HttpServer, repeat: int, quick: bool) -> list[Row]:
     ranged.target = "≥ 1.0× the faster peer"
     _verdict(ranged, 1.0)
     rows.append(ranged)
+    rows.append(_parquet_gets(server, quick))
     env.close()
     return rows
+
+
+def _parquet_gets(server: HttpServer, quick: bool) -> Row:
+    """pyarrow reading a parquet file through the fsspec bridge (footer,
+    then column chunks, then the same again from a second open), counted at
+    a proxy in front of nginx: the GETs and the bytes they asked for, with
+    the block cache off and on."""
+    row = Row("http parquet through the bridge: footer, then columns, twice", "GETs")
+    fsspec = optional("fsspec")
+    if optional("pyarrow") is None or fsspec is None:
+        row.verdict = "pyarrow or fsspec not installed"
+        return row
+    import pyarrow as pa
+    from pyarrow import parquet
+
+    import asyncfs.fsspec  # noqa: F401 (the bridge's protocols)
+    from tests.support.fault_proxy import FaultProxy
+
+    rows = 200_000 if quick else 2_000_000
+    table = pa.table({f"c{i}": pa.array(range(i, rows + i), pa.int64()) for i in range(4)})
+    parquet.write_table(table, server.root / "table.parquet", row_group_size=rows // 8)
+    size = (server.root / "table.parquet").stat().st_size
+    block = 1 << 20
+    opens: dict[str, int] = {}  # the opens' GETs of the first read_ahead bytes
+    for label, options in (("cache off", {}), ("cache on", {"block_cache_bytes": 256 << 20, "block_size": block})):
+        proxy = FaultProxy(server.url)
+        try:
+            fs = fsspec.filesystem("asyncfs+http", skip_instance_cache=True, **options)
+            url = f"{proxy.endpoint}/table.parquet".removeprefix("http://")
+            for _ in range(2):
+                with fs.open(f"asyncfs+http://{url}", "rb") as f:
+                    parquet.read_table(f, columns=["c1", "c3"])
+            heads = [head.lower() for head in proxy.heads if head.startswith(b"GET")]
+            row.results[label] = len(heads)
+            opens[label] = sum(b"range:" not in head or b"range: bytes=0-65535\r" in head for head in heads)
+        finally:
+            proxy.close()
+    distinct = -(-size // block)
+    beyond = row.results["cache on"] - opens["cache on"]
+    row.notes.append(
+        f"{size / 2**20:.0f} MB file, {distinct} blocks of 1 MiB; requests counted at a proxy; "
+        f"of them the two opens' GETs of their first bytes: {opens['cache off']} without the cache, "
+        f"{opens['cache on']} with it"
+    )
+    row.target = "cache on: at most one GET per distinct block"
+    met = beyond <= distinct
+    row.verdict = f"{beyond:.0f} GETs of blocks for {distinct} blocks ({'met' if met else 'missed'})"
+    return row
 
 
 async def _obstore_whole(obstore: Any, store: Any) -> bytes:
