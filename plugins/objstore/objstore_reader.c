@@ -296,8 +296,10 @@ static int read_blocks(objstore_reader* r, int64_t offset, int64_t n, int64_t ex
         free(buf);
         return -1;
       }
-      copy_from(buf, start, end - start, offset > start ? offset : start,
-                offset + n - (offset > start ? offset : start), out + ((offset > start ? offset : start) - offset));
+      if (start < offset + n) { /* not only blocks read ahead: its part of the read */
+        int64_t from = offset > start ? offset : start;
+        copy_from(buf, start, end - start, from, offset + n - from, out + (from - offset));
+      }
       for (k = run_first; k < b; ++k) {
         int64_t ks = k * bs, ke = ks + bs < end ? ks + bs : end;
         objstore_cache_put_block(cache, budget, r->path, etag, k, buf + (ks - start), (size_t)(ke - ks));

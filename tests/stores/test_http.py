@@ -264,3 +264,19 @@ def test_a_cached_stat_is_answered_without_a_request(
     http.flush_caches()  # forgets it
     assert http.stat(uri).length == 11
     assert len(nginx_proxy.requests) == 2
+
+
+def test_sequential_reads_through_the_block_cache_read_blocks_ahead(
+    http: asyncfs.ModularFileSystem, nginx_proxy: FaultProxy, tree: Path
+) -> None:
+    """With the cache on, a sequential read's window is fetched as blocks
+    beyond the read (kept, not copied into it): the bytes stay right and
+    the later reads find them."""
+    http.set_option("block_cache_bytes", 16 << 20)
+    http.set_option("block_size", 64 * 1024)
+    f = http.new_random_access_file(f"{nginx_proxy.endpoint}/{tree.name}/big.bin")
+    got = b"".join(f.read(offset, 20_000) for offset in range(0, 3_000_000, 20_000))
+    assert got == data(3_000_000)
+    asked = [(first, last) for first, last in ranges_asked(nginx_proxy) if first > 0]
+    blocks = [b for first, last in asked for b in range(first // 65536, last // 65536 + 1)]
+    assert len(blocks) == len(set(blocks)) and len(asked) < 20, asked
