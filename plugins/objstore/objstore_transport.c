@@ -50,7 +50,9 @@ struct objstore_engine {
   void* store_ctx;
   pthread_mutex_t lock; /* guards what callers touch: the queue, the flags */
   fifo queue;           /* handed over, not yet taken by the thread */
-  int close_idle;       /* flush_caches asked */
+  uint64_t close_asked; /* flush_caches's asks, counted */
+  uint64_t close_done;  /* the asks the thread answered */
+  pthread_cond_t closed; /* close_done moved */
   int stop;
   int running;          /* the thread exists (in this process) */
   pthread_t thread;
@@ -115,7 +117,7 @@ static void after_fork_in_child(void) {
     }
     e->running = 0;
     e->stop = 0;
-    e->close_idle = 0;
+    e->close_asked = e->close_done = 0;
     e->queue.head = e->queue.tail = NULL;
     e->multi = NULL;
     e->free_tries = NULL;
@@ -345,7 +347,7 @@ static void* engine_thread(void* arg) {
     objstore_exchange* x;
     fifo taken;
     uint64_t now;
-    int close_idle;
+    uint64_t close_idle;
     pthread_mutex_lock(&e->lock);
     if (e->stop) {
       pthread_mutex_unlock(&e->lock);
@@ -353,8 +355,7 @@ static void* engine_thread(void* arg) {
     }
     taken = e->queue;
     e->queue.head = e->queue.tail = NULL;
-    close_idle = e->close_idle;
-    e->close_idle = 0;
+    close_idle = e->close_asked;
     pthread_mutex_unlock(&e->lock);
     if (taken.tail != NULL) { /* the latest settings rule */
       const objstore_settings* s = taken.tail->settings;
@@ -370,8 +371,15 @@ static void* engine_thread(void* arg) {
     /* Idle long enough (by the latest settings), or told to: every
      * connection closes, before the new requests open their own. */
     if (e->in_flight == 0 && e->waiting.head == NULL && e->retries == NULL &&
-        (close_idle || (e->multi != NULL && now - e->idle_since_ms >= (uint64_t)e->idle_timeout_ms)))
+        (close_idle != e->close_done ||
+         (e->multi != NULL && now - e->idle_since_ms >= (uint64_t)e->idle_timeout_ms)))
       close_connections(e);
+    if (close_idle != e->close_done) { /* answered, closed or not (requests were under way) */
+      pthread_mutex_lock(&e->lock);
+      e->close_done = close_idle;
+      pthread_cond_broadcast(&e->closed);
+      pthread_mutex_unlock(&e->lock);
+    }
     while ((x = fifo_pop(&taken)) != NULL) fifo_push(&e->waiting, x);
     start_ready(e, now);
     run_timer(e); /* a transfer just added starts on curl's timer */
@@ -414,6 +422,7 @@ objstore_engine* objstore_engine_new(const objstore_store* store, void* store_ct
   e->store_ctx = store_ctx;
   e->limit = 1;
   pthread_mutex_init(&e->lock, NULL);
+  pthread_cond_init(&e->closed, NULL);
   pthread_mutex_lock(&engines_lock);
   e->next_engine = engines;
   engines = e;
@@ -484,6 +493,7 @@ void objstore_engine_free(objstore_engine* e) {
   }
   free(e->watch.fds);
   objstore_cache_free(e->cache);
+  pthread_cond_destroy(&e->closed);
   pthread_mutex_destroy(&e->lock);
   free(e);
 }
@@ -491,9 +501,10 @@ void objstore_engine_free(objstore_engine* e) {
 void objstore_engine_close_idle(objstore_engine* e) {
   objstore_cache_clear(e->cache); /* flush_caches: the caches too */
   pthread_mutex_lock(&e->lock);
-  if (e->running) {
-    e->close_idle = 1;
+  if (e->running) { /* the thread closes them; waited for, so that they are closed on return */
+    uint64_t ask = ++e->close_asked;
     wake(e);
+    while (e->running && e->close_done < ask) pthread_cond_wait(&e->closed, &e->lock);
   }
   pthread_mutex_unlock(&e->lock);
 }
