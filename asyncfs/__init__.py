@@ -39,6 +39,7 @@ from .errors import (
     DirectoryNotEmptyError,
     EnvClosedError,
     FailedPreconditionError,
+    IgnoredOptionWarning,
     InternalError,
     InvalidArgumentError,
     InvalidSchemeError,
@@ -221,5 +222,6 @@ __all__ = [
     "PluginInitError",
     "CoreABIRangeError",
     "SchemeAlreadyRegisteredError",
+    "IgnoredOptionWarning",
     "PluginAPIMismatchWarning",
 ]

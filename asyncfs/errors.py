@@ -43,6 +43,7 @@ __all__ = [
     "PathIsDirectoryError",
     "PathNotDirectoryError",
     "PermissionDeniedError",
+    "IgnoredOptionWarning",
     "PluginAPIMismatchWarning",
     "PluginError",
     "PluginInitError",
@@ -437,6 +438,13 @@ class AbandonedOperationWarning(RuntimeWarning):
     """An Env shut down while plugin calls were still blocked (a hung
     network peer, a FIFO); they are left running on daemon threads, and the
     warning names each call and its URI."""
+
+
+class IgnoredOptionWarning(UserWarning):
+    """Keyword arguments given to an ``asyncfs+<scheme>`` fsspec filesystem
+    that are not options of its plugin (``encoding``, ``errors`` and ``hf``
+    that ``datasets`` passes along, say) are left out, as other fsspec
+    filesystems leave them; the warning names them."""
 
 
 class PluginAPIMismatchWarning(UserWarning):

@@ -357,7 +357,7 @@ class AsyncModularFileSystem:
     async def get_option(self, key: str) -> Option:
         return await self._read(self.wrapped.get_option, key)
 
-    async def set_option(self, name: str, *values: OptionValue, travels: bool | None = None) -> None:
+    async def set_option(self, name: str, *values: OptionValue | str, travels: bool | None = None) -> None:
         """As :meth:`ModularFileSystem.set_option`, on a worker."""
         await self._mutate(partial(self.wrapped.set_option, travels=travels), name, *values)
 

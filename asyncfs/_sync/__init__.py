@@ -10,7 +10,7 @@ from . import plans
 from .entries import PLAIN, EntryKind, FileStatistics, by_statistics
 from .fallbacks import stream_copy, write_by_rename
 from .files import AheadRead, RandomAccessFile, ReadOnlyMemoryRegion, WritableFile
-from .filesystem import IncompleteWrite, ModularFileSystem, TransactionToken, is_secret
+from .filesystem import IncompleteWrite, ModularFileSystem, TransactionToken, is_secret, option_values
 from .landing import Landing, write_whole
 from .registry import (
     PluginInfo,
@@ -44,6 +44,7 @@ __all__ = [
     "get_filesystem",
     "is_secret",
     "load_plugin",
+    "option_values",
     "plans",
     "scratch",
     "stream_copy",

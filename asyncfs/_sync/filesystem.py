@@ -49,7 +49,15 @@ if TYPE_CHECKING:
 else:
     Buffer = object
 
-__all__ = ["EntryKind", "FileStatistics", "IncompleteWrite", "ModularFileSystem", "TransactionToken", "is_secret"]
+__all__ = [
+    "EntryKind",
+    "FileStatistics",
+    "IncompleteWrite",
+    "ModularFileSystem",
+    "TransactionToken",
+    "is_secret",
+    "option_values",
+]
 
 # Configuration options whose name holds one of these words carry secrets:
 # they travel in a pickle only when set with travels=True.
@@ -148,6 +156,30 @@ def _one_by_one(call: Callable[..., T], *columns: Sequence[Any]) -> list[T | Sta
         except StatusError as failure:
             results.append(failure)
     return results
+
+
+def option_values(name: str, values: Iterable[object]) -> tuple[OptionValue, ...]:
+    """A configuration option's values as the ABI carries them: a ``bool``
+    as 0 or 1, a ``str`` as its UTF-8 bytes; ints, floats and bytes as they
+    are. Anything else, no value, or values of different kinds is an
+    :class:`~asyncfs.errors.InvalidArgumentError` naming the option."""
+    out: list[OptionValue] = []
+    for value in values:
+        if isinstance(value, bool):
+            out.append(int(value))
+        elif isinstance(value, str):
+            out.append(value.encode())
+        elif isinstance(value, int | float | bytes):
+            out.append(value)
+        else:
+            raise InvalidArgumentError(
+                f"option {name!r} must be a str, bytes, int, float or bool, not {type(value).__name__}"
+            )
+    if not out:
+        raise InvalidArgumentError(f"option {name!r} needs a value")
+    if len({type(v) for v in out}) != 1:
+        raise InvalidArgumentError(f"option {name!r}: values must all be numbers of one kind, or all text")
+    return tuple(out)
 
 
 class ModularFileSystem:
@@ -1076,8 +1108,10 @@ class ModularFileSystem:
         finally:
             free_options(option[0], 1, self._free)
 
-    def set_option(self, name: str, *values: OptionValue, travels: bool | None = None) -> None:
-        """Set a configuration option, e.g. ``set_option("latency_us", 5000)``.
+    def set_option(self, name: str, *values: OptionValue | str, travels: bool | None = None) -> None:
+        """Set a configuration option, e.g. ``set_option("latency_us", 5000)``
+        or ``set_option("endpoint", "http://127.0.0.1:7480")`` (a ``str`` is
+        its UTF-8 bytes, a ``bool`` is 0 or 1: :func:`option_values`).
 
         The value travels with a pickle of this filesystem (or of an Env or
         registry serving it) unless the name reads as a secret
@@ -1086,7 +1120,7 @@ class ModularFileSystem:
         environment. ``travels`` overrides that either way. The filesystems
         made from this one (:meth:`new_instance`) follow, except those that
         set that option themselves."""
-        self._set_own([Option(name=name, values=values)], travels, together=False)
+        self._set_own([Option(name=name, values=option_values(name, values))], travels, together=False)
 
     def _set_own(self, options: list[Option], travels: bool | None, *, together: bool) -> None:
         with self._options_lock:
@@ -1128,4 +1162,5 @@ class ModularFileSystem:
     def set_configuration(self, options: Iterable[Option], *, travels: bool | None = None) -> None:
         """Set several options at once, all or none; ``travels`` as in
         :meth:`set_option`."""
-        self._set_own(list(options), travels, together=True)
+        given = [dataclasses.replace(o, values=option_values(o.name, o.values)) for o in options]
+        self._set_own(given, travels, together=True)

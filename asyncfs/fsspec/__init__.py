@@ -28,6 +28,7 @@ import datetime
 import os
 import posixpath
 import threading
+import warnings
 from collections.abc import Iterable, Mapping
 from glob import has_magic
 from typing import Any, ClassVar
@@ -46,11 +47,19 @@ from .._sync import (
     RegistryRecipe,
     add_load_listener,
     default_registry,
+    option_values,
     write_whole,
 )
 from .._uri import is_internal_name
 from ..env import Env, default_env
-from ..errors import FailedPreconditionError, InvalidArgumentError, NotFoundError, PathIsDirectoryError
+from ..errors import (
+    FailedPreconditionError,
+    IgnoredOptionWarning,
+    InvalidArgumentError,
+    NotFoundError,
+    PathIsDirectoryError,
+    StatusError,
+)
 from .files import BridgeFile, DirectFile, DirectWriter, RangeFile, StagedFile
 from .names import FOREIGN_NAMES, plugin_options
 
@@ -59,12 +68,18 @@ __all__ = ["AsyncfsFileSystem", "PREFIX", "filesystem_class", "protocol_for", "r
 PREFIX = "asyncfs+"
 
 # Keyword arguments fsspec itself passes or understands; the rest are plugin options.
-_FSSPEC_OPTIONS = frozenset(
-    {"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths", "auto_mkdir"}
-)
+_LISTINGS_OPTIONS = ("use_listings_cache", "listings_expiry_time", "max_paths")  # fsspec's DirCache's
+_FSSPEC_OPTIONS = frozenset({"skip_instance_cache", "auto_mkdir", *_LISTINGS_OPTIONS})
 # Schemes whose fsspec paths are local absolute paths (``/data/x``); the
 # others are ``host/path`` as in the URI (``bucket/key``).
 _LOCAL = frozenset({"file"})
+
+
+OptionValue = int | float | bytes
+
+# The Envs of bridge filesystems with options, by (scheme, options).
+_own_envs: dict[tuple[str, tuple[tuple[str, OptionValue], ...]], Env] = {}
+_own_envs_lock = threading.Lock()
 
 
 def protocol_for(scheme: str) -> str:
@@ -72,14 +87,35 @@ def protocol_for(scheme: str) -> str:
     return PREFIX + (scheme or "file")
 
 
-def _option_value(key: str, value: Any) -> int | float | bytes:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int | float | bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode()
-    raise InvalidArgumentError(f"option {key!r} must be a str, bytes, int, float or bool, not {type(value).__name__}")
+def _plugin_keys(scheme: str) -> frozenset[str] | None:
+    """The configuration options of the process-wide registry's plugin for
+    scheme; None when it cannot say (no such plugin: the Env's error tells)."""
+    try:
+        fs = default_registry().get(scheme)
+    except (LookupError, StatusError):
+        return None
+    return frozenset(fs.configuration_keys()) if fs.offers("get_filesystem_configuration_keys") else frozenset()
+
+
+def _plugin_options(cls: type[AsyncfsFileSystem], given: Mapping[str, Any]) -> dict[str, OptionValue]:
+    """The keyword arguments of a bridge filesystem that are its plugin's
+    options, as the plugin takes them. fsspec's own keys are fsspec's; a
+    None is "the default", as in fsspec and s3fs; the rest, which no other
+    fsspec filesystem would refuse either (``datasets`` passes ``encoding``,
+    ``errors`` and ``hf``), are left out with one warning naming them."""
+    options = plugin_options(cls.scheme, {k: v for k, v in given.items() if k not in _FSSPEC_OPTIONS and v is not None})
+    known = _plugin_keys(cls._asyncfs_scheme())
+    if known is not None and (ignored := sorted(set(options) - known)):
+        library, names = FOREIGN_NAMES.get(cls.scheme, ("", ()))
+        also = f" (and {library}'s {', '.join(names)})" if names else ""
+        warnings.warn(
+            f"{cls.protocol} ignores {', '.join(map(repr, ignored))}: not options of its plugin, which takes "
+            f"{', '.join(sorted(known)) or 'none'}{also}",
+            IgnoredOptionWarning,
+            stacklevel=4,
+        )
+        options = {k: v for k, v in options.items() if k not in ignored}
+    return {key: option_values(key, (value,))[0] for key, value in options.items()}
 
 
 # ---- helpers ------------------------------------------------------------------------
@@ -100,6 +136,16 @@ def _span(start: int | None, end: int | None, size: int) -> tuple[int, int]:
         return first, end
     first = max(0, size + first) if first < 0 else first
     return first, size if end is None else max(0, size + end) if end < 0 else end
+
+
+def _url_path(rest: str) -> str:
+    """The local path of a ``file`` URL whose path does not start with a
+    slash: ``asyncfs+file://localhost/d/x`` is ``/d/x`` (RFC 8089), and
+    ``asyncfs+file://d/x`` is ``/d/x`` too, the URL of ``/d/x`` with its
+    ``///`` collapsed to ``//`` (as pathlib, and so ``datasets``, collapse
+    it). A URL never names a path relative to the working directory."""
+    host, slash, below = rest.partition("/")
+    return "/" + below if host == "localhost" and slash else "/" + rest
 
 
 def _plugin_here(fs: AsyncfsFileSystem, uri: str) -> ModularFileSystem | None:
@@ -171,7 +217,8 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
     protocol: ClassVar[str | tuple[str, ...]] = "asyncfs+file"
     root_marker = "/"
     local_paths: ClassVar[bool] = True
-    _prefixes: ClassVar[tuple[str, str]] = ("asyncfs+file://", "file://")  # what _strip_protocol takes off
+    # what _strip_protocol takes off (``file:/d/x`` is a URL too)
+    _prefixes: ClassVar[tuple[str, ...]] = ("asyncfs+file://", "file://", "asyncfs+file:", "file:")
     transaction_type = AsyncfsTransaction
 
     def __init__(
@@ -183,9 +230,9 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         batch_size: int | None = None,
         **options: Any,
     ) -> None:
-        super().__init__(asynchronous=asynchronous, loop=loop, batch_size=batch_size)
-        given = {k: v for k, v in options.items() if k not in _FSSPEC_OPTIONS}
-        self._options = {k: _option_value(k, v) for k, v in plugin_options(self.scheme, given).items()}
+        listings = {k: options[k] for k in _LISTINGS_OPTIONS if k in options}
+        super().__init__(asynchronous=asynchronous, loop=loop, batch_size=batch_size, **listings)
+        self._options = _plugin_options(type(self), options)
         if env is not None and self._options:
             raise InvalidArgumentError(
                 f"{self.protocol}: options ({', '.join(sorted(self._options))}) and env= do not go together; "
@@ -193,6 +240,7 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
             )
         self._given_env = env
         self._env: Env | None = env
+        self._remote: bool | None = None  # whether its store is a network store (_caches_listings)
         self._env_lock = threading.Lock()
 
     # ---- where calls go ---------------------------------------------------------
@@ -207,21 +255,20 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         return self._env
 
     def _own_env(self) -> Env:
-        """An Env serving this scheme with a filesystem of its own, which
-        takes the options (on the process-wide registry, so plugins loaded
-        at run time have them too)."""
-        scheme = self._asyncfs_scheme()
-        env = Env(own={scheme})
-        fs = env.filesystem(f"{scheme}://" if scheme else "/").wrapped
-        known = set(fs.configuration_keys()) if fs.offers("get_filesystem_configuration_keys") else set()
-        for key, value in self._options.items():
-            if key not in known:
-                library, names = FOREIGN_NAMES.get(self.scheme, ("", ()))
-                also = f" (and {library}'s {', '.join(names)})" if names else ""
-                raise InvalidArgumentError(
-                    f"{self.protocol} has no option {key!r}; its options: {', '.join(sorted(known)) or 'none'}{also}"
-                )
-            fs.set_option(key, value)
+        """The Env serving this scheme with a filesystem that takes the
+        options: one per scheme and option set in the process, shared by
+        every bridge filesystem with those options (on the process-wide
+        registry, so plugins loaded at run time have them too)."""
+        key = (self.scheme, tuple(sorted(self._options.items())))
+        with _own_envs_lock:
+            env = _own_envs.get(key)
+            if env is None:
+                scheme = self._asyncfs_scheme()
+                env = Env(own={scheme})
+                fs = env.filesystem(f"{scheme}://" if scheme else "/").wrapped
+                for name, value in self._options.items():
+                    fs.set_option(name, value)
+                _own_envs[key] = env
         return env
 
     @classmethod
@@ -243,12 +290,15 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         if isinstance(path, list):
             return [cls._strip_protocol(p) for p in path]
         text: str = stringify_path(path)
+        url = False
         for prefix in cls._prefixes:
             if text.startswith(prefix):
-                text = text[len(prefix) :]
+                text, url = text[len(prefix) :], True
                 break
         if cls.local_paths:
-            if not text.startswith("/"):
+            if url and not text.startswith("/"):
+                text = _url_path(text)
+            elif not text.startswith("/"):
                 text = os.path.abspath(text)
             return text.rstrip("/") or "/"
         return text.rstrip("/")
@@ -302,19 +352,88 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
             return [self._join(path, name) for name, _, _ in entries]
         return [self._entry(self._join(path, name), stats, kind) for name, stats, kind in entries]
 
+    # ---- the listings cache ---------------------------------------------------------
+    # fsspec's dircache, as s3fs keeps it: every listing of a network store
+    # (ls, find, glob, walk) is kept, and info, size, modified, exists,
+    # isdir and isfile on what it lists are answered from it, asking the
+    # store nothing; a name missing from its folder's kept listing does not
+    # exist. Writes, copies, moves and deletes through this filesystem drop
+    # the listings they change (invalidate_cache); changes made elsewhere
+    # show after listings_expiry_time (default: never) or invalidate_cache().
+    # A local store (file, mem) answers faster than a cache would and keeps
+    # none. This is the bridge's one cache: its Envs leave the plugin's own
+    # stat cache (stat_cache_ms) as configured, off unless asked for.
+
+    def _caches_listings(self) -> bool:
+        if self._remote is None:
+            self._remote = self.env.filesystem(self._uri(self.root_marker)).network
+        return bool(self._remote and self.dircache.use_listings_cache)
+
+    def _cached_listing(self, path: str) -> list[dict[str, Any]] | None:
+        if not self._caches_listings():
+            return None
+        try:
+            listing: list[dict[str, Any]] = self.dircache[path]
+        except KeyError:
+            return None
+        return listing
+
+    def _cached_info(self, path: str) -> dict[str, Any] | None:
+        """path's info from a kept listing of its folder (or of itself, a
+        folder); None when none is kept. FileNotFoundError when its folder's
+        listing is kept and does not have it."""
+        if not self._caches_listings() or not path:
+            return None
+        listing = self._cached_listing(self._parent(path))
+        if listing is not None:
+            for entry in listing:
+                if entry["name"] == path:
+                    return entry
+            raise FileNotFoundError(f"{self.unstrip_protocol(path)} is not in its folder's listing")
+        if self._cached_listing(path) is not None:
+            return {"name": path, "size": 0, "type": "directory", "mtime": 0.0}
+        return None
+
+    def invalidate_cache(self, path: str | None = None) -> None:
+        """Forget the kept listings of path, of every folder below it and of
+        every folder above it (all of them without path)."""
+        if path is None:
+            self.dircache.clear()
+            return
+        path = self._strip_protocol(path)
+        if path in ("", "/"):
+            self.dircache.clear()
+            return
+        below = path + "/"
+        for key in [k for k in self.dircache if k == path or k.startswith(below)]:
+            self.dircache.pop(key, None)
+        while path not in ("", "/"):
+            path = self._parent(path)
+            self.dircache.pop(path, None)
+
     async def _info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         path = self._strip_protocol(path)
-        return self._top(path) or self._entry(path, await self.env.stat(self._uri(path)))
+        top = self._top(path)
+        if top is not None:
+            return top
+        cached = self._cached_info(path)
+        return cached if cached is not None else self._entry(path, await self.env.stat(self._uri(path)))
 
-    async def _ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
+    async def _ls(self, path: str, detail: bool = True, refresh: bool = False, **kwargs: Any) -> list[Any]:
         path = self._strip_protocol(path)
+        kept = None if refresh else self._cached_listing(path)
+        if kept is not None:
+            return list(kept) if detail else [entry["name"] for entry in kept]
         uri = self._uri(path)
         try:
             entries = await self.env.filesystem(uri).get_children_kinds(uri)
         except FailedPreconditionError:  # a file lists as itself
             info = await self._info(path)
             return [info] if detail else [path]
-        return self._listing(path, entries, detail)
+        listing = self._listing(path, entries, True)
+        if self._caches_listings():
+            self.dircache[path] = listing
+        return listing if detail else [entry["name"] for entry in listing]
 
     async def _listing_or_empty(self, path: str) -> list[dict[str, Any]]:
         try:
@@ -357,15 +476,29 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         names = sorted(found)
         return {name: found[name] for name in names} if detail else names
 
+    def _known(self, path: str) -> dict[str, Any] | bool | None:
+        """What the kept listings say of path: its info, False (absent),
+        or None (they do not say)."""
+        try:
+            return self._cached_info(path)
+        except FileNotFoundError:
+            return False
+
     async def _exists(self, path: str, **kwargs: Any) -> bool:
         path = self._strip_protocol(path)
         if path in ("", "/"):
             return True
-        return await self.env.exists(self._uri(path))
+        known = self._known(path)
+        return bool(known) if known is not None else await self.env.exists(self._uri(path))
 
     async def _isdir(self, path: str) -> bool:
         path = self._strip_protocol(path)
-        return path in ("", "/") or await self.env.isdir(self._uri(path))
+        if path in ("", "/"):
+            return True
+        known = self._known(path)
+        if known is not None:
+            return bool(known) and known["type"] == "directory"  # type: ignore[index]
+        return await self.env.isdir(self._uri(path))
 
     async def _isfile(self, path: str) -> bool:
         try:
@@ -405,6 +538,9 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         return None if plugin is None else (plugin, path, uri)
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        cached = self._cached_info(self._strip_protocol(path))
+        if cached is not None:
+            return cached
         here = self._here(path)
         if here is None:
             return sync(self.loop, self._info, path, **kwargs)  # type: ignore[no-any-return]
@@ -412,6 +548,9 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         return self._top(path) or self._entry(path, plugin.stat(uri))
 
     def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
+        kept = None if kwargs.get("refresh") else self._cached_listing(self._strip_protocol(path))
+        if kept is not None:
+            return list(kept) if detail else [entry["name"] for entry in kept]
         here = self._here(path)
         if here is None:
             return sync(self.loop, self._ls, path, detail=detail, **kwargs)  # type: ignore[no-any-return]
@@ -423,6 +562,9 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         return self._listing(path, entries, detail)
 
     def exists(self, path: str, **kwargs: Any) -> bool:
+        known = self._known(self._strip_protocol(path))
+        if known is not None:
+            return bool(known)
         here = self._here(path)
         if here is None:
             return sync(self.loop, self._exists, path, **kwargs)  # type: ignore[no-any-return]
@@ -430,6 +572,9 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         return path in ("", "/") or plugin.exists(uri)
 
     def isdir(self, path: str) -> bool:
+        known = self._known(self._strip_protocol(path))
+        if known is not None:
+            return bool(known) and known["type"] == "directory"  # type: ignore[index]
         here = self._here(path)
         if here is None:
             return sync(self.loop, self._isdir, path)  # type: ignore[no-any-return]
@@ -514,7 +659,10 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
             await self.env.write_file(staged.uri, value, atomic=False)
             self.transaction.files.append(staged)
             return
-        await self.env.write_file(uri, value)
+        try:
+            await self.env.write_file(uri, value)
+        finally:
+            self.invalidate_cache(path)
 
     async def _put_file(
         self, lpath: str, rpath: str, mode: str = "overwrite", callback: Any = None, **kwargs: Any
@@ -525,7 +673,10 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
             return
         if mode == "create" and await self.env.exists(self._uri(rpath)):
             raise FileExistsError(f"{self.unstrip_protocol(rpath)} exists")
-        await self.env.copy(os.path.abspath(lpath), self._uri(rpath), progress=_progress(callback, lpath))
+        try:
+            await self.env.copy(os.path.abspath(lpath), self._uri(rpath), progress=_progress(callback, lpath))
+        finally:
+            self.invalidate_cache(rpath)
 
     async def _get_file(self, rpath: str, lpath: str, callback: Any = None, **kwargs: Any) -> None:
         rpath = self._strip_protocol(rpath)
@@ -539,7 +690,10 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         if await self._isdir(path1):
             await self._makedirs(path2, exist_ok=True)
             return
-        await self.env.copy(self._uri(path1), self._uri(path2))
+        try:
+            await self.env.copy(self._uri(path1), self._uri(path2))
+        finally:
+            self.invalidate_cache(path2)
 
     async def _mv(
         self, path1: Any, path2: Any, recursive: bool = False, maxdepth: int | None = None, **kwargs: Any
@@ -554,7 +708,11 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
                 return
             if await self._isdir(dst):
                 dst = self._join(dst, posixpath.basename(src))
-            await self.env.rename(self._uri(src), self._uri(dst))
+            try:
+                await self.env.rename(self._uri(src), self._uri(dst))
+            finally:
+                self.invalidate_cache(src)
+                self.invalidate_cache(dst)
             return
         await self._copy(path1, path2, recursive=recursive, maxdepth=maxdepth, on_error="raise")
         await self._rm(path1, recursive=recursive)
@@ -567,12 +725,15 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
     async def _remove(self, path: str, *, tree: bool) -> None:
         """Delete a file, or a directory: empty, or (tree) with all below it."""
         uri = self._uri(path)
-        if not await self.env.isdir(uri):
-            await self.env.rm(uri)
-        elif tree:
-            await self.env.rmtree(uri)
-        else:
-            await self.env.rmdir(uri)
+        try:
+            if not await self.env.isdir(uri):
+                await self.env.rm(uri)
+            elif tree:
+                await self.env.rmtree(uri)
+            else:
+                await self.env.rmdir(uri)
+        finally:
+            self.invalidate_cache(path)
 
     async def _rm(
         self,
@@ -591,6 +752,7 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         await super()._rm(path, recursive=recursive, batch_size=batch_size, maxdepth=maxdepth)
 
     async def _mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
+        self.invalidate_cache(path)
         uri = self._uri(path)
         if create_parents:
             await self.env.makedirs(uri, exist_ok=True)
@@ -609,6 +771,7 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
             plugin.create_dir(uri)
 
     async def _makedirs(self, path: str, exist_ok: bool = False) -> None:
+        self.invalidate_cache(path)
         await self.env.makedirs(self._uri(path), exist_ok=exist_ok)
 
     def makedirs(self, path: str, exist_ok: bool = False) -> None:
@@ -620,7 +783,10 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         plugin.makedirs(uri, exist_ok=exist_ok)
 
     async def _rmdir(self, path: str) -> None:
-        await self.env.rmdir(self._uri(path))
+        try:
+            await self.env.rmdir(self._uri(path))
+        finally:
+            self.invalidate_cache(path)
 
     rmdir = sync_wrapper(_rmdir)
 
@@ -658,6 +824,8 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         ``await f.close()``) on path, for code on a running loop."""
         if "b" not in mode or kwargs.get("compression"):
             raise ValueError("open_async takes binary modes without compression")
+        if mode != "rb":
+            self.invalidate_cache(path)  # its listings change when the stream lands
         return await self.env.open(self._uri(path), mode, compression=None, **kwargs)
 
     async def _commit(self, staged: list[StagedFile]) -> None:
@@ -667,6 +835,8 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         file by file, each rename atomic."""
         if not staged:
             return
+        for item in staged:
+            self.invalidate_cache(item.path)
         root = posixpath.commonpath([posixpath.dirname(s.path) for s in staged])
         try:
             transaction = await self.env.transaction(self._uri(root)).begin()
@@ -720,7 +890,8 @@ def filesystem_class(scheme: str) -> type[AsyncfsFileSystem]:
                 "protocol": protocol_for(scheme),
                 "root_marker": "/" if scheme in _LOCAL else "",
                 "local_paths": scheme in _LOCAL,
-                "_prefixes": (f"{protocol_for(scheme)}://", f"{scheme}://"),
+                "_prefixes": (f"{protocol_for(scheme)}://", f"{scheme}://")
+                + ((f"{protocol_for(scheme)}:", f"{scheme}:") if scheme in _LOCAL else ()),
                 "__module__": __name__,
                 "__doc__": f"fsspec's view of asyncfs's {scheme}:// (protocol {protocol_for(scheme)}).",
             }

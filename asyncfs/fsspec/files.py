@@ -44,6 +44,7 @@ class Bridge(Protocol):
     loop: asyncio.AbstractEventLoop
 
     def _uri(self, path: str) -> str: ...
+    def invalidate_cache(self, path: str | None = None) -> None: ...
     def unstrip_protocol(self, name: str) -> str: ...
     def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes: ...
 
@@ -61,7 +62,10 @@ class StagedFile:
     def commit(self) -> None:
         """Land it: renamed over its target, with the target's permissions."""
         afs = self.fs.env.filesystem(self.uri)
-        sync(self.fs.loop, afs.run, afs.wrapped.replace_file, self.uri, self.fs._uri(self.path), mutating=True)
+        try:
+            sync(self.fs.loop, afs.run, afs.wrapped.replace_file, self.uri, self.fs._uri(self.path), mutating=True)
+        finally:
+            self.fs.invalidate_cache(self.path)
 
     def discard(self) -> None:
         sync(self.fs.loop, self.fs.env.rm, self.uri)
@@ -198,6 +202,8 @@ class BridgeFile(io.RawIOBase):
                 self._call(self._stream.close)
         finally:
             super().close()
+            if self.mode != "rb":
+                self.fs.invalidate_cache(self.path)
 
     def discard(self) -> None:
         """Drop what was written (the target is left as it was)."""

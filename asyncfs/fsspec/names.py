@@ -38,6 +38,16 @@ _CLIENT = {
 _SECONDS = {"connect_timeout": "connect_timeout_ms", "read_timeout": "read_timeout_ms"}
 _ADDRESSING = {"path": 1, "virtual": 0}
 
+# s3fs's keyword arguments that change which data is reached, who pays
+# for it or how it is stored: asyncfs cannot honour them, and leaving one
+# out (as unknown keys are left out) would do something else than asked
+_S3FS_REFUSED = {
+    "requester_pays": "requests are not sent as requester-pays",
+    "version_aware": "reads are pinned by ETag, not object versions",
+    "s3_additional_kwargs": "no extra request parameters (such as server-side encryption) are sent",
+    "session": "credentials come from the plugin's own chain (key/secret/token, the environment, profiles)",
+}
+
 # the names each scheme takes besides its plugin's own, and whose they
 # are, for error messages
 FOREIGN_NAMES: dict[str, tuple[str, tuple[str, ...]]] = {"s3": ("s3fs", (*_S3FS, "client_kwargs", "config_kwargs"))}
@@ -63,6 +73,8 @@ def plugin_options(scheme: str, options: Mapping[str, Any]) -> dict[str, Any]:
             _client(_mapping(key, value), put)
         elif key == "config_kwargs":
             _config(_mapping(key, value), put)
+        elif key in _S3FS_REFUSED:
+            raise InvalidArgumentError(f"asyncfs+s3 cannot honour s3fs's {key!r}: {_S3FS_REFUSED[key]}")
         else:
             put(_S3FS.get(key, key), value, key)
     return out
