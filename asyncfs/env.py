@@ -23,7 +23,15 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 import anyio
 
 from . import _uri
-from ._async import AsyncModularFileSystem, AsyncRandomAccessFile, AsyncWritableFile, Progress, WorkerPool
+from ._async import (
+    AsyncModularFileSystem,
+    AsyncRandomAccessFile,
+    AsyncWritableFile,
+    Progress,
+    WorkerPool,
+    closed_pool,
+    shared_network_pool,
+)
 from ._async import transfer as _transfer
 from ._sync import (
     FileStatistics,
@@ -89,7 +97,9 @@ class Env:
     Plugins whose calls wait on a network (s3://; the ASYNCFS_PLUGIN_NETWORK
     flag) run on a second pool of ``network_workers`` threads (default 8),
     so that waiting on a network never crowds the few threads that copy
-    local files. A network plugin's requests run on its own engine thread
+    local files; that pool is the process's, shared by every Env with the
+    same ``network_workers`` and ``max_in_flight``, and its threads leave
+    after 30 s without work. A network plugin's requests run on its own engine thread
     (plugins/objstore), and concurrent ``read_file``, ``stat`` and
     ``write_file`` calls go to it together, 16 per worker call: 8
     workers keep 128 requests in flight. Calls that are not combined (opens,
@@ -139,8 +149,10 @@ class Env:
             "own": tuple(sorted(set(own))),
         }
         self.pool = WorkerPool(workers, max_in_flight=max_in_flight, worker_nice=worker_nice)
-        # Threads start on first use: an Env without network stores has none.
-        self.network_pool = WorkerPool(network_workers, max_in_flight=max_in_flight, worker_nice=0, network=True)
+        # Shared by every Env of the process with these settings (threads
+        # start on first use, and leave when idle): ten Envs, or ten fsspec
+        # filesystems with options of their own, hold one set.
+        self.network_pool = shared_network_pool(network_workers, max_in_flight)
         self.copy_chunk = copy_chunk
         self.close_timeout = close_timeout
         self.create_parents = create_parents
@@ -197,12 +209,16 @@ class Env:
         list name each call and its URI. Network filesystems it used
         close their idle connections (``flush_caches``)."""
         budget = self.close_timeout if timeout is None else timeout
-        deadline = time.monotonic() + budget
         abandoned = self.pool.shutdown(timeout=budget)
-        abandoned += self.network_pool.shutdown(timeout=max(0.0, deadline - time.monotonic()))
-        for fs in self._filesystems.values():
-            if fs.network and fs.wrapped.offers("flush_caches"):
-                fs.wrapped.flush_caches()  # a network plugin's idle connections
+        # The network pool is the process's: this Env's network filesystems
+        # leave it, so that their calls now raise EnvClosedError (calls under
+        # way finish on it; files already open keep it until closed).
+        self.network_pool = closed_pool()
+        for scheme, fs in list(self._filesystems.items()):
+            if fs.network:
+                self._filesystems[scheme] = AsyncModularFileSystem(fs.wrapped, self.network_pool)
+                if fs.wrapped.offers("flush_caches"):
+                    fs.wrapped.flush_caches()  # a network plugin's idle connections
         return abandoned
 
     # ---- plugins ---------------------------------------------------------------

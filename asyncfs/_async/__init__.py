@@ -15,7 +15,7 @@ from .filesystem import (
     AsyncReadOnlyMemoryRegion,
     AsyncWritableFile,
 )
-from .pool import ALONE, Combiner, Pending, Sink, WorkerPool, call_quietly
+from .pool import ALONE, Combiner, Pending, Sink, WorkerPool, call_quietly, closed_pool, shared_network_pool
 from .transfer import Progress
 
 __all__ = [
@@ -31,6 +31,8 @@ __all__ = [
     "Sink",
     "WorkerPool",
     "call_quietly",
+    "closed_pool",
     "current_loop",
+    "shared_network_pool",
     "transfer",
 ]

@@ -43,7 +43,18 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from ..errors import AbandonedOperationWarning, EnvClosedError, UnavailableError
 from .backends import Backend, Waiter, backend_for, current_loop
 
-__all__ = ["ALONE", "Combiner", "Pending", "PoolStats", "Sink", "WorkerPool", "call_quietly", "default_workers"]
+__all__ = [
+    "ALONE",
+    "Combiner",
+    "Pending",
+    "PoolStats",
+    "Sink",
+    "WorkerPool",
+    "call_quietly",
+    "closed_pool",
+    "default_workers",
+    "shared_network_pool",
+]
 
 T = TypeVar("T")
 # What a slow call did with its thread (see WorkerPool._verdict).
@@ -442,6 +453,7 @@ DELIVERY_INTERVAL = 1e-3
 STUCK_AFTER = 0.05
 _MONITOR_PERIOD = 0.01
 _SPARE_IDLE = 2.0  # seconds a spare thread waits for work before it leaves
+NETWORK_IDLE = 30.0  # seconds a shared network pool's thread waits for work before it leaves
 _CLOSED = "the Env is closed (close() or aclose() shut its worker pool down): make a new Env"
 
 
@@ -649,11 +661,16 @@ def _let_threads_go(jobs: queue.SimpleQueue[Any], active: threading.Event) -> No
 
 
 def _work_for(
-    pool_ref: weakref.ref[WorkerPool], jobs: queue.SimpleQueue[Any], state: _WorkerState, spare: bool, nice: int
+    pool_ref: weakref.ref[WorkerPool],
+    jobs: queue.SimpleQueue[Any],
+    state: _WorkerState,
+    idle: float | None,
+    nice: int,
 ) -> None:
-    """A worker thread: batches from jobs, run for the pool while it lives.
-    It holds the pool only while running a batch (a queued batch holds it
-    too, through its loop's batcher)."""
+    """A worker thread: batches from jobs, run for the pool while it lives,
+    leaving after idle seconds without one (None: never). It holds the
+    pool only while running a batch (a queued batch holds it too, through
+    its loop's batcher)."""
     if nice and hasattr(os, "setpriority"):
         # Linux nice values are per thread: the event loop keeps its
         # priority and gets a core first when both want one.
@@ -663,9 +680,9 @@ def _work_for(
     try:
         while True:
             try:
-                batch = jobs.get(timeout=_SPARE_IDLE) if spare else jobs.get()
+                batch = jobs.get(timeout=idle)
             except queue.Empty:
-                return  # a spare no longer needed
+                return  # a spare no longer needed, or a worker idle for long
             if not isinstance(batch, _Batch):
                 if batch is _GONE:
                     jobs.put(_GONE)
@@ -741,6 +758,40 @@ def _ignore(chunk: list[_Work]) -> None:
 # child, on threads of its own.
 _pools: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
 
+_shared: dict[tuple[int, int], WorkerPool] = {}
+_shared_lock = threading.Lock()
+
+
+def _closed(loop: object) -> bool:
+    """Whether an event loop is closed (asyncio's say; trio's runs are
+    gone when closed, and their batchers with them)."""
+    is_closed = getattr(loop, "is_closed", None)
+    return bool(is_closed()) if callable(is_closed) else False
+
+
+def closed_pool() -> WorkerPool:
+    """A pool that is shut down: what a closed Env's filesystems hold in
+    place of a shared pool, so their calls raise EnvClosedError."""
+    pool = WorkerPool(1)
+    pool.shutdown()
+    return pool
+
+
+def shared_network_pool(workers: int, max_in_flight: int) -> WorkerPool:
+    """The process's network pool of this size: every Env with these
+    settings runs its network stores' calls on it, so a process holds one
+    set of network threads however many Envs (and fsspec filesystems with
+    options of their own) it makes; they leave after NETWORK_IDLE seconds
+    without work and come back with the next call."""
+    key = (workers, max_in_flight)
+    with _shared_lock:
+        pool = _shared.get(key)
+        if pool is None:
+            pool = _shared[key] = WorkerPool(
+                workers, max_in_flight=max_in_flight, worker_nice=0, network=True, idle_after=NETWORK_IDLE
+            )
+        return pool
+
 
 def _reset_pools_in_child() -> None:
     for pool in list(_pools):
@@ -773,11 +824,14 @@ class WorkerPool:
         worker_nice: int = 0,
         max_threads: int | None = None,
         network: bool = False,
+        idle_after: float | None = None,
     ) -> None:
         """network: its calls wait on a network; a thread's share of the
         cores then says nothing about what more threads would gain (on a
         loopback gateway, the client computes while the server waits), so
-        its batches are never limited to the cores."""
+        its batches are never limited to the cores. idle_after: seconds a
+        worker waits for work before it leaves (None: it stays); the next
+        work starts threads again."""
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
         if max_in_flight < 1:
@@ -788,6 +842,7 @@ class WorkerPool:
         self.max_threads = max(self.workers, max_threads if max_threads is not None else max(64, 4 * self.workers))
         self.max_in_flight = max_in_flight
         self.worker_nice = worker_nice
+        self.idle_after = idle_after
         self._queue: queue.SimpleQueue[_Batch | object | None] = queue.SimpleQueue()
         self._states: list[_WorkerState] = []
         self._lock = threading.Lock()
@@ -830,6 +885,8 @@ class WorkerPool:
             return
         if self._monitor is None:
             self._start()
+        elif len(self._states) < self.workers:  # workers left while idle (idle_after)
+            self._refill()
         self._queue.put(batch)  # the worker that takes it wakes the monitor (_drain)
 
     def release_later(self, work: _Work) -> None:
@@ -856,11 +913,17 @@ class WorkerPool:
             # pool (an Env) dropped without close lets them go.
             weakref.finalize(self, _let_threads_go, self._queue, self._active).atexit = False
 
+    def _refill(self) -> None:
+        with self._lock:
+            while not self._closed and len(self._states) < self.workers:
+                self._spawn(spare=False)
+
     def _spawn(self, *, spare: bool) -> None:
         """Start a worker thread (with self._lock held)."""
         state = _WorkerState()
         name = f"asyncfs-{'spare' if spare else 'worker'}-{len(self._states)}"
-        args = (weakref.ref(self), self._queue, state, spare, self.worker_nice)
+        idle = _SPARE_IDLE if spare else self.idle_after
+        args = (weakref.ref(self), self._queue, state, idle, self.worker_nice)
         state.thread = threading.Thread(target=_work_for, args=args, name=name, daemon=True)
         self._states.append(state)
         state.thread.start()
@@ -1172,8 +1235,10 @@ class WorkerPool:
         return results
 
     def stats(self) -> PoolStats:
-        """Counters summed over the loops this pool has served."""
-        batchers = list(self._batchers.values())
+        """Counters summed over the loops this pool has served (calls in
+        flight: of the loops still open; a closed loop's never come back to
+        it, and the pool, shared by Envs, outlives it)."""
+        batchers = [b for loop, b in list(self._batchers.items()) if not _closed(loop)]
         total = _Counters()
         with self._lock:
             total.add(self._retired)

@@ -5,9 +5,10 @@
  * table of hooks (objstore_store): how to authorize a request, how to read
  * an error answer, how to name a request in a message.
  *
- *   objstore_transport.c  one thread per engine driving one curl multi
- *                         handle: the queue, the connection bound, idle
- *                         connections, retries on a timer, fork
+ *   objstore_transport.c  one thread per process driving one curl multi
+ *                         handle for every filesystem: the queues, each
+ *                         filesystem's connection bound, idle connections
+ *                         (then the thread leaves), retries on a timer, fork
  *   objstore_exchange.c   one request's curl options, its answer's
  *                         headers and body, the retry policy, the errors
  *
@@ -151,6 +152,7 @@ typedef struct objstore_exchange {
   struct objstore_exchange* next;
   struct objstore_group* group;
   struct objstore_group* own_group; /* objstore_start's */
+  struct objstore_engine* engine;   /* whose request it is */
   const objstore_settings* settings;
   int raw;             /* objstore_fetch's: no store hook is asked */
   int attempts;        /* tries made */

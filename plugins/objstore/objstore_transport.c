@@ -1,16 +1,20 @@
-/* The engine's thread: every request of a filesystem runs on its one curl
- * multi handle, driven by curl's socket and timer callbacks
- * (curl_multi_socket_action), so curl touches only the transfers whose
- * socket is ready.
+/* The engine's thread: every request of every filesystem of this plugin
+ * runs on one curl multi handle, driven by curl's socket and timer
+ * callbacks (curl_multi_socket_action), so curl touches only the
+ * transfers whose socket is ready, and a process holds one such thread
+ * however many filesystems (Envs, fsspec filesystems with options of their
+ * own) it makes.
  *
  * Callers hand exchanges over through a queue and wait on their group;
- * the thread starts at most max_connections transfers at once (the rest
- * wait in its own queue, so no timeout of curl's counts the wait), keeps
- * at most max_connections connections open, closes them all once it has
- * been idle for idle_timeout_ms, and holds retries on a timer of its own
- * until they are due. A forked child forgets the parent's thread and
- * connections without touching them (closing could send bytes on the
- * parent's connections) and starts afresh on its first request. */
+ * the thread starts at most max_connections transfers of a filesystem at
+ * once (the rest wait in that filesystem's own queue, so no timeout of
+ * curl's counts the wait), closes every connection once it has been idle
+ * for idle_timeout_ms, and then leaves: the next request starts it again.
+ * It holds retries on a timer of its own until they are due. Connections
+ * are shared only where curl finds one made with the same settings (host,
+ * TLS, proxy). A forked child forgets the parent's thread and connections
+ * without touching them (closing could send bytes on the parent's
+ * connections) and starts afresh on its first request. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
@@ -31,7 +35,7 @@ struct objstore_group {
   int pending;
 };
 
-/* The sockets curl wants watched, after the engine's wake-up pipe at
+/* The sockets curl wants watched, after the thread's wake-up pipe at
  * fds[0], and when curl wants its timer called. */
 typedef struct watched {
   struct pollfd* fds;
@@ -45,33 +49,44 @@ typedef struct fifo {
   objstore_exchange* tail;
 } fifo;
 
+/* One filesystem's: its store, its caches, and (the thread's alone) its
+ * requests waiting for room under its max_connections. */
 struct objstore_engine {
   const objstore_store* store;
   void* store_ctx;
-  pthread_mutex_t lock; /* guards what callers touch: the queue, the flags */
-  fifo queue;           /* handed over, not yet taken by the thread */
-  uint64_t close_asked; /* flush_caches's asks, counted */
-  uint64_t close_done;  /* the asks the thread answered */
-  pthread_cond_t closed; /* close_done moved */
-  int stop;
-  int running;          /* the thread exists (in this process) */
-  pthread_t thread;
-  int wake[2];          /* a byte in wake[1] wakes the thread */
   struct objstore_engine* next_engine; /* every engine, for fork */
   objstore_opens opens; /* the readers' (objstore_reader.c) */
   objstore_cache* cache; /* blocks and stats (objstore_cache.c) */
   /* the thread's alone */
-  CURLM* multi;         /* NULL while no connection is open */
+  fifo waiting;
+  int in_flight;
+  long limit;            /* max_connections of its latest settings */
+  int is_ready;          /* in the thread's ready list */
+  struct objstore_engine* next_ready;
+};
+
+/* The process's one thread and multi handle (per plugin library). */
+typedef struct transport {
+  fifo queue;            /* handed over, not yet taken by the thread */
+  uint64_t close_asked;  /* flush_caches's asks, counted */
+  uint64_t close_done;   /* the asks the thread answered */
+  int running;           /* the thread exists (in this process) */
+  pthread_t thread;
+  int wake[2];           /* a byte in wake[1] wakes the thread */
+  /* the thread's alone */
+  CURLM* multi;          /* NULL while no connection is open */
   objstore_try* free_tries;
-  fifo waiting;         /* taken, waiting for room under max_connections */
+  objstore_engine* ready; /* engines with requests waiting */
   objstore_exchange* retries; /* sorted by due_ms */
   int in_flight;
-  long limit;           /* max_connections of the latest settings */
-  long multi_limit;     /* the one the multi handle was told */
-  int64_t idle_timeout_ms;
+  int64_t idle_timeout_ms; /* of the latest settings */
   uint64_t idle_since_ms;
   watched watch;
-};
+} transport;
+
+static transport T;
+static pthread_mutex_t T_lock = PTHREAD_MUTEX_INITIALIZER; /* guards what callers touch of T: the queue, the flags */
+static pthread_cond_t T_closed = PTHREAD_COND_INITIALIZER; /* close_done moved, or the thread left */
 
 static void fifo_push(fifo* q, objstore_exchange* x) {
   x->next = NULL;
@@ -95,14 +110,12 @@ static pthread_mutex_t engines_lock = PTHREAD_MUTEX_INITIALIZER;
 static objstore_engine* engines = NULL;
 
 static void before_fork(void) {
-  objstore_engine* e;
   pthread_mutex_lock(&engines_lock);
-  for (e = engines; e != NULL; e = e->next_engine) pthread_mutex_lock(&e->lock);
+  pthread_mutex_lock(&T_lock);
 }
 
 static void after_fork_in_parent(void) {
-  objstore_engine* e;
-  for (e = engines; e != NULL; e = e->next_engine) pthread_mutex_unlock(&e->lock);
+  pthread_mutex_unlock(&T_lock);
   pthread_mutex_unlock(&engines_lock);
 }
 
@@ -110,23 +123,27 @@ static void after_fork_in_parent(void) {
  * and the requests of the parent's other threads: forgotten, not freed. */
 static void after_fork_in_child(void) {
   objstore_engine* e;
-  for (e = engines; e != NULL; e = e->next_engine) {
-    if (e->running) {
-      close(e->wake[0]);
-      close(e->wake[1]);
-    }
-    e->running = 0;
-    e->stop = 0;
-    e->close_asked = e->close_done = 0;
-    e->queue.head = e->queue.tail = NULL;
-    e->multi = NULL;
-    e->free_tries = NULL;
-    e->waiting.head = e->waiting.tail = NULL;
-    e->retries = NULL;
-    e->in_flight = 0;
-    memset(&e->watch, 0, sizeof e->watch);
-    pthread_mutex_unlock(&e->lock);
+  if (T.running) {
+    close(T.wake[0]);
+    close(T.wake[1]);
   }
+  T.running = 0;
+  T.close_asked = T.close_done = 0;
+  T.queue.head = T.queue.tail = NULL;
+  T.multi = NULL;
+  T.free_tries = NULL;
+  T.ready = NULL;
+  T.retries = NULL;
+  T.in_flight = 0;
+  memset(&T.watch, 0, sizeof T.watch);
+  pthread_cond_init(&T_closed, NULL);
+  for (e = engines; e != NULL; e = e->next_engine) {
+    e->waiting.head = e->waiting.tail = NULL;
+    e->in_flight = 0;
+    e->is_ready = 0;
+    e->next_ready = NULL;
+  }
+  pthread_mutex_unlock(&T_lock);
   pthread_mutex_unlock(&engines_lock);
 }
 
@@ -171,27 +188,24 @@ static int on_timer(CURLM* multi, long timeout_ms, void* arg) {
 
 /* ---- the thread -------------------------------------------------------------------------- */
 
-static int open_multi(objstore_engine* e) {
-  e->multi = curl_multi_init();
-  if (e->multi == NULL) return -1;
-  e->watch.timer_due_ms = -1;
-  curl_multi_setopt(e->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-  curl_multi_setopt(e->multi, CURLMOPT_SOCKETDATA, &e->watch);
-  curl_multi_setopt(e->multi, CURLMOPT_TIMERFUNCTION, on_timer);
-  curl_multi_setopt(e->multi, CURLMOPT_TIMERDATA, &e->watch);
-  curl_multi_setopt(e->multi, CURLMOPT_MAXCONNECTS, e->limit);
-  curl_multi_setopt(e->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, e->limit);
-  e->multi_limit = e->limit;
+static int open_multi(void) {
+  T.multi = curl_multi_init();
+  if (T.multi == NULL) return -1;
+  T.watch.timer_due_ms = -1;
+  curl_multi_setopt(T.multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+  curl_multi_setopt(T.multi, CURLMOPT_SOCKETDATA, &T.watch);
+  curl_multi_setopt(T.multi, CURLMOPT_TIMERFUNCTION, on_timer);
+  curl_multi_setopt(T.multi, CURLMOPT_TIMERDATA, &T.watch);
   return 0;
 }
 
 /* Closes every connection: the multi handle goes, and with it its cache. */
-static void close_connections(objstore_engine* e) {
-  if (e->multi == NULL) return;
-  curl_multi_cleanup(e->multi); /* may still tell on_socket to forget sockets */
-  e->multi = NULL;
-  e->watch.count = 1;
-  e->watch.timer_due_ms = -1;
+static void close_connections(void) {
+  if (T.multi == NULL) return;
+  curl_multi_cleanup(T.multi); /* may still tell on_socket to forget sockets */
+  T.multi = NULL;
+  T.watch.count = 1;
+  T.watch.timer_due_ms = -1;
 }
 
 static void complete(objstore_exchange* x, int outcome) {
@@ -211,14 +225,15 @@ static void fail_start(objstore_exchange* x, const char* why) {
 }
 
 /* A try of x on a free curl handle. */
-static void start(objstore_engine* e, objstore_exchange* x) {
-  objstore_try* t = e->free_tries;
-  if (e->multi == NULL && open_multi(e) != 0) {
+static void start(objstore_exchange* x) {
+  objstore_engine* e = x->engine;
+  objstore_try* t = T.free_tries;
+  if (T.multi == NULL && open_multi() != 0) {
     fail_start(x, "no curl multi handle");
     return;
   }
   if (t != NULL) {
-    e->free_tries = t->next;
+    T.free_tries = t->next;
   } else {
     t = calloc(1, sizeof *t);
     if (t == NULL || (t->easy = curl_easy_init()) == NULL) {
@@ -226,31 +241,43 @@ static void start(objstore_engine* e, objstore_exchange* x) {
       fail_start(x, "no curl handle");
       return;
     }
-    t->store = e->store;
   }
+  t->store = e->store;
   x->try_ = t;
   objstore_try_bind(t, x);
-  if (curl_multi_add_handle(e->multi, t->easy) != CURLM_OK) {
-    t->next = e->free_tries;
-    e->free_tries = t;
+  if (curl_multi_add_handle(T.multi, t->easy) != CURLM_OK) {
+    t->next = T.free_tries;
+    T.free_tries = t;
     fail_start(x, "curl refused a request");
     return;
   }
   e->in_flight++;
+  T.in_flight++;
 }
 
-static void insert_retry(objstore_engine* e, objstore_exchange* x) {
-  objstore_exchange** at = &e->retries;
+/* x waits in its filesystem's queue for room under its max_connections. */
+static void wait_for_room(objstore_exchange* x) {
+  objstore_engine* e = x->engine;
+  fifo_push(&e->waiting, x);
+  if (!e->is_ready) {
+    e->is_ready = 1;
+    e->next_ready = T.ready;
+    T.ready = e;
+  }
+}
+
+static void insert_retry(objstore_exchange* x) {
+  objstore_exchange** at = &T.retries;
   while (*at != NULL && (*at)->due_ms <= x->due_ms) at = &(*at)->next;
   x->next = *at;
   *at = x;
 }
 
 /* The transfers curl finished: done, failed, or held for a retry. */
-static void harvest(objstore_engine* e) {
+static void harvest(void) {
   CURLMsg* msg;
   int left;
-  while ((msg = curl_multi_info_read(e->multi, &left)) != NULL) {
+  while ((msg = curl_multi_info_read(T.multi, &left)) != NULL) {
     objstore_try* t = NULL;
     objstore_exchange* x;
     CURLcode rc;
@@ -259,51 +286,70 @@ static void harvest(objstore_engine* e) {
     rc = msg->data.result;
     curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char**)&t);
     x = t->x;
-    outcome = objstore_try_finish(e->store_ctx, t, rc);
-    curl_multi_remove_handle(e->multi, t->easy);
+    outcome = objstore_try_finish(x->engine->store_ctx, t, rc);
+    curl_multi_remove_handle(T.multi, t->easy);
     t->x = NULL;
-    t->next = e->free_tries;
-    e->free_tries = t;
-    e->in_flight--;
-    e->idle_since_ms = objstore_now_ms();
+    t->next = T.free_tries;
+    T.free_tries = t;
+    x->engine->in_flight--;
+    T.in_flight--;
+    T.idle_since_ms = objstore_now_ms();
     if (outcome == 1 && x->authorized_until_ms != 0 && x->due_ms > x->authorized_until_ms)
       complete(x, 2); /* its caller authorizes it afresh */
     else if (outcome == 1)
-      insert_retry(e, x);
+      insert_retry(x);
     else
       complete(x, outcome); /* done, failed, or redirected */
   }
 }
 
-/* Starts what may start: due retries first, then the waiting, while
- * fewer than max_connections transfers run. */
-static void start_ready(objstore_engine* e, uint64_t now) {
-  while (e->retries != NULL && e->retries->due_ms <= now && e->in_flight < e->limit) {
-    objstore_exchange* x = e->retries;
-    e->retries = x->next;
-    start(e, x);
+/* Starts what may start: due retries first, then the waiting, while each
+ * filesystem has fewer than its max_connections transfers running. */
+static void start_ready(uint64_t now) {
+  objstore_engine** at;
+  while (T.retries != NULL && T.retries->due_ms <= now) {
+    objstore_exchange* x = T.retries;
+    T.retries = x->next;
+    if (x->engine->in_flight < x->engine->limit) start(x);
+    else wait_for_room(x);
   }
-  while (e->waiting.head != NULL && e->in_flight < e->limit) start(e, fifo_pop(&e->waiting));
+  for (at = &T.ready; *at != NULL;) {
+    objstore_engine* e = *at;
+    while (e->waiting.head != NULL && e->in_flight < e->limit) start(fifo_pop(&e->waiting));
+    if (e->waiting.head == NULL) { /* off the list */
+      *at = e->next_ready;
+      e->is_ready = 0;
+      e->next_ready = NULL;
+    } else {
+      at = &e->next_ready;
+    }
+  }
 }
 
-static void run_timer(objstore_engine* e) {
+/* Whether a waiting request could start now. */
+static int room_for_waiting(void) {
+  const objstore_engine* e;
+  for (e = T.ready; e != NULL; e = e->next_ready)
+    if (e->in_flight < e->limit) return 1;
+  return 0;
+}
+
+static void run_timer(void) {
   int still;
-  if (e->multi != NULL && e->watch.timer_due_ms >= 0 &&
-      (uint64_t)e->watch.timer_due_ms <= objstore_now_ms()) {
-    e->watch.timer_due_ms = -1;
-    curl_multi_socket_action(e->multi, CURL_SOCKET_TIMEOUT, 0, &still);
+  if (T.multi != NULL && T.watch.timer_due_ms >= 0 && (uint64_t)T.watch.timer_due_ms <= objstore_now_ms()) {
+    T.watch.timer_due_ms = -1;
+    curl_multi_socket_action(T.multi, CURL_SOCKET_TIMEOUT, 0, &still);
   }
 }
 
 /* How long the thread may sleep: until curl's timer, the first retry, or
  * the moment idle connections are to be closed; -1: until woken. */
-static int sleep_ms(const objstore_engine* e, uint64_t now) {
+static int sleep_ms(uint64_t now) {
   int64_t due = -1;
-  if (e->watch.timer_due_ms >= 0) due = e->watch.timer_due_ms;
-  if (e->retries != NULL && (due < 0 || (int64_t)e->retries->due_ms < due))
-    due = (int64_t)e->retries->due_ms;
-  if (e->multi != NULL && e->in_flight == 0 && e->retries == NULL) {
-    int64_t close_at = (int64_t)(e->idle_since_ms + (uint64_t)e->idle_timeout_ms);
+  if (T.watch.timer_due_ms >= 0) due = T.watch.timer_due_ms;
+  if (T.retries != NULL && (due < 0 || (int64_t)T.retries->due_ms < due)) due = (int64_t)T.retries->due_ms;
+  if (T.multi != NULL && T.in_flight == 0 && T.retries == NULL) {
+    int64_t close_at = (int64_t)(T.idle_since_ms + (uint64_t)T.idle_timeout_ms);
     if (due < 0 || close_at < due) due = close_at;
   }
   if (due < 0) return -1;
@@ -313,15 +359,15 @@ static int sleep_ms(const objstore_engine* e, uint64_t now) {
 
 /* Sleeps until a socket is ready, a timer is due or a caller wakes it;
  * hands curl the ready sockets. */
-static void wait_and_dispatch(objstore_engine* e) {
-  watched* w = &e->watch;
+static void wait_and_dispatch(void) {
+  watched* w = &T.watch;
   struct pollfd got[64];
   int i, k, ready, still;
-  ready = poll(w->fds, (nfds_t)w->count, sleep_ms(e, objstore_now_ms()));
+  ready = poll(w->fds, (nfds_t)w->count, sleep_ms(objstore_now_ms()));
   if (ready <= 0) return;
   if (w->fds[0].revents != 0) {
     char drain[64];
-    while (read(e->wake[0], drain, sizeof drain) > 0) {
+    while (read(T.wake[0], drain, sizeof drain) > 0) {
     }
   }
   /* Copied first: curl's socket callback changes the set. The ready ones
@@ -337,60 +383,69 @@ static void wait_and_dispatch(objstore_engine* e) {
     }
     mask = ((r & (POLLIN | POLLHUP)) ? CURL_CSELECT_IN : 0) | ((r & POLLOUT) ? CURL_CSELECT_OUT : 0) |
            ((r & POLLERR) ? CURL_CSELECT_ERR : 0);
-    if (e->multi != NULL) curl_multi_socket_action(e->multi, got[i].fd, mask, &still);
+    if (T.multi != NULL) curl_multi_socket_action(T.multi, got[i].fd, mask, &still);
   }
 }
 
+/* Nothing under way, queued, held for a retry, or connected. */
+static int idle(void) { return T.in_flight == 0 && T.ready == NULL && T.retries == NULL; }
+
+/* Leaves when idle with no connection and nothing handed over: the
+ * thread goes (the next request starts another). 1 when it left. */
+static int leave_if_idle(void) {
+  if (!idle() || T.multi != NULL) return 0;
+  pthread_mutex_lock(&T_lock);
+  if (T.queue.head != NULL || T.close_asked != T.close_done) {
+    pthread_mutex_unlock(&T_lock);
+    return 0;
+  }
+  close(T.wake[0]);
+  close(T.wake[1]);
+  T.running = 0;
+  pthread_detach(pthread_self());
+  pthread_cond_broadcast(&T_closed);
+  pthread_mutex_unlock(&T_lock);
+  return 1;
+}
+
 static void* engine_thread(void* arg) {
-  objstore_engine* e = arg;
+  (void)arg;
   for (;;) {
     objstore_exchange* x;
     fifo taken;
     uint64_t now;
     uint64_t close_idle;
-    pthread_mutex_lock(&e->lock);
-    if (e->stop) {
-      pthread_mutex_unlock(&e->lock);
-      break;
-    }
-    taken = e->queue;
-    e->queue.head = e->queue.tail = NULL;
-    close_idle = e->close_asked;
-    pthread_mutex_unlock(&e->lock);
-    if (taken.tail != NULL) { /* the latest settings rule */
-      const objstore_settings* s = taken.tail->settings;
-      e->limit = (long)(s->max_connections > 0 ? s->max_connections : 1);
-      e->idle_timeout_ms = s->idle_timeout_ms;
+    pthread_mutex_lock(&T_lock);
+    taken = T.queue;
+    T.queue.head = T.queue.tail = NULL;
+    close_idle = T.close_asked;
+    pthread_mutex_unlock(&T_lock);
+    for (x = taken.head; x != NULL; x = x->next) { /* each filesystem's latest settings rule */
+      x->engine->limit = (long)(x->settings->max_connections > 0 ? x->settings->max_connections : 1);
+      T.idle_timeout_ms = x->settings->idle_timeout_ms;
     }
     now = objstore_now_ms();
-    if (e->multi != NULL && e->limit != e->multi_limit) {
-      curl_multi_setopt(e->multi, CURLMOPT_MAXCONNECTS, e->limit);
-      curl_multi_setopt(e->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, e->limit);
-      e->multi_limit = e->limit;
-    }
     /* Idle long enough (by the latest settings), or told to: every
      * connection closes, before the new requests open their own. */
-    if (e->in_flight == 0 && e->waiting.head == NULL && e->retries == NULL &&
-        (close_idle != e->close_done ||
-         (e->multi != NULL && now - e->idle_since_ms >= (uint64_t)e->idle_timeout_ms)))
-      close_connections(e);
-    if (close_idle != e->close_done) { /* answered, closed or not (requests were under way) */
-      pthread_mutex_lock(&e->lock);
-      e->close_done = close_idle;
-      pthread_cond_broadcast(&e->closed);
-      pthread_mutex_unlock(&e->lock);
+    if (idle() && (close_idle != T.close_done ||
+                   (T.multi != NULL && now - T.idle_since_ms >= (uint64_t)T.idle_timeout_ms)))
+      close_connections();
+    if (close_idle != T.close_done) { /* answered, closed or not (requests were under way) */
+      pthread_mutex_lock(&T_lock);
+      T.close_done = close_idle;
+      pthread_cond_broadcast(&T_closed);
+      pthread_mutex_unlock(&T_lock);
     }
-    while ((x = fifo_pop(&taken)) != NULL) fifo_push(&e->waiting, x);
-    start_ready(e, now);
-    run_timer(e); /* a transfer just added starts on curl's timer */
-    if (e->multi != NULL) harvest(e);
+    while ((x = fifo_pop(&taken)) != NULL) wait_for_room(x);
+    start_ready(now);
+    run_timer(); /* a transfer just added starts on curl's timer */
+    if (T.multi != NULL) harvest();
     now = objstore_now_ms();
-    if (e->in_flight > 0 || e->waiting.head != NULL || e->retries != NULL) e->idle_since_ms = now;
-    if ((e->waiting.head != NULL && e->in_flight < e->limit) ||
-        (e->retries != NULL && e->retries->due_ms <= now))
-      continue;
-    wait_and_dispatch(e);
-    run_timer(e);
+    if (!idle()) T.idle_since_ms = now;
+    if (room_for_waiting() || (T.retries != NULL && T.retries->due_ms <= now)) continue;
+    if (leave_if_idle()) break;
+    wait_and_dispatch();
+    run_timer();
   }
   return NULL;
 }
@@ -406,23 +461,15 @@ objstore_engine* objstore_engine_new(const objstore_store* store, void* store_ct
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   objstore_engine* e = calloc(1, sizeof *e);
   if (e == NULL) return NULL;
-  e->watch.fds = malloc(16 * sizeof *e->watch.fds);
   e->cache = objstore_cache_new();
-  if (e->watch.fds == NULL || e->cache == NULL) {
-    free(e->watch.fds);
-    objstore_cache_free(e->cache);
+  if (e->cache == NULL) {
     free(e);
     return NULL;
   }
   pthread_once(&once, register_fork_handlers);
-  e->watch.cap = 16;
-  e->watch.count = 1;
-  e->watch.timer_due_ms = -1;
   e->store = store;
   e->store_ctx = store_ctx;
   e->limit = 1;
-  pthread_mutex_init(&e->lock, NULL);
-  pthread_cond_init(&e->closed, NULL);
   pthread_mutex_lock(&engines_lock);
   e->next_engine = engines;
   engines = e;
@@ -430,43 +477,45 @@ objstore_engine* objstore_engine_new(const objstore_store* store, void* store_ct
   return e;
 }
 
-static void wake(objstore_engine* e) {
+static void wake(void) {
   char byte = 1;
   ssize_t rc;
-  do rc = write(e->wake[1], &byte, 1);
+  do rc = write(T.wake[1], &byte, 1);
   while (rc < 0 && errno == EINTR); /* EAGAIN: the pipe is full, the thread will wake */
 }
 
-/* Starts the thread if this process has none. Called with the lock held;
+/* Starts the thread if this process has none. Called with T_lock held;
  * 0, or -1 when it cannot. */
-static int ensure_thread(objstore_engine* e) {
-  if (e->running) return 0;
-  if (e->watch.fds == NULL) { /* a forked child's */
-    e->watch.fds = malloc(16 * sizeof *e->watch.fds);
-    if (e->watch.fds == NULL) return -1;
-    e->watch.cap = 16;
-    e->watch.count = 1;
-    e->watch.timer_due_ms = -1;
+static int ensure_thread(void) {
+  if (T.running) return 0;
+  if (T.watch.fds == NULL) { /* the first, or a forked child's */
+    T.watch.fds = malloc(16 * sizeof *T.watch.fds);
+    if (T.watch.fds == NULL) return -1;
+    T.watch.cap = 16;
   }
-  if (pipe(e->wake) != 0) return -1;
-  fcntl(e->wake[0], F_SETFL, O_NONBLOCK);
-  fcntl(e->wake[1], F_SETFL, O_NONBLOCK);
-  fcntl(e->wake[0], F_SETFD, FD_CLOEXEC);
-  fcntl(e->wake[1], F_SETFD, FD_CLOEXEC);
-  e->watch.fds[0].fd = e->wake[0];
-  e->watch.fds[0].events = POLLIN;
-  if (pthread_create(&e->thread, NULL, engine_thread, e) != 0) {
-    close(e->wake[0]);
-    close(e->wake[1]);
+  T.watch.count = 1;
+  T.watch.timer_due_ms = -1;
+  if (pipe(T.wake) != 0) return -1;
+  fcntl(T.wake[0], F_SETFL, O_NONBLOCK);
+  fcntl(T.wake[1], F_SETFL, O_NONBLOCK);
+  fcntl(T.wake[0], F_SETFD, FD_CLOEXEC);
+  fcntl(T.wake[1], F_SETFD, FD_CLOEXEC);
+  T.watch.fds[0].fd = T.wake[0];
+  T.watch.fds[0].events = POLLIN;
+  T.idle_since_ms = objstore_now_ms();
+  if (pthread_create(&T.thread, NULL, engine_thread, NULL) != 0) {
+    close(T.wake[0]);
+    close(T.wake[1]);
     return -1;
   }
-  e->running = 1;
+  T.running = 1;
   return 0;
 }
 
+/* Every call of the filesystem has returned: none of its requests is
+ * with the thread, which shares its connections with the others. */
 void objstore_engine_free(objstore_engine* e) {
   objstore_engine** at;
-  objstore_try* t;
   if (e == NULL) return;
   pthread_mutex_lock(&engines_lock);
   for (at = &engines; *at != NULL; at = &(*at)->next_engine) {
@@ -476,37 +525,22 @@ void objstore_engine_free(objstore_engine* e) {
     }
   }
   pthread_mutex_unlock(&engines_lock);
-  pthread_mutex_lock(&e->lock);
-  e->stop = 1;
-  if (e->running) wake(e);
-  pthread_mutex_unlock(&e->lock);
-  if (e->running) {
-    pthread_join(e->thread, NULL);
-    close(e->wake[0]);
-    close(e->wake[1]);
-  }
-  close_connections(e);
-  while ((t = e->free_tries) != NULL) {
-    e->free_tries = t->next;
-    curl_easy_cleanup(t->easy);
-    free(t);
-  }
-  free(e->watch.fds);
   objstore_cache_free(e->cache);
-  pthread_cond_destroy(&e->closed);
-  pthread_mutex_destroy(&e->lock);
   free(e);
 }
 
+/* flush_caches: the filesystem's caches, and the idle connections (all
+ * of the thread's: closed when this returns, unless requests of other
+ * filesystems are under way). */
 void objstore_engine_close_idle(objstore_engine* e) {
-  objstore_cache_clear(e->cache); /* flush_caches: the caches too */
-  pthread_mutex_lock(&e->lock);
-  if (e->running) { /* the thread closes them; waited for, so that they are closed on return */
-    uint64_t ask = ++e->close_asked;
-    wake(e);
-    while (e->running && e->close_done < ask) pthread_cond_wait(&e->closed, &e->lock);
+  objstore_cache_clear(e->cache);
+  pthread_mutex_lock(&T_lock);
+  if (T.running) {
+    uint64_t ask = ++T.close_asked;
+    wake();
+    while (T.running && T.close_done < ask) pthread_cond_wait(&T_closed, &T_lock);
   }
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_unlock(&T_lock);
 }
 
 static void group_init(objstore_group* g, int pending) {
@@ -525,21 +559,22 @@ static void group_destroy(objstore_group* g) {
  * the thread cannot start (nothing handed over). */
 static int hand_over(objstore_engine* e, objstore_exchange* const* xs, int n, objstore_group* g) {
   int i, was_empty;
-  pthread_mutex_lock(&e->lock);
-  if (ensure_thread(e) != 0) {
-    pthread_mutex_unlock(&e->lock);
+  pthread_mutex_lock(&T_lock);
+  if (ensure_thread() != 0) {
+    pthread_mutex_unlock(&T_lock);
     return -1;
   }
-  was_empty = e->queue.head == NULL;
+  was_empty = T.queue.head == NULL;
   pthread_mutex_lock(&g->lock);
   g->pending += n;
   pthread_mutex_unlock(&g->lock);
   for (i = 0; i < n; ++i) {
     xs[i]->group = g;
-    fifo_push(&e->queue, xs[i]);
+    xs[i]->engine = e;
+    fifo_push(&T.queue, xs[i]);
   }
-  if (was_empty) wake(e);
-  pthread_mutex_unlock(&e->lock);
+  if (was_empty) wake();
+  pthread_mutex_unlock(&T_lock);
   return 0;
 }
 
