@@ -38,6 +38,7 @@ from .latency_bench import bench_latency
 from .local_bench import bench_big_file, bench_exists, bench_glob
 from .records_bench import bench_lines, bench_prefetch, bench_prefetch_local, bench_tfrecord
 from .s3_bench import bench_s3
+from .stacks_bench import bench_stacks
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -87,6 +88,8 @@ def measure(only: set[str], data: Path, repeat: int, quick: bool) -> list[Row]:
         rows.extend(bench_s3(repeat, quick))
     if "http" in only:
         rows.extend(bench_http(repeat, quick))
+    if "stacks" in only:
+        rows.extend(bench_stacks(repeat, quick))
     if "fsspec" in only:
         rows.extend(bench_fsspec(data / "fsspec", repeat, quick))
     if "aiofiles" in only:
@@ -106,7 +109,7 @@ def main() -> int:
     parser.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "asyncfs-bench"))
     parser.add_argument(
         "--only",
-        default="import,small,pool,streams,big,glob,exists,latency,lines,tfrecord,prefetch,s3,http,fsspec,aiofiles",
+        default="import,small,pool,streams,big,glob,exists,latency,lines,tfrecord,prefetch,s3,http,stacks,fsspec,aiofiles",
     )
     args = parser.parse_args()
     if args.runs < 1:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,8 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import tls_proxy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from support.fault_proxy import FaultProxy
 from support.http_servers import TOKEN, HttpServer, start_python_server
 
@@ -280,3 +283,32 @@ def test_sequential_reads_through_the_block_cache_read_blocks_ahead(
     asked = [(first, last) for first, last in ranges_asked(nginx_proxy) if first > 0]
     blocks = [b for first, last in asked for b in range(first // 65536, last // 65536 + 1)]
     assert len(blocks) == len(set(blocks)) and len(asked) < 20, asked
+
+
+# Names a directory may hold, with what an index page must escape or
+# percent-encode: spaces, %, #, ?, &, quotes, <, >, +, ; and non-ASCII
+# letters (nginx and http.server each escape their own way).
+NAMES = st.text(
+    st.characters(codec="utf-8", exclude_characters="/\0\n\r\t", exclude_categories=("Cs", "Cc")),
+    min_size=1,
+    max_size=12,
+).filter(lambda name: name not in (".", "..") and not name.startswith(".asyncfs"))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(names=st.sets(NAMES, min_size=1, max_size=6))
+def test_an_index_page_lists_every_name_as_stored(
+    http: asyncfs.ModularFileSystem, nginx: HttpServer, python_server: HttpServer, names: set[str]
+) -> None:
+    """The HTML index parser (plugins/http/http_index.c), on the index
+    pages nginx and http.server make of a folder of hostile names: each
+    name once, decoded to the bytes stored, nothing else."""
+    folder = nginx.root / f"names-{uuid.uuid4().hex[:8]}"
+    folder.mkdir()
+    try:
+        for name in names:
+            (folder / name).write_bytes(b"x")
+        for server in (nginx, python_server):
+            assert sorted(http.get_children(f"{server.url}/{folder.name}")) == sorted(names), server.url
+    finally:
+        shutil.rmtree(folder)
