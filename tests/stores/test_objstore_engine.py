@@ -1,6 +1,7 @@
 """The object-store engine (plugins/objstore), seen through the s3 store
 in front of a fault proxy: its retry timer, its timeouts, its one thread
-per filesystem, and fork while transfers are in flight. The s3 tests hold
+per process (shared by every filesystem, gone when idle), a bulk call
+cancelled mid-flight, and fork while transfers are in flight. The s3 tests hold
 the rest of what the engine does for a store (bounded connections, idle
 ones closed, retries across a gateway restart, bulk calls)."""
 
@@ -11,7 +12,7 @@ import time
 import pytest
 from support.ceph_gateway import Gateway
 from support.fault_proxy import FaultProxy
-from test_s3 import own_s3, python_with_gateway
+from test_s3 import SOCKETS, own_s3, python_with_gateway
 
 import asyncfs
 
@@ -101,3 +102,79 @@ def test_fork_with_a_transfer_in_flight(s3_gateway: Gateway, proxy: FaultProxy, 
     proxy.stall_seconds = 2.0
     proxy.inject(["stall"])  # the read's first try stalls (the write went straight to the gateway)
     assert python_with_gateway(s3_gateway, FORK_IN_FLIGHT, bucket, proxy.endpoint).split() == ["0", "True"]
+
+
+SHARED_THREAD = """
+import os, sys, time
+import asyncfs
+
+bucket = sys.argv[1]
+threads = lambda: len(os.listdir("/proc/self/task"))
+base = threads()
+made = []
+for i in range(10):
+    fs = asyncfs.get_filesystem("s3://").new_instance()
+    fs.set_option("connect_timeout_ms", 1000 + i)  # each its own settings
+    fs.set_option("idle_timeout_ms", 300)
+    made.append(fs)
+    fs.files_exist([f"s3://{bucket}/none-{j}" for j in range(8)])
+busy = threads() - base
+time.sleep(1.0)  # idle past idle_timeout_ms: the connections close and the thread leaves
+idle = threads() - base
+made[0].read_file(f"s3://{bucket}/here")  # and the next request starts it again
+print(busy, idle, threads() - base)
+"""
+
+
+def test_every_filesystem_shares_one_engine_thread_which_leaves_when_idle(
+    s3_gateway: Gateway, bucket: str, s3_fs: asyncfs.ModularFileSystem
+) -> None:
+    """Ten filesystems of the plugin with different settings: one engine
+    thread drives all their requests; idle, it leaves; a request brings it
+    back. (Each filesystem had its own thread: ten.)"""
+    s3_fs.write_file(f"s3://{bucket}/here", b"x")
+    busy, idle, again = map(int, python_with_gateway(s3_gateway, SHARED_THREAD, bucket).split())
+    assert (busy, idle, again) == (1, 0, 1)
+
+
+BULK_CANCELLED = (
+    SOCKETS
+    + """
+import sys, anyio, asyncfs
+
+bucket, endpoint = sys.argv[1], sys.argv[2]
+
+async def main():
+    base = sockets()
+    env = asyncfs.Env()
+    s3 = env.filesystem("s3://")
+    await s3.set_option("endpoint", endpoint)
+    await s3.set_option("read_timeout_ms", 1500)
+    uris = [f"s3://{bucket}/bulk/{i}" for i in range(48)]
+    with anyio.move_on_after(0.5) as scope:  # one request stalls: the bulk call is still out
+        await env.files_exist(uris)
+    cancelled = scope.cancelled_caught
+    with anyio.fail_after(30):  # the abandoned call finishes on its worker
+        while env.network_pool.stats().in_flight:
+            await anyio.sleep(0.01)
+    after_call = await env.files_exist(uris[:4])
+    await env.aclose()  # closes the idle connections
+    print(cancelled, after_call == [True] * 4, sockets() - base)
+
+anyio.run(main)
+"""
+)
+
+
+def test_a_bulk_call_cancelled_mid_flight_leaks_no_handle_or_socket(
+    s3_gateway: Gateway, proxy: FaultProxy, bucket: str, s3_fs: asyncfs.ModularFileSystem
+) -> None:
+    """A files_exist of 48 objects, one of whose requests stalls, cancelled
+    while in flight: its requests finish on the engine, the filesystem
+    keeps serving, and once the Env closes no socket is left open."""
+    for i in range(48):
+        s3_fs.write_file(f"s3://{bucket}/bulk/{i}", b"x")
+    proxy.stall_seconds = 3.0
+    proxy.inject(["pass"] * 5 + ["stall"])
+    printed = python_with_gateway(s3_gateway, BULK_CANCELLED, bucket, proxy.endpoint).split()
+    assert printed == ["True", "True", "0"]
