@@ -14,6 +14,7 @@ from typing import Any
 from tests.support.http_servers import HttpServer, nginx_missing_reason, start_nginx
 
 from .harness import IN_FLIGHT, Row, best_async, bounded, optional, started_env
+from .parquet_gets import parquet_gets
 
 MiB = 1 << 20
 
@@ -171,51 +172,16 @@ def _bench(server: HttpServer, repeat: int, quick: bool) -> list[Row]:
 
 
 def _parquet_gets(server: HttpServer, quick: bool) -> Row:
-    """pyarrow reading a parquet file through the fsspec bridge (footer,
-    then column chunks, then the same again from a second open), counted at
-    a proxy in front of nginx: the GETs and the bytes they asked for, with
-    the block cache off and on."""
-    row = Row("http parquet through the bridge: footer, then columns, twice", "GETs")
-    fsspec = optional("fsspec")
-    if optional("pyarrow") is None or fsspec is None:
-        row.verdict = "pyarrow or fsspec not installed"
-        return row
-    import pyarrow as pa
-    from pyarrow import parquet
+    def put(data: bytes) -> None:
+        (server.root / "table.parquet").write_bytes(data)
 
-    import asyncfs.fsspec  # noqa: F401 (the bridge's protocols)
-    from tests.support.fault_proxy import FaultProxy
+    def bridge(endpoint: str, options: dict[str, Any]) -> tuple[Any, str]:
+        import fsspec
 
-    rows = 200_000 if quick else 2_000_000
-    table = pa.table({f"c{i}": pa.array(range(i, rows + i), pa.int64()) for i in range(4)})
-    parquet.write_table(table, server.root / "table.parquet", row_group_size=rows // 8)
-    size = (server.root / "table.parquet").stat().st_size
-    block = 1 << 20
-    opens: dict[str, int] = {}  # the opens' GETs of the first read_ahead bytes
-    for label, options in (("cache off", {}), ("cache on", {"block_cache_bytes": 256 << 20, "block_size": block})):
-        proxy = FaultProxy(server.url)
-        try:
-            fs = fsspec.filesystem("asyncfs+http", skip_instance_cache=True, **options)
-            url = f"{proxy.endpoint}/table.parquet".removeprefix("http://")
-            for _ in range(2):
-                with fs.open(f"asyncfs+http://{url}", "rb") as f:
-                    parquet.read_table(f, columns=["c1", "c3"])
-            heads = [head.lower() for head in proxy.heads if head.startswith(b"GET")]
-            row.results[label] = len(heads)
-            opens[label] = sum(b"range:" not in head or b"range: bytes=0-65535\r" in head for head in heads)
-        finally:
-            proxy.close()
-    distinct = -(-size // block)
-    beyond = row.results["cache on"] - opens["cache on"]
-    row.notes.append(
-        f"{size / 2**20:.0f} MB file, {distinct} blocks of 1 MiB; requests counted at a proxy; "
-        f"of them the two opens' GETs of their first bytes: {opens['cache off']} without the cache, "
-        f"{opens['cache on']} with it"
-    )
-    row.target = "cache on: at most one GET per distinct block"
-    met = beyond <= distinct
-    row.verdict = f"{beyond:.0f} GETs of blocks for {distinct} blocks ({'met' if met else 'missed'})"
-    return row
+        url = f"{endpoint}/table.parquet".removeprefix("http://")
+        return fsspec.filesystem("asyncfs+http", skip_instance_cache=True, **options), f"asyncfs+http://{url}"
+
+    return parquet_gets("http", server.url, put, bridge, quick)
 
 
 async def _obstore_whole(obstore: Any, store: Any) -> bytes:

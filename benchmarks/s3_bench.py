@@ -16,6 +16,7 @@ from typing import Any
 from tests.support.ceph_gateway import Gateway, missing_reason, start_gateway
 
 from .harness import IN_FLIGHT, Row, best_async, bounded, optional, started_env
+from .parquet_gets import parquet_gets
 
 MiB = 1 << 20
 BUCKET = "asyncfs-bench"
@@ -515,5 +516,28 @@ def _bench(gw: Gateway, repeat: int, quick: bool) -> list[Row]:
     threads.notes.append("a fresh process per client, one task per request; the interpreter's main thread counted")
     threads.verdict = f"{threads.results['asyncfs']:.0f} ({'met' if threads.ratio <= THREADS_TARGET else 'missed'})"
     rows.append(threads)
+    rows.append(_parquet_gets(gw, fs, quick))
     env.close()
     return rows
+
+
+def _parquet_gets(gw: Gateway, fs: Any, quick: bool) -> Row:
+    def put(data: bytes) -> None:
+        fs.write_file(f"s3://{BUCKET}/table.parquet", data)
+
+    def bridge(endpoint: str, options: dict[str, Any]) -> tuple[Any, str]:
+        import fsspec
+
+        bridge_fs = fsspec.filesystem(
+            "asyncfs+s3",
+            endpoint=endpoint,
+            access_key_id=gw.access_key,
+            secret_access_key=gw.secret_key,
+            region=gw.region,
+            path_style=1,
+            skip_instance_cache=True,
+            **options,
+        )
+        return bridge_fs, f"asyncfs+s3://{BUCKET}/table.parquet"
+
+    return parquet_gets("s3", gw.endpoint, put, bridge, quick)
