@@ -718,80 +718,125 @@ done:
   op_end(&op);
 }
 
-/* DeleteObjects, 1000 keys per request, batches in parallel. */
-typedef struct delete_job {
-  s3_fs* fs;
-  const s3_config* cfg;
-  const char* bucket;
-  char** keys;
-  int count;
-  int failed_keys;
-  s3_first_error error;
-} delete_job;
+/* DeleteObjects, 1000 keys per request, every batch in flight at once
+ * from this thread (as far as max_connections allows). */
+typedef struct delete_batch {
+  plugin_buf body;
+  char md5[32];
+  int in_body;
+  s3_param params[1];
+} delete_batch;
 
-static void delete_batch(void* arg, int batch) {
-  delete_job* job = arg;
-  int first = batch * 1000, last = first + 1000, i, errors;
-  int in_body = 0, alone_failed = 0;
-  plugin_buf body = {0};
-  char md5[32], key[256], code[64];
-  s3_param params[1] = {{"delete", NULL}};
-  s3_request req;
-  s3_response resp;
+/* The keys of batch i that XML can carry go in its body; the others are
+ * deleted one by one now (a control character). Returns those that failed. */
+static int prepare_batch(s3_fs* fs, const s3_config* cfg, const char* bucket, char** keys, int count,
+                         delete_batch* b, s3_first_error* error) {
+  int i, failed = 0;
   TF_Status* status = TF_NewStatus();
-  if (last > job->count) last = job->count;
-  plugin_buf_append(&body, "<Delete><Quiet>true</Quiet>", 27);
-  for (i = first; i < last; ++i) {
-    if (!s3_xml_can_carry(job->keys[i])) {
-      /* A key XML cannot name (a control character) goes by itself. */
-      if (s3_simple_request(job->fs, job->cfg, "DELETE", job->bucket, job->keys[i], NULL,
-                            status) != 0) {
-        ++alone_failed;
-        s3_first_error_record(&job->error, status);
+  b->params[0] = (s3_param){"delete", NULL};
+  plugin_buf_append(&b->body, "<Delete><Quiet>true</Quiet>", 27);
+  for (i = 0; i < count; ++i) {
+    if (!s3_xml_can_carry(keys[i])) {
+      if (s3_simple_request(fs, cfg, "DELETE", bucket, keys[i], NULL, status) != 0) {
+        ++failed;
+        s3_first_error_record(error, status);
       }
       continue;
     }
-    ++in_body;
-    plugin_buf_append(&body, "<Object><Key>", 13);
-    s3_xml_escape_into(&body, job->keys[i]);
-    plugin_buf_append(&body, "</Key></Object>", 15);
+    ++b->in_body;
+    plugin_buf_append(&b->body, "<Object><Key>", 13);
+    s3_xml_escape_into(&b->body, keys[i]);
+    plugin_buf_append(&b->body, "</Key></Object>", 15);
   }
-  plugin_buf_append(&body, "</Delete>", 9);
-  if (alone_failed > 0)
-    __atomic_add_fetch(&job->failed_keys, alone_failed, __ATOMIC_RELAXED);
-  if (in_body == 0) {
-    plugin_buf_free(&body);
-    TF_DeleteStatus(status);
-    return;
-  }
-  TF_SetStatus(status, TF_OK, "");
-  s3_md5_base64(body.data, body.len, md5);
-  s3_request_init(&req, &resp, "POST", job->bucket, NULL);
-  req.params = params;
-  req.num_params = 1;
-  req.body = body.data;
-  req.body_len = body.len;
-  req.content_md5 = md5;
-  errors = in_body;
-  if (s3_execute(job->fs, job->cfg, &req, &resp, status) == 0) {
-    errors = s3_parse_delete_errors(resp.body.data, resp.body.len, key, sizeof key,
-                                    code, sizeof code);
+  plugin_buf_append(&b->body, "</Delete>", 9);
+  s3_md5_base64(b->body.data, b->body.len, b->md5);
+  TF_DeleteStatus(status);
+  return failed;
+}
+
+/* The keys a batch's answer says were not deleted (all of them when it
+ * failed or cannot be read), its failure recorded. */
+static int settle_batch(const char* bucket, const delete_batch* b, int sent, const s3_response* resp,
+                        TF_Status* status, s3_first_error* error) {
+  int errors = b->in_body;
+  char key[256], code[64];
+  if (sent) {
+    errors = s3_parse_delete_errors(resp->body.data, resp->body.len, key, sizeof key, code, sizeof code);
     if (errors > 0) {
       char msg[400];
-      snprintf(msg, sizeof msg, "delete s3://%s/%s: %s", job->bucket, key, code);
+      snprintf(msg, sizeof msg, "delete s3://%s/%s: %s", bucket, key, code);
       TF_SetStatus(status, TF_UNKNOWN, msg);
-    } else if (errors < 0) {
-      /* Unreadable answer: count the batch as not deleted, and say so. */
+    } else if (errors < 0) { /* an unreadable answer: the batch counts as not deleted */
       TF_SetStatus(status, TF_INTERNAL, "s3: could not parse a DeleteObjects answer");
+      errors = b->in_body;
     }
   }
-  if (errors != 0) {
-    __atomic_add_fetch(&job->failed_keys, errors > 0 ? errors : in_body, __ATOMIC_RELAXED);
-    s3_first_error_record(&job->error, status);
+  if (errors != 0) s3_first_error_record(error, status);
+  return errors;
+}
+
+/* Deletes the count keys of bucket; the number not deleted (the first
+ * failure in error). */
+static int delete_keys(s3_fs* fs, const s3_config* cfg, const char* bucket, char** keys, int count,
+                       s3_first_error* error) {
+  int n = (count + 999) / 1000, i, m = 0, failed = 0;
+  delete_batch* batches = calloc((size_t)(n > 0 ? n : 1), sizeof *batches);
+  s3_request* reqs = calloc((size_t)(n > 0 ? n : 1), sizeof *reqs);
+  s3_response* resps = calloc((size_t)(n > 0 ? n : 1), sizeof *resps);
+  TF_Status** statuses = calloc((size_t)(n > 0 ? n : 1), sizeof *statuses);
+  int* sent = calloc((size_t)(n > 0 ? n : 1), sizeof *sent);
+  if (batches == NULL || reqs == NULL || resps == NULL || statuses == NULL || sent == NULL) {
+    TF_Status* oom = TF_NewStatus();
+    TF_SetStatus(oom, TF_RESOURCE_EXHAUSTED, "out of memory");
+    s3_first_error_record(error, oom);
+    TF_DeleteStatus(oom);
+    failed = count;
+    goto done;
   }
-  objstore_response_free(&resp);
-  plugin_buf_free(&body);
-  TF_DeleteStatus(status);
+  for (i = 0; i < n; ++i) {
+    int first = i * 1000, len = count - first < 1000 ? count - first : 1000;
+    failed += prepare_batch(fs, cfg, bucket, keys + first, len, &batches[i], error);
+    statuses[i] = TF_NewStatus();
+    if (batches[i].in_body == 0) continue;
+    sent[i] = 1;
+    s3_request_init(&reqs[m], &resps[m], "POST", bucket, NULL);
+    reqs[m].params = batches[i].params;
+    reqs[m].num_params = 1;
+    reqs[m].body = batches[i].body.data;
+    reqs[m].body_len = batches[i].body.len;
+    reqs[m].content_md5 = batches[i].md5;
+    ++m;
+  }
+  {
+    /* the statuses of the batches sent, in the order of reqs */
+    TF_Status** sent_statuses = calloc((size_t)(m > 0 ? m : 1), sizeof *sent_statuses);
+    int k = 0, ran = sent_statuses != NULL;
+    if (ran) {
+      for (i = 0; i < n; ++i)
+        if (sent[i]) sent_statuses[k++] = statuses[i];
+      s3_execute_many(fs, cfg, m, reqs, resps, sent_statuses);
+      free(sent_statuses);
+    }
+    for (i = 0, k = 0; i < n; ++i) {
+      if (!sent[i]) continue;
+      if (!ran) TF_SetStatus(statuses[i], TF_RESOURCE_EXHAUSTED, "out of memory");
+      failed += settle_batch(bucket, &batches[i], ran && TF_GetCode(statuses[i]) == TF_OK, &resps[k],
+                             statuses[i], error);
+      ++k;
+    }
+  }
+done:
+  for (i = 0; i < n; ++i) {
+    if (batches != NULL) plugin_buf_free(&batches[i].body);
+    if (resps != NULL && i < m) objstore_response_free(&resps[i]);
+    if (statuses != NULL && statuses[i] != NULL) TF_DeleteStatus(statuses[i]);
+  }
+  free(sent);
+  free(statuses);
+  free(resps);
+  free(reqs);
+  free(batches);
+  return failed;
 }
 
 static void fs_delete_recursively(const TF_Filesystem* filesystem,
@@ -827,19 +872,14 @@ static void fs_delete_recursively(const TF_Filesystem* filesystem,
     goto done;
   }
   {
-    delete_job job;
-    job.fs = op.fs;
-    job.cfg = op.cfg;
-    job.bucket = op.p.bucket;
-    job.keys = l.keys.items;
-    job.count = l.keys.count;
-    job.failed_keys = 0;
-    s3_first_error_init(&job.error);
-    s3_parallel((job.count + 999) / 1000, (int)op.cfg->concurrency, delete_batch, &job);
-    s3_first_error_take(&job.error, status);
-    s3_first_error_destroy(&job.error);
-    *undeleted_files = (uint64_t)job.failed_keys;
-    if (job.failed_keys > 0) {
+    s3_first_error error;
+    int failed;
+    s3_first_error_init(&error);
+    failed = delete_keys(op.fs, op.cfg, op.p.bucket, l.keys.items, l.keys.count, &error);
+    s3_first_error_take(&error, status);
+    s3_first_error_destroy(&error);
+    *undeleted_files = (uint64_t)failed;
+    if (failed > 0) {
       *undeleted_dirs = 1;
       goto done;
     }

@@ -120,55 +120,64 @@ static char* copy_source(const s3_path* src, TF_Status* status) {
   return source;
 }
 
-typedef struct copy_job {
-  s3_fs* fs;
-  const s3_config* cfg;
-  const s3_path* dst;
-  const char* upload_id;
-  const char* source;
-  int64_t length;
-  int64_t part_size;
-  char** etags;
-  s3_first_error error;
-} copy_job;
+/* One part copy's request and what it points into. */
+typedef struct part_copy {
+  char number[16];
+  char range[64];
+  s3_param params[2];
+} part_copy;
 
-static void copy_part(void* arg, int i) {
-  copy_job* job = arg;
-  int64_t first = (int64_t)i * job->part_size;
-  int64_t last = first + job->part_size - 1;
-  char range[64], etag[96];
-  TF_Status* status = TF_NewStatus();
-  if (last >= job->length) last = job->length - 1;
-  snprintf(range, sizeof range, "bytes=%lld-%lld", (long long)first, (long long)last);
-  if (!s3_first_error_failed(&job->error) &&
-      s3_upload_part(job->fs, job->cfg, job->dst, job->upload_id, i + 1, NULL, 0,
-                     job->source, range, etag, sizeof etag, status) == 0 &&
-      (job->etags[i] = strdup(etag)) == NULL)
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-  s3_first_error_record(&job->error, status);
-  TF_DeleteStatus(status);
-}
-
+/* Every part copy (UploadPartCopy) in flight at once from this thread, as
+ * far as max_connections allows; etags[i] the ETag of part i + 1. */
 int s3_copy_parts(s3_fs* fs, const s3_config* cfg, const s3_path* src, int64_t length,
                   int64_t part_size, const s3_path* dst, const char* upload_id,
                   char** etags, TF_Status* status) {
-  copy_job job;
-  int rc;
-  job.fs = fs;
-  job.cfg = cfg;
-  job.dst = dst;
-  job.upload_id = upload_id;
-  job.length = length;
-  job.part_size = part_size;
-  job.etags = etags;
-  job.source = copy_source(src, status);
-  if (job.source == NULL) return -1;
-  s3_first_error_init(&job.error);
-  s3_parallel((int)((length + part_size - 1) / part_size), (int)cfg->concurrency,
-              copy_part, &job);
-  rc = s3_first_error_take(&job.error, status);
-  s3_first_error_destroy(&job.error);
-  free((char*)job.source);
+  int n = (int)((length + part_size - 1) / part_size), i, rc = -1;
+  char* source = copy_source(src, status);
+  part_copy* parts = calloc((size_t)n, sizeof *parts);
+  s3_request* reqs = calloc((size_t)n, sizeof *reqs);
+  s3_response* resps = calloc((size_t)n, sizeof *resps);
+  TF_Status** statuses = calloc((size_t)n, sizeof *statuses);
+  if (source == NULL) goto done;
+  if (parts == NULL || reqs == NULL || resps == NULL || statuses == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    goto done;
+  }
+  for (i = 0; i < n; ++i) {
+    int64_t first = (int64_t)i * part_size, last = first + part_size - 1;
+    if (last >= length) last = length - 1;
+    snprintf(parts[i].range, sizeof parts[i].range, "bytes=%lld-%lld", (long long)first, (long long)last);
+    s3_part_request(dst, upload_id, i + 1, NULL, 0, source, parts[i].range, parts[i].number, parts[i].params,
+                    &reqs[i], &resps[i]);
+    statuses[i] = TF_NewStatus();
+  }
+  if (s3_execute_many(fs, cfg, n, reqs, resps, statuses) != 0) {
+    for (i = 0; i < n && TF_GetCode(statuses[i]) == TF_OK; ++i) {
+    }
+    TF_SetStatus(status, TF_GetCode(statuses[i]), TF_Message(statuses[i]));
+    goto done;
+  }
+  for (i = 0; i < n; ++i) {
+    char* etag = s3_xml_find(resps[i].body.data, resps[i].body.len, "ETag");
+    etags[i] = strdup(etag != NULL ? etag : resps[i].etag);
+    free(etag);
+    if (etags[i] == NULL) {
+      TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+      goto done;
+    }
+  }
+  TF_SetStatus(status, TF_OK, "");
+  rc = 0;
+done:
+  for (i = 0; i < n && statuses != NULL; ++i) {
+    if (resps != NULL) objstore_response_free(&resps[i]);
+    if (statuses[i] != NULL) TF_DeleteStatus(statuses[i]);
+  }
+  free(statuses);
+  free(resps);
+  free(reqs);
+  free(parts);
+  free(source);
   return rc;
 }
 
