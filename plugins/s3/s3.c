@@ -183,15 +183,121 @@ static void stat_one(void* arg, int i) {
   fs_stat(job->filesystem, job->paths[i], &job->stats[i], job->statuses[i]);
 }
 
+/* Paths whose HEAD found no object: a directory when a key starts with
+ * key + "/" (one one-key listing each), else missing, worded as stat words
+ * it (one HEAD of the parent of each nested one: a file?). Each round's
+ * requests all in flight at once; 0, or -1 when out of memory. */
+static int settle_absent(s3_batch* b, const int* absent, int k, TF_FileStatistics* stats, TF_Status** statuses) {
+  s3_list_call* lists = calloc((size_t)k, sizeof *lists);
+  char** prefixes = calloc((size_t)k, sizeof *prefixes);
+  s3_request* heads = calloc((size_t)k, sizeof *heads);
+  s3_response* head_resps = calloc((size_t)k, sizeof *head_resps);
+  char** parents = calloc((size_t)k, sizeof *parents);
+  TF_Status** own = calloc((size_t)k, sizeof *own);
+  s3_request* reqs = calloc((size_t)k, sizeof *reqs);
+  s3_response* resps = calloc((size_t)k, sizeof *resps);
+  TF_Status** st = calloc((size_t)k, sizeof *st);
+  int* missing = calloc((size_t)k, sizeof *missing);
+  int j, m = 0, h = 0, rc = -1;
+  if (lists == NULL || prefixes == NULL || heads == NULL || head_resps == NULL || parents == NULL ||
+      own == NULL || reqs == NULL || resps == NULL || st == NULL || missing == NULL)
+    goto done;
+  for (j = 0; j < k; ++j) {
+    const s3_path* p = &b->paths[absent[j]];
+    if ((prefixes[j] = s3_key_with_slash(p->key)) == NULL) goto done;
+    s3_list_request(&lists[j], p->bucket, prefixes[j], "/", 1, NULL);
+    reqs[j] = lists[j].req;
+    st[j] = statuses[absent[j]];
+  }
+  s3_execute_many(b->fs, b->cfg, k, reqs, resps, st);
+  for (j = 0; j < k; ++j) {
+    int i = absent[j];
+    lists[j].resp = resps[j];
+    if (TF_GetCode(st[j]) == TF_OK) {
+      s3_listing l;
+      memset(&l, 0, sizeof l);
+      if (s3_list_answer(&lists[j], &l, st[j]) == 0) {
+        int64_t mtime = 0;
+        if (s3_prefix_found(&l, prefixes[j], &mtime)) {
+          stats[i].is_directory = 1;
+          stats[i].mtime_nsec = mtime;
+        } else {
+          missing[m++] = j;
+        }
+      }
+      s3_listing_free(&l);
+    } else if (TF_GetCode(st[j]) == TF_NOT_FOUND) { /* NoSuchBucket */
+      missing[m++] = j;
+    }
+  }
+  /* the nested missing ones: is the parent a file? */
+  for (h = 0; h < m; ++h) {
+    const s3_path* p = &b->paths[absent[missing[h]]];
+    const char* slash = strrchr(p->key, '/');
+    own[h] = TF_NewStatus();
+    if (slash != NULL && (parents[h] = strndup(p->key, (size_t)(slash - p->key))) == NULL) {
+      ++h;
+      goto done;
+    }
+    s3_request_init(&heads[h], &head_resps[h], "HEAD", p->bucket, parents[h] != NULL ? parents[h] : "");
+  }
+  {
+    /* only the nested ones go out; the others' parent is the bucket */
+    s3_request* nested = calloc((size_t)(m > 0 ? m : 1), sizeof *nested);
+    s3_response* nested_resps = calloc((size_t)(m > 0 ? m : 1), sizeof *nested_resps);
+    TF_Status** nested_st = calloc((size_t)(m > 0 ? m : 1), sizeof *nested_st);
+    int q = 0;
+    if (nested == NULL || nested_resps == NULL || nested_st == NULL) {
+      free(nested);
+      free(nested_resps);
+      free(nested_st);
+      goto done;
+    }
+    for (j = 0; j < m; ++j) {
+      if (parents[j] == NULL) continue;
+      nested[q] = heads[j];
+      nested_st[q++] = own[j];
+    }
+    s3_execute_many(b->fs, b->cfg, q, nested, nested_resps, nested_st);
+    for (j = 0; j < q; ++j) objstore_response_free(&nested_resps[j]);
+    for (j = 0; j < m; ++j) { /* own[j] stayed OK only where a parent's HEAD found a file */
+      int i = absent[missing[j]];
+      s3_missing_status(&b->paths[i], "stat", parents[j] != NULL && TF_GetCode(own[j]) == TF_OK, statuses[i]);
+    }
+    free(nested);
+    free(nested_resps);
+    free(nested_st);
+  }
+  rc = 0;
+done:
+  for (j = 0; j < k; ++j) {
+    if (resps != NULL) objstore_response_free(&resps[j]);
+    if (prefixes != NULL) free(prefixes[j]);
+    if (parents != NULL) free(parents[j]);
+    if (own != NULL && own[j] != NULL) TF_DeleteStatus(own[j]);
+  }
+  free(lists);
+  free(prefixes);
+  free(heads);
+  free(head_resps);
+  free(parents);
+  free(own);
+  free(reqs);
+  free(resps);
+  free(st);
+  free(missing);
+  return rc;
+}
+
 /* The stat_files op: one HEAD per object, all in flight at once
- * (s3_execute_many); what a HEAD cannot settle (a bucket, the root, no
- * object: a directory or missing?) is settled by stat, `concurrency` at a
- * time. */
+ * (s3_execute_many); the objects a HEAD did not find are settled in two
+ * more such rounds (settle_absent); a bucket or the root by stat. */
 static void fs_stat_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
                           TF_FileStatistics* stats, TF_Status** statuses) {
   s3_batch b;
   stat_job settle = {filesystem, paths, stats, statuses};
-  int i, k;
+  int i, k, num_absent = 0;
+  int* absent;
   if (s3_batch_start(&b, filesystem, n, statuses) != 0) return;
   for (i = 0; i < n; ++i) {
     memset(&stats[i], 0, sizeof stats[i]);
@@ -202,15 +308,20 @@ static void fs_stat_files(const TF_Filesystem* filesystem, const char* const* pa
       s3_batch_add(&b, i, "HEAD");
   }
   s3_batch_run(&b);
+  absent = malloc((size_t)(n > 0 ? n : 1) * sizeof *absent);
   for (k = 0; k < b.num_sent; ++k) {
     i = b.path_of[k];
     if (TF_GetCode(statuses[i]) == TF_OK) {
       stats[i].length = b.resps[k].length;
       stats[i].mtime_nsec = b.resps[k].mtime_nsec;
     } else if (b.resps[k].http == 404) {
-      s3_batch_aside(&b, i);
+      if (absent != NULL) absent[num_absent++] = i;
+      else s3_batch_aside(&b, i);
     }
   }
+  if (num_absent > 0 && settle_absent(&b, absent, num_absent, stats, statuses) != 0)
+    for (k = 0; k < num_absent; ++k) s3_batch_aside(&b, absent[k]); /* out of memory: one by one */
+  free(absent);
   s3_batch_settle_aside(&b, stat_one, &settle);
   s3_batch_end(&b);
 }

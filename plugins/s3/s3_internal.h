@@ -313,6 +313,23 @@ void s3_batch_end(s3_batch* b);
 
 /* "a/b" + "/", malloc'd. */
 char* s3_key_with_slash(const char* key);
+/* A ListObjectsV2 page's request and what it points into. */
+typedef struct s3_list_call {
+  s3_request req;
+  s3_response resp;
+  s3_param params[6];
+  char max[16];
+} s3_list_call;
+/* The request for one ListObjectsV2 page of bucket under prefix (delimiter
+ * may be NULL), at most max_keys keys, from token (NULL: the first page);
+ * prefix and token are the caller's, kept until it has run. */
+void s3_list_request(s3_list_call* c, const char* bucket, const char* prefix, const char* delimiter,
+                     int max_keys, const char* token);
+/* The page c's answer holds, appended to l: 0, or -1 with status set. */
+int s3_list_answer(s3_list_call* c, s3_listing* l, TF_Status* status);
+/* Whether a one-key page under prefix (a key + "/") found anything: 1 (a
+ * directory; mtime_nsec its marker's, when the page starts with it) or 0. */
+int s3_prefix_found(const s3_listing* l, const char* prefix, int64_t* mtime_nsec);
 /* One ListObjectsV2 page of bucket under prefix (delimiter may be NULL),
  * at most max_keys keys, from token (NULL: the first page), appended to l. */
 int s3_list_page(s3_fs* fs, const s3_config* cfg, const char* bucket,
@@ -342,6 +359,9 @@ int s3_probe(s3_fs* fs, const s3_config* cfg, const s3_path* p,
 const char* s3_content_type(const s3_config* cfg, const s3_attributes* attributes,
                             const char* key);
 
+/* NOT_FOUND for p, or FAILED_PRECONDITION when its parent is a file (the
+ * caller asked). */
+void s3_missing_status(const s3_path* p, const char* what, int parent_is_file, TF_Status* status);
 /* Sets NOT_FOUND for p, or FAILED_PRECONDITION when p's parent is a file. */
 void s3_set_missing(s3_fs* fs, const s3_config* cfg, const s3_path* p,
                     const char* what, TF_Status* status);

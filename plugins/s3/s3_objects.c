@@ -55,37 +55,48 @@ char* s3_key_with_slash(const char* key) {
 
 /* ---- lookups ---------------------------------------------------------------------- */
 
+void s3_list_request(s3_list_call* c, const char* bucket, const char* prefix, const char* delimiter,
+                     int max_keys, const char* token) {
+  int n = 0;
+  s3_request_init(&c->req, &c->resp, "GET", bucket, NULL);
+  snprintf(c->max, sizeof c->max, "%d", max_keys);
+  c->params[n++] = (s3_param){"list-type", "2"};
+  c->params[n++] = (s3_param){"prefix", prefix};
+  c->params[n++] = (s3_param){"max-keys", c->max};
+  if (delimiter != NULL) c->params[n++] = (s3_param){"delimiter", delimiter};
+  if (token != NULL) c->params[n++] = (s3_param){"continuation-token", token};
+  /* Keys come back percent-encoded: a key with a control character would
+   * otherwise make the XML, and so the whole page, unreadable. */
+  c->params[n++] = (s3_param){"encoding-type", "url"};
+  c->req.params = c->params;
+  c->req.num_params = n;
+}
+
+int s3_list_answer(s3_list_call* c, s3_listing* l, TF_Status* status) {
+  l->url_encoded = 1;
+  if (s3_parse_listing(c->resp.body.data, c->resp.body.len, l) != 0) {
+    TF_SetStatus(status, TF_INTERNAL, "s3: could not parse a listing");
+    return -1;
+  }
+  return 0;
+}
+
 int s3_list_page(s3_fs* fs, const s3_config* cfg, const char* bucket,
                  const char* prefix, const char* delimiter, int max_keys,
                  const char* token, s3_listing* l, TF_Status* status) {
-  char max[16];
-  s3_param params[6];
-  int n = 0, rc;
-  s3_request req;
-  s3_response resp;
-  memset(&req, 0, sizeof req);
-  memset(&resp, 0, sizeof resp);
-  snprintf(max, sizeof max, "%d", max_keys);
-  params[n++] = (s3_param){"list-type", "2"};
-  params[n++] = (s3_param){"prefix", prefix};
-  params[n++] = (s3_param){"max-keys", max};
-  if (delimiter != NULL) params[n++] = (s3_param){"delimiter", delimiter};
-  if (token != NULL) params[n++] = (s3_param){"continuation-token", token};
-  /* Keys come back percent-encoded: a key with a control character would
-   * otherwise make the XML, and so the whole page, unreadable. */
-  params[n++] = (s3_param){"encoding-type", "url"};
-  l->url_encoded = 1;
-  req.method = "GET";
-  req.bucket = bucket;
-  req.params = params;
-  req.num_params = n;
-  rc = s3_execute(fs, cfg, &req, &resp, status);
-  if (rc == 0 && s3_parse_listing(resp.body.data, resp.body.len, l) != 0) {
-    TF_SetStatus(status, TF_INTERNAL, "s3: could not parse a listing");
-    rc = -1;
-  }
-  objstore_response_free(&resp);
+  s3_list_call c;
+  int rc;
+  s3_list_request(&c, bucket, prefix, delimiter, max_keys, token);
+  rc = s3_execute(fs, cfg, &c.req, &c.resp, status);
+  if (rc == 0) rc = s3_list_answer(&c, l, status);
+  objstore_response_free(&c.resp);
   return rc;
+}
+
+int s3_prefix_found(const s3_listing* l, const char* prefix, int64_t* mtime_nsec) {
+  if (l->keys.count + l->prefixes.count == 0) return 0;
+  if (l->keys.count > 0 && strcmp(l->keys.items[0], prefix) == 0) *mtime_nsec = l->mtimes[0];
+  return 1;
 }
 
 /* Whether some key starts with p's key + "/"; 1, 0, or -1 with status set.
@@ -102,9 +113,7 @@ static int is_prefix(s3_fs* fs, const s3_config* cfg, const s3_path* p,
     return -1;
   }
   found = s3_list_page(fs, cfg, p->bucket, prefix, "/", 1, NULL, &l, status);
-  if (found == 0) found = l.keys.count + l.prefixes.count > 0;
-  if (found == 1 && l.keys.count > 0 && strcmp(l.keys.items[0], prefix) == 0)
-    *mtime_nsec = l.mtimes[0];
+  if (found == 0) found = s3_prefix_found(&l, prefix, mtime_nsec);
   s3_listing_free(&l);
   free(prefix);
   return found;
@@ -308,30 +317,34 @@ int s3_probe(s3_fs* fs, const s3_config* cfg, const s3_path* p, int64_t* size,
   return rc ? S3_DIR : S3_MISSING;
 }
 
+void s3_missing_status(const s3_path* p, const char* what, int parent_is_file, TF_Status* status) {
+  char msg[1200];
+  const char* slash = strrchr(p->key, '/');
+  if (slash != NULL && parent_is_file) {
+    int parent = (int)(slash - p->key);
+    snprintf(msg, sizeof msg, "%s s3://%s/%s: s3://%s/%.*s is a file, not a directory", what, p->bucket, p->key,
+             p->bucket, parent, p->key);
+    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+    return;
+  }
+  snprintf(msg, sizeof msg, "%s s3://%s/%s: no such file or directory", what, p->bucket, p->key);
+  TF_SetStatus(status, TF_NOT_FOUND, msg);
+}
+
 void s3_set_missing(s3_fs* fs, const s3_config* cfg, const s3_path* p,
                     const char* what, TF_Status* status) {
-  char msg[1200];
   char* slash = strrchr(p->key, '/');
+  int parent_is_file = 0;
   if (slash != NULL) {
     /* "file/x": S3 would hold both keys, but a file has no children. */
     s3_response resp;
     TF_Status* ignored = TF_NewStatus();
-    int rc;
     *slash = '\0';
     memset(&resp, 0, sizeof resp);
-    rc = head(fs, cfg, p->bucket, p->key, &resp, ignored);
+    parent_is_file = head(fs, cfg, p->bucket, p->key, &resp, ignored) == 0;
+    *slash = '/';
     objstore_response_free(&resp);
     TF_DeleteStatus(ignored);
-    if (rc == 0) {
-      snprintf(msg, sizeof msg, "%s s3://%s/%s/%s: s3://%s/%s is a file, not a directory",
-               what, p->bucket, p->key, slash + 1, p->bucket, p->key);
-      *slash = '/';
-      TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
-      return;
-    }
-    *slash = '/';
   }
-  snprintf(msg, sizeof msg, "%s s3://%s/%s: no such file or directory", what,
-           p->bucket, p->key);
-  TF_SetStatus(status, TF_NOT_FOUND, msg);
+  s3_missing_status(p, what, parent_is_file, status);
 }

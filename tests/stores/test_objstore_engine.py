@@ -178,3 +178,47 @@ def test_a_bulk_call_cancelled_mid_flight_leaks_no_handle_or_socket(
     proxy.inject(["pass"] * 5 + ["stall"])
     printed = python_with_gateway(s3_gateway, BULK_CANCELLED, bucket, proxy.endpoint).split()
     assert printed == ["True", "True", "0"]
+
+
+def test_stat_files_settles_what_a_head_did_not_find_in_two_bulk_rounds(
+    s3_gateway: Gateway, proxy: FaultProxy, bucket: str, s3_fs: asyncfs.ModularFileSystem
+) -> None:
+    """Directories (a marker, or only keys below), missing objects, one
+    below a file and one in a missing bucket: stat_files answers each as
+    stat does, with one HEAD each, then one one-key listing for each the
+    HEAD did not find, then one HEAD of the parent of each nested missing
+    one; no request twice, none on a thread of its own."""
+    s3_fs.write_file(f"s3://{bucket}/file", b"12345")
+    s3_fs.create_dir(f"s3://{bucket}/marked")
+    s3_fs.write_file(f"s3://{bucket}/implied/below", b"x")
+    uris = [
+        f"s3://{bucket}/file",
+        f"s3://{bucket}/marked",
+        f"s3://{bucket}/implied",
+        f"s3://{bucket}/missing",
+        f"s3://{bucket}/file/below",
+        f"s3://{bucket}/deeper/missing",
+        "s3://no-such-bucket-here/x",
+    ]
+    fs = own_s3(s3_gateway, endpoint=proxy.endpoint)
+    proxy.inject([])
+    bulk = fs.stat_files(uris)
+    sent = [line for line, _ in proxy.requests]
+    alone = []
+    for uri in uris:
+        try:
+            alone.append(s3_fs.stat(uri))
+        except asyncfs.StatusError as error:
+            alone.append(error)
+    for one, other in zip(bulk, alone, strict=True):
+        if isinstance(other, asyncfs.StatusError):
+            assert type(one) is type(other) and str(one) == str(other)
+        else:
+            assert (one.length, one.is_directory) == (other.length, other.is_directory)  # type: ignore[union-attr]
+    assert isinstance(bulk[4], asyncfs.FailedPreconditionError)
+    assert isinstance(bulk[3], asyncfs.NotFoundError) and isinstance(bulk[6], asyncfs.NotFoundError)
+    heads = [line for line in sent if line.startswith("HEAD")]
+    lists = [line for line in sent if line.startswith("GET") and "list-type=2" in line]
+    assert len(heads) == 7 + 2  # each path once, then the parents of file/below and deeper/missing
+    assert len(lists) == 6  # each path whose HEAD found nothing (all but file)
+    assert len(sent) == len(heads) + len(lists)
