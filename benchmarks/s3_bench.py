@@ -526,18 +526,22 @@ def _parquet_gets(gw: Gateway, fs: Any, quick: bool) -> Row:
         fs.write_file(f"s3://{BUCKET}/table.parquet", data)
 
     def bridge(endpoint: str, options: dict[str, Any]) -> tuple[Any, str]:
-        import fsspec
-
-        bridge_fs = fsspec.filesystem(
-            "asyncfs+s3",
-            endpoint=endpoint,
-            access_key_id=gw.access_key,
-            secret_access_key=gw.secret_key,
-            region=gw.region,
-            path_style=1,
-            skip_instance_cache=True,
-            **options,
-        )
-        return bridge_fs, f"asyncfs+s3://{BUCKET}/table.parquet"
+        return bridge_s3(gw, endpoint, **options), f"asyncfs+s3://{BUCKET}/table.parquet"
 
     return parquet_gets("s3", gw.endpoint, put, bridge, quick)
+
+
+def bridge_s3(gw: Gateway, endpoint: str, **options: Any) -> Any:
+    """A fresh asyncfs+s3 fsspec filesystem for the gateway at endpoint
+    (the gateway's own, or a proxy's in front of it)."""
+    from asyncfs.fsspec import filesystem_class
+
+    return filesystem_class("s3")(
+        endpoint=endpoint,
+        access_key_id=gw.access_key,
+        secret_access_key=gw.secret_key,
+        region=gw.region,
+        path_style=1,
+        skip_instance_cache=True,
+        **options,
+    )

@@ -19,6 +19,7 @@ from tests.support.ceph_gateway import Gateway, missing_reason, start_gateway
 from tests.support.fault_proxy import FaultProxy
 
 from .harness import Row, optional
+from .s3_bench import bridge_s3
 
 FOLDER = "stacks"
 
@@ -36,19 +37,6 @@ def bench_stacks(repeat: int, quick: bool) -> list[Row]:
         gw.stop()
 
 
-def _asyncfs(endpoint: str, gw: Gateway) -> Any:
-    from asyncfs.fsspec import filesystem_class
-
-    return filesystem_class("s3")(
-        endpoint=endpoint,
-        access_key_id=gw.access_key,
-        secret_access_key=gw.secret_key,
-        region=gw.region,
-        path_style=1,
-        skip_instance_cache=True,
-    )
-
-
 def _s3fs(endpoint: str, gw: Gateway) -> Any:
     s3fs = optional("s3fs")
     return s3fs.S3FileSystem(
@@ -62,7 +50,7 @@ def _s3fs(endpoint: str, gw: Gateway) -> Any:
 
 def _clients(endpoint: str, gw: Gateway) -> dict[str, Callable[[], Any]]:
     """Each client's maker: a fresh filesystem (cold caches) per use."""
-    makers: dict[str, Callable[[], Any]] = {"asyncfs": lambda: _asyncfs(endpoint, gw)}
+    makers: dict[str, Callable[[], Any]] = {"asyncfs": lambda: bridge_s3(gw, endpoint)}
     if optional("s3fs"):
         makers["s3fs"] = lambda: _s3fs(endpoint, gw)
     return makers
@@ -109,7 +97,7 @@ def _bench(gw: Gateway, repeat: int, quick: bool) -> list[Row]:
     years, months = (2, 6) if quick else (4, 12)
     files = years * months
     bucket = f"stacks-{uuid.uuid4().hex[:8]}"
-    writer = _asyncfs(gw.endpoint, gw)
+    writer = bridge_s3(gw, gw.endpoint)
     writer.mkdir(bucket)
     _dataset(writer, bucket, years, months)
     makers = _clients(gw.endpoint, gw)
