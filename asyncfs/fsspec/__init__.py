@@ -421,9 +421,9 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
 
     async def _ls(self, path: str, detail: bool = True, refresh: bool = False, **kwargs: Any) -> list[Any]:
         path = self._strip_protocol(path)
-        kept = None if refresh else self._cached_listing(path)
+        kept = self._kept_ls(path, detail, refresh)
         if kept is not None:
-            return list(kept) if detail else [entry["name"] for entry in kept]
+            return kept
         uri = self._uri(path)
         try:
             entries = await self.env.filesystem(uri).get_children_kinds(uri)
@@ -476,29 +476,35 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         names = sorted(found)
         return {name: found[name] for name in names} if detail else names
 
-    def _known(self, path: str) -> dict[str, Any] | bool | None:
-        """What the kept listings say of path: its info, False (absent),
-        or None (they do not say)."""
+    def _kept_ls(self, path: str, detail: bool, refresh: bool) -> list[Any] | None:
+        """ls's answer from the kept listing of path; None when none is kept."""
+        kept = None if refresh else self._cached_listing(path)
+        if kept is None:
+            return None
+        return list(kept) if detail else [entry["name"] for entry in kept]
+
+    def _kept_kind(self, path: str) -> str | None:
+        """What the kept listings say path is: its info's type, "" when
+        they say it is absent, None when they do not say."""
         try:
-            return self._cached_info(path)
+            info = self._cached_info(path)
         except FileNotFoundError:
-            return False
+            return ""
+        return None if info is None else str(info["type"])
 
     async def _exists(self, path: str, **kwargs: Any) -> bool:
         path = self._strip_protocol(path)
         if path in ("", "/"):
             return True
-        known = self._known(path)
-        return bool(known) if known is not None else await self.env.exists(self._uri(path))
+        kind = self._kept_kind(path)
+        return bool(kind) if kind is not None else await self.env.exists(self._uri(path))
 
     async def _isdir(self, path: str) -> bool:
         path = self._strip_protocol(path)
         if path in ("", "/"):
             return True
-        known = self._known(path)
-        if known is not None:
-            return bool(known) and known["type"] == "directory"  # type: ignore[index]
-        return await self.env.isdir(self._uri(path))
+        kind = self._kept_kind(path)
+        return kind == "directory" if kind is not None else await self.env.isdir(self._uri(path))
 
     async def _isfile(self, path: str) -> bool:
         try:
@@ -538,21 +544,21 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         return None if plugin is None else (plugin, path, uri)
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
-        cached = self._cached_info(self._strip_protocol(path))
-        if cached is not None:
-            return cached
         here = self._here(path)
         if here is None:
+            cached = self._cached_info(self._strip_protocol(path))  # kept: no hop to fsspec's loop
+            if cached is not None:
+                return cached
             return sync(self.loop, self._info, path, **kwargs)  # type: ignore[no-any-return]
         plugin, path, uri = here
         return self._top(path) or self._entry(path, plugin.stat(uri))
 
     def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
-        kept = None if kwargs.get("refresh") else self._cached_listing(self._strip_protocol(path))
-        if kept is not None:
-            return list(kept) if detail else [entry["name"] for entry in kept]
         here = self._here(path)
         if here is None:
+            kept = self._kept_ls(self._strip_protocol(path), detail, bool(kwargs.get("refresh")))
+            if kept is not None:
+                return kept
             return sync(self.loop, self._ls, path, detail=detail, **kwargs)  # type: ignore[no-any-return]
         plugin, path, uri = here
         try:
@@ -562,21 +568,21 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         return self._listing(path, entries, detail)
 
     def exists(self, path: str, **kwargs: Any) -> bool:
-        known = self._known(self._strip_protocol(path))
-        if known is not None:
-            return bool(known)
         here = self._here(path)
         if here is None:
+            kind = self._kept_kind(self._strip_protocol(path))
+            if kind is not None:
+                return bool(kind)
             return sync(self.loop, self._exists, path, **kwargs)  # type: ignore[no-any-return]
         plugin, path, uri = here
         return path in ("", "/") or plugin.exists(uri)
 
     def isdir(self, path: str) -> bool:
-        known = self._known(self._strip_protocol(path))
-        if known is not None:
-            return bool(known) and known["type"] == "directory"  # type: ignore[index]
         here = self._here(path)
         if here is None:
+            kind = self._kept_kind(self._strip_protocol(path))
+            if kind is not None:
+                return kind == "directory"
             return sync(self.loop, self._isdir, path)  # type: ignore[no-any-return]
         plugin, path, uri = here
         return path in ("", "/") or plugin.isdir(uri)
