@@ -190,17 +190,18 @@ static void stat_one(void* arg, int i) {
 static int settle_absent(s3_batch* b, const int* absent, int k, TF_FileStatistics* stats, TF_Status** statuses) {
   s3_list_call* lists = calloc((size_t)k, sizeof *lists);
   char** prefixes = calloc((size_t)k, sizeof *prefixes);
-  s3_request* heads = calloc((size_t)k, sizeof *heads);
-  s3_response* head_resps = calloc((size_t)k, sizeof *head_resps);
-  char** parents = calloc((size_t)k, sizeof *parents);
-  TF_Status** own = calloc((size_t)k, sizeof *own);
   s3_request* reqs = calloc((size_t)k, sizeof *reqs);
   s3_response* resps = calloc((size_t)k, sizeof *resps);
   TF_Status** st = calloc((size_t)k, sizeof *st);
   int* missing = calloc((size_t)k, sizeof *missing);
-  int j, m = 0, h = 0, rc = -1;
-  if (lists == NULL || prefixes == NULL || heads == NULL || head_resps == NULL || parents == NULL ||
-      own == NULL || reqs == NULL || resps == NULL || st == NULL || missing == NULL)
+  /* the second round: a HEAD of each nested missing path's parent */
+  char** parents = calloc((size_t)k, sizeof *parents);
+  s3_request* heads = calloc((size_t)k, sizeof *heads);
+  s3_response* head_resps = calloc((size_t)k, sizeof *head_resps);
+  TF_Status** head_st = calloc((size_t)k, sizeof *head_st);
+  int j, m = 0, q = 0, rc = -1;
+  if (lists == NULL || prefixes == NULL || reqs == NULL || resps == NULL || st == NULL || missing == NULL ||
+      parents == NULL || heads == NULL || head_resps == NULL || head_st == NULL)
     goto done;
   for (j = 0; j < k; ++j) {
     const s3_path* p = &b->paths[absent[j]];
@@ -215,77 +216,55 @@ static int settle_absent(s3_batch* b, const int* absent, int k, TF_FileStatistic
     lists[j].resp = resps[j];
     if (TF_GetCode(st[j]) == TF_OK) {
       s3_listing l;
+      int64_t mtime = 0;
       memset(&l, 0, sizeof l);
       if (s3_list_answer(&lists[j], &l, st[j]) == 0) {
-        int64_t mtime = 0;
         if (s3_prefix_found(&l, prefixes[j], &mtime)) {
           stats[i].is_directory = 1;
           stats[i].mtime_nsec = mtime;
         } else {
-          missing[m++] = j;
+          missing[m++] = i;
         }
       }
       s3_listing_free(&l);
     } else if (TF_GetCode(st[j]) == TF_NOT_FOUND) { /* NoSuchBucket */
-      missing[m++] = j;
+      missing[m++] = i;
     }
   }
-  /* the nested missing ones: is the parent a file? */
-  for (h = 0; h < m; ++h) {
-    const s3_path* p = &b->paths[absent[missing[h]]];
+  for (j = 0; j < m; ++j) {
+    const s3_path* p = &b->paths[missing[j]];
     const char* slash = strrchr(p->key, '/');
-    own[h] = TF_NewStatus();
-    if (slash != NULL && (parents[h] = strndup(p->key, (size_t)(slash - p->key))) == NULL) {
-      ++h;
-      goto done;
-    }
-    s3_request_init(&heads[h], &head_resps[h], "HEAD", p->bucket, parents[h] != NULL ? parents[h] : "");
+    if (slash == NULL) continue; /* its parent is the bucket */
+    if ((parents[j] = strndup(p->key, (size_t)(slash - p->key))) == NULL) goto done;
+    head_st[q] = TF_NewStatus();
+    s3_request_init(&heads[q], &head_resps[q], "HEAD", p->bucket, parents[j]);
+    ++q;
   }
-  {
-    /* only the nested ones go out; the others' parent is the bucket */
-    s3_request* nested = calloc((size_t)(m > 0 ? m : 1), sizeof *nested);
-    s3_response* nested_resps = calloc((size_t)(m > 0 ? m : 1), sizeof *nested_resps);
-    TF_Status** nested_st = calloc((size_t)(m > 0 ? m : 1), sizeof *nested_st);
-    int q = 0;
-    if (nested == NULL || nested_resps == NULL || nested_st == NULL) {
-      free(nested);
-      free(nested_resps);
-      free(nested_st);
-      goto done;
-    }
-    for (j = 0; j < m; ++j) {
-      if (parents[j] == NULL) continue;
-      nested[q] = heads[j];
-      nested_st[q++] = own[j];
-    }
-    s3_execute_many(b->fs, b->cfg, q, nested, nested_resps, nested_st);
-    for (j = 0; j < q; ++j) objstore_response_free(&nested_resps[j]);
-    for (j = 0; j < m; ++j) { /* own[j] stayed OK only where a parent's HEAD found a file */
-      int i = absent[missing[j]];
-      s3_missing_status(&b->paths[i], "stat", parents[j] != NULL && TF_GetCode(own[j]) == TF_OK, statuses[i]);
-    }
-    free(nested);
-    free(nested_resps);
-    free(nested_st);
+  s3_execute_many(b->fs, b->cfg, q, heads, head_resps, head_st);
+  for (j = 0, q = 0; j < m; ++j) { /* the HEADs went in the order of the nested ones */
+    int parent_is_file = 0;
+    if (parents[j] != NULL) parent_is_file = TF_GetCode(head_st[q++]) == TF_OK;
+    s3_missing_status(&b->paths[missing[j]], "stat", parent_is_file, statuses[missing[j]]);
   }
   rc = 0;
 done:
   for (j = 0; j < k; ++j) {
     if (resps != NULL) objstore_response_free(&resps[j]);
+    if (head_resps != NULL) objstore_response_free(&head_resps[j]);
     if (prefixes != NULL) free(prefixes[j]);
     if (parents != NULL) free(parents[j]);
-    if (own != NULL && own[j] != NULL) TF_DeleteStatus(own[j]);
+    if (head_st != NULL && head_st[j] != NULL) TF_DeleteStatus(head_st[j]);
   }
   free(lists);
   free(prefixes);
-  free(heads);
-  free(head_resps);
-  free(parents);
-  free(own);
   free(reqs);
   free(resps);
   free(st);
   free(missing);
+  free(parents);
+  free(heads);
+  free(head_resps);
+  free(head_st);
   return rc;
 }
 
