@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "plugin_fork.h"
+#include "objstore_formats.h"
 #include "s3_formats.h"
 #include "s3_internal.h"
 
@@ -205,7 +206,7 @@ static int take(chain* ch, char* access_key, char* secret_key, char* token, char
     rc = fail(ch, TF_UNAUTHENTICATED, "s3: %s gave no access key id and secret access key",
               source, "");
   } else if (expiration != NULL && *expiration != '\0' &&
-             (expires = s3_parse_time(expiration)) < 0) {
+             (expires = objstore_parse_time(expiration)) < 0) {
     rc = fail(ch, TF_UNAUTHENTICATED, "s3: %s gave an expiration that is not a time: '%s'",
               source, expiration);
   } else {
@@ -474,7 +475,7 @@ static int credential_process(chain* ch) {
              WIFEXITED(exit_status) ? WEXITSTATUS(exit_status) : -1);
     rc = fail(ch, TF_UNAUTHENTICATED, "s3: credential_process '%s' exited with status %s",
               command, status_text);
-  } else if ((version = s3_json_get(out.data, out.len, "Version")) == NULL ||
+  } else if ((version = objstore_json_get(out.data, out.len, "Version")) == NULL ||
              strcmp(version, "1") != 0) {
     free(version);
     rc = fail(ch, TF_UNAUTHENTICATED,
@@ -482,10 +483,10 @@ static int credential_process(chain* ch) {
               command, "");
   } else {
     free(version);
-    rc = take(ch, s3_json_get(out.data, out.len, "AccessKeyId"),
-              s3_json_get(out.data, out.len, "SecretAccessKey"),
-              s3_json_get(out.data, out.len, "SessionToken"),
-              s3_json_get(out.data, out.len, "Expiration"), "credential_process");
+    rc = take(ch, objstore_json_get(out.data, out.len, "AccessKeyId"),
+              objstore_json_get(out.data, out.len, "SecretAccessKey"),
+              objstore_json_get(out.data, out.len, "SessionToken"),
+              objstore_json_get(out.data, out.len, "Expiration"), "credential_process");
   }
   if (out.data != NULL) memset(out.data, 0, out.len);
   plugin_buf_free(&out);
@@ -496,9 +497,9 @@ static int credential_process(chain* ch) {
 /* The JSON both metadata services answer with. */
 static int take_json(chain* ch, const fetched* f, const char* source) {
   const char* j = f->body.data;
-  return take(ch, s3_json_get(j, f->body.len, "AccessKeyId"),
-              s3_json_get(j, f->body.len, "SecretAccessKey"),
-              s3_json_get(j, f->body.len, "Token"), s3_json_get(j, f->body.len, "Expiration"),
+  return take(ch, objstore_json_get(j, f->body.len, "AccessKeyId"),
+              objstore_json_get(j, f->body.len, "SecretAccessKey"),
+              objstore_json_get(j, f->body.len, "Token"), objstore_json_get(j, f->body.len, "Expiration"),
               source);
 }
 

@@ -1,7 +1,8 @@
-"""The text the s3 plugin's credential sources hand it (plugins/s3/s3_formats.c):
-AWS config files, JSON documents and ISO 8601 times. The C file is compiled
-on its own and checked through cffi against the parsers boto3 and Python
-use: botocore's own config loader, ``json`` and ``datetime``."""
+"""The text stores and credential sources hand the plugins: AWS config files
+(plugins/s3/s3_formats.c), JSON documents and ISO 8601 times
+(plugins/objstore/objstore_formats.c). The C files are compiled on their own
+and checked through cffi against the parsers boto3 and Python use:
+botocore's own config loader, ``json`` and ``datetime``."""
 
 from __future__ import annotations
 
@@ -19,11 +20,15 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 SOURCE = REPO / "plugins" / "s3" / "s3_formats.c"
+ENGINE_SOURCE = REPO / "plugins" / "objstore" / "objstore_formats.c"
 
 CDEF = """
 char* s3_ini_get(const char* text, const char* section, const char* key, int* section_found);
-char* s3_json_get(const char* json, size_t len, const char* key);
-int64_t s3_parse_time(const char* iso);
+char* objstore_json_get(const char* json, size_t len, const char* key);
+int objstore_json_member(const char* json, size_t len, const char* key, const char** start, size_t* n);
+int objstore_json_next(const char* array, size_t len, size_t* pos, const char** start, size_t* n);
+char* objstore_json_string(const char* value, size_t len);
+int64_t objstore_parse_time(const char* iso);
 void free(void*);
 """
 
@@ -33,7 +38,7 @@ def formats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     if not SOURCE.exists():
         pytest.skip("the plugin sources are not here (an installed wheel)")
     folder: Path = tmp_path_factory.mktemp("formats")
-    library = build_plugin(SOURCE, folder / "libformats.so", flags=("-I", str(SOURCE.parent)))
+    library = build_plugin(SOURCE, folder / "libformats.so", flags=(str(ENGINE_SOURCE), "-I", str(SOURCE.parent), "-I", str(ENGINE_SOURCE.parent)))
     ffi = cffi.FFI()
     ffi.cdef(CDEF)
     lib = ffi.dlopen(str(library))
@@ -59,7 +64,7 @@ def ini_get(formats: Any, text: str, section: str, key: str) -> tuple[str | None
 
 def json_get(formats: Any, document: bytes, key: str) -> str | None:
     _, lib = formats
-    return taken(formats, lib.s3_json_get(document, len(document), key.encode()))
+    return taken(formats, lib.objstore_json_get(document, len(document), key.encode()))
 
 
 # ---- config files -------------------------------------------------------------------------
@@ -213,6 +218,48 @@ def test_json_that_is_not_one_object_gives_nothing(formats: Any, text: bytes) ->
         assert got == expected_member(document, key) or float(got) == document[key]
 
 
+def json_member(formats: Any, document: bytes, key: str) -> bytes | None:
+    ffi, lib = formats
+    start, n = ffi.new("const char**"), ffi.new("size_t*")
+    found = lib.objstore_json_member(document, len(document), key.encode(), start, n)
+    return ffi.buffer(start[0], n[0])[:] if found == 1 else None
+
+
+def json_elements(formats: Any, array: bytes) -> list[bytes] | None:
+    ffi, lib = formats
+    pos, start, n = ffi.new("size_t*"), ffi.new("const char**"), ffi.new("size_t*")
+    out = []
+    while (rc := lib.objstore_json_next(array, len(array), pos, start, n)) == 1:
+        out.append(ffi.buffer(start[0], n[0])[:])
+    return out if rc == 0 else None
+
+
+@given(
+    document=st.dictionaries(KEYS, VALUES | st.lists(VALUES | st.dictionaries(KEYS, VALUES), max_size=4), max_size=6),
+    key=KEYS,
+    indent=st.sampled_from([None, 0, 2]),
+)
+@example(document={"items": [{"name": "a/b c"}, {"name": "\u00e9"}], "prefixes": []}, key="items", indent=None)
+def test_json_members_and_elements_are_the_text_python_reads(
+    formats: Any, document: dict[str, Any], key: str, indent: int | None
+) -> None:
+    """A listing's arrays are walked element by element: each member's text,
+    and each element's, parses to what Python parses the whole to; a string
+    element decodes as Python decodes it."""
+    text = json.dumps(document, indent=indent).encode()
+    member = json_member(formats, text, key)
+    if key not in document:
+        assert member is None
+        return
+    assert member is not None and json.loads(member) == document[key]
+    if isinstance(document[key], list):
+        elements = json_elements(formats, member)
+        assert elements is not None and [json.loads(e) for e in elements] == document[key]
+        for element, value in zip(elements, document[key], strict=True):
+            if isinstance(value, str) and "\x00" not in value:
+                assert taken(formats, formats[1].objstore_json_string(element, len(element))) == value
+
+
 def test_json_nesting_is_bounded(formats: Any) -> None:
     deep = b'{"a": ' + b"[" * 5000 + b"]" * 5000 + b', "b": "x"}'
     assert json_get(formats, deep, "b") is None  # refused, not a stack overflow
@@ -244,7 +291,7 @@ def test_times_read_as_datetime_reads_them(formats: Any, moment: datetime, offse
     # Whole seconds since the epoch, exactly: a float timestamp rounds up
     # near year 6000 (CI found 6326-01-01T00:00:00.999985 as ...401).
     expected = (moment - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(seconds=1)
-    assert lib.s3_parse_time(text.encode()) == expected
+    assert lib.objstore_parse_time(text.encode()) == expected
 
 
 @pytest.mark.parametrize(
@@ -261,4 +308,4 @@ def test_times_read_as_datetime_reads_them(formats: Any, moment: datetime, offse
 )
 def test_times_that_are_not_times_give_minus_one(formats: Any, text: str) -> None:
     _, lib = formats
-    assert lib.s3_parse_time(text.encode()) == -1
+    assert lib.objstore_parse_time(text.encode()) == -1

@@ -1,0 +1,39 @@
+/*
+ * The text formats stores and credential services answer in: JSON
+ * documents (listings, metadata, tokens, errors) and ISO 8601 times. libc
+ * only, so tests compile objstore_formats.c on its own
+ * (tests/stores/test_formats.py) and check it against Python's parsers.
+ */
+#ifndef ASYNCFS_OBJSTORE_FORMATS_H_
+#define ASYNCFS_OBJSTORE_FORMATS_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A top-level member of the JSON object in json[0, len): a string's value
+ * (escapes decoded; \u0000 and malformed text give NULL) or a number's or
+ * true/false's text, malloc'd; NULL when absent, null, an object or an
+ * array, or when the document is not one well-formed object. */
+char* objstore_json_get(const char* json, size_t len, const char* key);
+
+/* The text of a top-level member of the JSON object in json[0, len),
+ * whatever its kind, as [*start, *start + *n): 1; 0 when absent; -1 when
+ * the document is not one well-formed object. */
+int objstore_json_member(const char* json, size_t len, const char* key, const char** start,
+                         size_t* n);
+
+/* The elements of the JSON array in array[0, len), one per call: *pos
+ * starts at 0; 1 with the next element's text, 0 after the last, -1 when
+ * malformed. */
+int objstore_json_next(const char* array, size_t len, size_t* pos, const char** start,
+                       size_t* n);
+
+/* The JSON string value[0, len) decoded, malloc'd; NULL when it is not
+ * one (or holds \u0000). */
+char* objstore_json_string(const char* value, size_t len);
+
+/* "2026-11-23T10:00:00Z" (fraction and a numeric offset allowed) as Unix
+ * seconds; -1 when malformed. */
+int64_t objstore_parse_time(const char* iso);
+
+#endif /* ASYNCFS_OBJSTORE_FORMATS_H_ */
