@@ -106,6 +106,8 @@ typedef struct objstore_response {
   int64_t total;            /* object size from Content-Range, -1 when absent */
   int64_t mtime_nsec;       /* Last-Modified */
   int64_t retry_after_ms;   /* Retry-After, -1 when absent */
+  int64_t range_end;        /* the last byte a Range answer header names (a resumable
+                             * upload's "bytes=0-K"), -1 when absent */
   char etag[96];
   char captured[64];        /* the store's capture_header, "" when absent */
   char* location;           /* Location, NULL when absent */
@@ -282,6 +284,94 @@ extern const TF_ReadOnlyMemoryRegionOps objstore_region_ops;
 void objstore_read_objects(objstore_engine* engine, const objstore_settings* settings,
                            const char* const* paths, int n, char* const* buffers,
                            const size_t* caps, int64_t* sizes, TF_Status** statuses);
+
+/* ---- a namespace of buckets and keys (objstore_tree.c) ---- */
+
+/* Directories over a flat store, as every object store's users expect
+ * them: a path is /bucket/key; a key's prefix up to a "/" is its
+ * directory, which exists while some key lies under it or an empty
+ * marker object "dir/" holds it (create_dir writes one, only if absent,
+ * so that the server decides which of two creators wins: the
+ * transactions' lock). The store gives request shapes and answer
+ * readers (objstore_tree_hooks); the rules live here once. */
+
+/* A listing page: objects (with sizes and times) and common prefixes;
+ * of the root, the buckets (as keys). */
+typedef struct objstore_listing {
+  plugin_strlist keys;
+  plugin_strlist prefixes; /* with the delimiter */
+  int64_t* sizes;          /* one per key */
+  int64_t* mtimes;         /* nanoseconds, one per key */
+  int cap;
+  char* next_token;        /* the next page's, NULL after the last */
+} objstore_listing;
+
+int objstore_listing_push(objstore_listing* l, const char* key, size_t n, int64_t size,
+                          int64_t mtime_nsec);
+void objstore_listing_free(objstore_listing* l);
+
+typedef enum objstore_tree_request {
+  OBJSTORE_STAT,   /* what is at key; key "": whether the bucket is there */
+  OBJSTORE_DELETE, /* remove key; key "": the (empty) bucket */
+  OBJSTORE_CREATE  /* an empty object at key, only if none is there (a
+                    * precondition the server checks); key "": the bucket */
+} objstore_tree_request;
+
+typedef struct objstore_tree_hooks {
+  /* Makes x (initialized, no method) the request of kind for bucket/key,
+   * with config, the call's settings snapshot; the store's
+   * release_request frees what it holds. 0, or -1 with status set. */
+  int (*request)(void* store, const void* config, objstore_tree_request kind, const char* bucket,
+                 const char* key, objstore_exchange* x, TF_Status* status);
+  /* An OBJSTORE_STAT of an object answered 2xx: its size and mtime. */
+  void (*stat_answer)(void* store, const objstore_exchange* x, int64_t* size,
+                      int64_t* mtime_nsec);
+  /* The request for a listing page of bucket ("": of the buckets) under
+   * prefix; delimiter "/" or NULL (everything below); at most max
+   * entries; after token (NULL: the first page). */
+  int (*list_request)(void* store, const void* config, const char* bucket, const char* prefix,
+                      const char* delimiter, int max, const char* token, objstore_exchange* x,
+                      TF_Status* status);
+  /* A listing page's answer appended to l: 0, or -1 with status set. */
+  int (*list_answer)(void* store, const objstore_exchange* x, objstore_listing* l,
+                     TF_Status* status);
+  /* The object src_bucket/src_key (size bytes) copied to dst, replacing
+   * what is there, on the server: 0, or -1 with status set. */
+  int (*copy)(void* store, const void* config, const char* src_bucket, const char* src_key,
+              int64_t size, const char* dst_bucket, const char* dst_key, TF_Status* status);
+} objstore_tree_hooks;
+
+/* One call's view of a store's namespace. */
+typedef struct objstore_tree {
+  const objstore_tree_hooks* hooks;
+  objstore_engine* engine;
+  const void* config;                /* the call's settings snapshot */
+  const objstore_settings* settings; /* its engine settings */
+  const char* scheme;                /* "gs", in messages */
+} objstore_tree;
+
+/* The TF_FilesystemOps of the namespace, on the plugin's paths. */
+void objstore_tree_stat(const objstore_tree* t, const char* path, TF_FileStatistics* stats,
+                        TF_Status* status);
+/* get_children's work (PLUGIN_DEFINE_LISTING): 0, or -1 with status set. */
+int objstore_tree_list(const objstore_tree* t, const char* path, plugin_listing* out,
+                       TF_Status* status);
+/* get_matching_paths: one listing of the pattern's literal prefix. */
+int objstore_tree_glob(const objstore_tree* t, const char* uri_pattern, char*** entries,
+                       TF_Status* status);
+void objstore_tree_create_dir(const objstore_tree* t, const char* path, TF_Status* status);
+void objstore_tree_recursively_create_dir(const objstore_tree* t, const char* path,
+                                          TF_Status* status);
+void objstore_tree_delete_file(const objstore_tree* t, const char* path, TF_Status* status);
+void objstore_tree_delete_dir(const objstore_tree* t, const char* path, TF_Status* status);
+/* Every object below path deleted, all in flight at once (in rounds as
+ * max_connections allows). */
+void objstore_tree_delete_recursively(const objstore_tree* t, const char* path,
+                                      uint64_t* undeleted_files, uint64_t* undeleted_dirs,
+                                      TF_Status* status);
+/* rename (remove_source) or copy of a file: a server-side copy. */
+void objstore_tree_transfer(const objstore_tree* t, const char* src, const char* dst,
+                            int remove_source, TF_Status* status);
 
 /* ---- caches (objstore_cache.c) ---- */
 

@@ -224,6 +224,9 @@ static size_t on_header(char* line, size_t size, size_t n, void* arg) {
   } else if (header_is(line, name_len, "location") && x->max_redirects > 0) {
     free(resp->location);
     resp->location = strndup(colon, vlen); /* whole: a URL may be long */
+  } else if (header_is(line, name_len, "range")) { /* "bytes=0-K": what a resumable upload holds */
+    const char* dash = strchr(value, '-');
+    resp->range_end = dash != NULL ? strtoll(dash + 1, NULL, 10) : -1;
   } else if (header_is(line, name_len, "retry-after")) {
     resp->retry_after_ms = retry_after_ms(value);
   } else if (store->capture_header != NULL &&
@@ -245,6 +248,7 @@ static void reset_response(objstore_response* resp) {
   resp->total = -1;
   resp->mtime_nsec = 0;
   resp->retry_after_ms = -1;
+  resp->range_end = -1;
   resp->etag[0] = '\0';
   resp->captured[0] = '\0';
   free(resp->location);

@@ -1,0 +1,390 @@
+/* Files on GCS.
+ *
+ * Reading: the engine's readers on the store's media requests
+ * (gs_object_request): one GET of at most read_ahead bytes at the open,
+ * ranged GETs pinned with ifGenerationMatch to the generation it saw.
+ *
+ * Writing: bytes collect in memory. A file that closes within
+ * upload_threshold bytes is one multipart upload. A larger one opens a
+ * resumable session and sends chunk_size chunks (multiples of 256 KiB, as
+ * GCS requires) as they fill, so memory stays within about two chunks;
+ * close sends the rest with the total. A chunk that fails is resumed from
+ * what the session says it holds (a status query, an empty PUT whose
+ * Content-Range names only the total, answered
+ * 308 with Range "bytes=0-K"). Nothing is visible under the name until
+ * close succeeds; a file dropped without close cancels its session.
+ * Appending rewrites the object: the old bytes are read back first, as
+ * TensorFlow's GCS filesystem does.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gs_internal.h"
+
+#define QUANTUM ((int64_t)256 << 10) /* GCS's chunk unit */
+
+/* ---- reading ------------------------------------------------------------------------- */
+
+static objstore_reader* reader_open(const TF_Filesystem* filesystem, const char* path,
+                                    const char* what, TF_Status* status) {
+  gs_fs* fs = filesystem->plugin_filesystem;
+  gs_config* cfg = gs_config_acquire(fs);
+  objstore_reader* r = objstore_reader_open(fs->engine, &cfg->transport, path, cfg->read_ahead,
+                                            cfg->part_size, what, status);
+  gs_config_release(fs, cfg);
+  return r;
+}
+
+void gs_new_random_access_file(const TF_Filesystem* filesystem, const char* path,
+                               TF_RandomAccessFile* file, TF_Status* status) {
+  file->plugin_file = reader_open(filesystem, path, "open", status);
+}
+
+void gs_new_read_only_memory_region_from_file(const TF_Filesystem* filesystem, const char* path,
+                                               TF_ReadOnlyMemoryRegion* region, TF_Status* status) {
+  objstore_reader* r = reader_open(filesystem, path, "map", status);
+  region->plugin_memory_region = NULL;
+  if (r != NULL) objstore_map(r, region, status);
+}
+
+void gs_read_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
+                   char* const* buffers, const size_t* caps, int64_t* sizes, TF_Status** statuses) {
+  gs_fs* fs = filesystem->plugin_filesystem;
+  gs_config* cfg = gs_config_acquire(fs);
+  objstore_read_objects(fs->engine, &cfg->transport, paths, n, buffers, caps, sizes, statuses);
+  gs_config_release(fs, cfg);
+}
+
+/* ---- writing ------------------------------------------------------------------------- */
+
+typedef struct gs_writer {
+  gs_fs* fs;
+  gs_config* cfg;
+  char* path;    /* "/bucket/key" */
+  char* bucket;  /* into a copy of path */
+  char* key;
+  plugin_buf buf; /* bytes not yet sent */
+  size_t chunk;   /* the session's chunk: a multiple of QUANTUM */
+  int64_t sent;   /* bytes the session holds */
+  char* session;  /* the resumable session's URL, once there is one */
+  TF_Status* error; /* a failed send: every later call reports it */
+} gs_writer;
+
+static int failed(gs_writer* w, TF_Status* status) {
+  if (TF_GetCode(w->error) == TF_OK) return 0;
+  TF_SetStatus(status, TF_GetCode(w->error), TF_Message(w->error));
+  return -1;
+}
+
+static void keep_error(gs_writer* w, const TF_Status* status) {
+  if (TF_GetCode(w->error) == TF_OK) TF_SetStatus(w->error, TF_GetCode(status), TF_Message(status));
+}
+
+/* A request to the session's own URL; its answer in resp. */
+static gs_call* session_call(gs_writer* w, objstore_exchange* x, objstore_response* resp,
+                             TF_Status* status) {
+  gs_call* c;
+  objstore_exchange_init(x, resp, "PUT", NULL);
+  c = gs_call_bind(w->fs, "PUT", w->bucket, w->key, x, status);
+  if (c == NULL) return NULL;
+  c->url.len = 0;
+  if (gs_url_text(c, w->session) != 0) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    return NULL;
+  }
+  return c;
+}
+
+static int open_session(gs_writer* w, TF_Status* status) {
+  objstore_exchange x;
+  objstore_response resp;
+  gs_call* c;
+  int rc = -1;
+  objstore_exchange_init(&x, &resp, "POST", NULL);
+  c = gs_call_bind(w->fs, "POST", w->bucket, w->key, &x, status);
+  if (c == NULL) goto done;
+  if (gs_url_text(c, "/upload/storage/v1/b/") != 0 || gs_url_encoded(c, w->bucket) != 0 ||
+      gs_url_text(c, "/o?uploadType=resumable") != 0 ||
+      gs_header(c, "Content-Type", "application/json") != 0 ||
+      plugin_buf_append(&c->body, "{\"name\":", 8) != 0 || gs_json_string(&c->body, w->key) != 0 ||
+      plugin_buf_append(&c->body, "}", 1) != 0) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    goto done;
+  }
+  x.body = c->body.data;
+  x.body_len = c->body.len;
+  x.max_redirects = 1; /* to keep the Location (a 200 is not followed) */
+  if (objstore_run(w->fs->engine, &w->cfg->transport, &x, status) != 0) goto done;
+  if (resp.location == NULL) {
+    TF_SetStatus(status, TF_DATA_LOSS, "gs: a resumable upload was opened without a Location");
+    goto done;
+  }
+  if ((w->session = strdup(resp.location)) == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    goto done;
+  }
+  rc = 0;
+done:
+  gs_release_request(w->fs, &x);
+  objstore_response_free(&resp);
+  return rc;
+}
+
+/* What the session holds, as its status query says: 0 with *held set
+ * (-1: the upload is complete), or -1 with status set. */
+static int session_status(gs_writer* w, int64_t total, int64_t* held, TF_Status* status) {
+  objstore_exchange x;
+  objstore_response resp;
+  gs_call* c = session_call(w, &x, &resp, status);
+  char range[64];
+  int rc = -1;
+  if (total >= 0) snprintf(range, sizeof range, "bytes */%lld", (long long)total);
+  else snprintf(range, sizeof range, "bytes */*");
+  if (c != NULL && gs_header(c, "Content-Range", range) == 0) {
+    x.body = "";
+    x.body_len = 0;
+    rc = objstore_run(w->fs->engine, &w->cfg->transport, &x, status);
+    if (rc == 0) *held = c->incomplete ? resp.range_end + 1 : -1;
+  }
+  gs_release_request(w->fs, &x);
+  objstore_response_free(&resp);
+  return rc;
+}
+
+/* Sends buf[0, n) at w->sent, the last bytes of the object when total >=
+ * 0; a failed try is resumed from what the session holds, within the
+ * settings' attempts. 0 with w->sent advanced, or -1 with status set. */
+static int send_chunk(gs_writer* w, size_t n, int64_t total, TF_Status* status) {
+  int64_t attempts = w->cfg->transport.max_attempts, tries;
+  size_t from = 0; /* of buf, already held by the session */
+  for (tries = 0; tries < attempts; ++tries) {
+    objstore_exchange x;
+    objstore_response resp;
+    gs_call* c = session_call(w, &x, &resp, status);
+    char range[96];
+    int rc = -1, done = 0;
+    int64_t first = w->sent + (int64_t)from, held;
+    if (n > from)
+      snprintf(range, sizeof range, "bytes %lld-%lld/", (long long)first,
+               (long long)(w->sent + (int64_t)n - 1));
+    else
+      snprintf(range, sizeof range, "bytes */");
+    if (total >= 0) snprintf(range + strlen(range), sizeof range - strlen(range), "%lld", (long long)total);
+    else snprintf(range + strlen(range), sizeof range - strlen(range), "*");
+    if (c != NULL && gs_header(c, "Content-Range", range) == 0) {
+      x.body = w->buf.data + from;
+      x.body_len = n - from;
+      x.max_attempts = 1; /* a retry resumes from what the session holds */
+      rc = objstore_run(w->fs->engine, &w->cfg->transport, &x, status);
+      done = rc == 0 && (total >= 0 ? !c->incomplete : c->incomplete);
+    }
+    gs_release_request(w->fs, &x);
+    objstore_response_free(&resp);
+    if (done) {
+      w->sent += (int64_t)n;
+      return 0;
+    }
+    if (rc == 0) {
+      TF_SetStatus(status, TF_DATA_LOSS,
+                   total >= 0 ? "gs: the resumable upload wants more bytes than the file has"
+                              : "gs: the resumable upload ended before the file did");
+      return -1;
+    }
+    if (objstore_code_for_http(resp.http) != TF_UNAVAILABLE && resp.http != 0) return -1;
+    /* What arrived stays: ask, then send the rest. */
+    if (session_status(w, total, &held, status) != 0) return -1;
+    if (held < 0) { /* the last chunk arrived after all */
+      w->sent += (int64_t)n;
+      return 0;
+    }
+    if (held < w->sent || held > w->sent + (int64_t)n) {
+      TF_SetStatus(status, TF_DATA_LOSS, "gs: the resumable session holds bytes this file never sent");
+      return -1;
+    }
+    from = (size_t)(held - w->sent);
+  }
+  return -1;
+}
+
+/* Sends the whole chunks that buf holds beyond the first one, so that a
+ * close always has bytes left to send with the total. */
+static int ship_chunks(gs_writer* w, TF_Status* status) {
+  size_t shipped = 0;
+  if (w->session == NULL && open_session(w, status) != 0) return -1;
+  while (w->buf.len - shipped > w->chunk) {
+    plugin_buf whole = w->buf;
+    int rc;
+    w->buf.data = whole.data + shipped;
+    w->buf.len = w->chunk;
+    rc = send_chunk(w, w->chunk, -1, status);
+    w->buf = whole;
+    if (rc != 0) return -1;
+    shipped += w->chunk;
+  }
+  memmove(w->buf.data, w->buf.data + shipped, w->buf.len - shipped);
+  w->buf.len -= shipped;
+  return 0;
+}
+
+static void writer_append(const TF_WritableFile* file, const char* data, size_t n,
+                          TF_Status* status) {
+  gs_writer* w = file->plugin_file;
+  if (failed(w, status) != 0) return;
+  if (plugin_buf_append(&w->buf, data, n) != 0) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    keep_error(w, status);
+    return;
+  }
+  if (w->sent + (int64_t)w->buf.len > w->cfg->upload_threshold && w->buf.len > 2 * w->chunk &&
+      ship_chunks(w, status) != 0) {
+    keep_error(w, status);
+    return;
+  }
+  TF_SetStatus(status, TF_OK, "");
+}
+
+static int64_t writer_tell(const TF_WritableFile* file, TF_Status* status) {
+  gs_writer* w = file->plugin_file;
+  TF_SetStatus(status, TF_OK, "");
+  return w->sent + (int64_t)w->buf.len;
+}
+
+/* An object appears only whole, at close: flush and sync keep buffering. */
+static void writer_flush(const TF_WritableFile* file, TF_Status* status) {
+  gs_writer* w = file->plugin_file;
+  if (failed(w, status) == 0) TF_SetStatus(status, TF_OK, "");
+}
+
+static void cancel_session(gs_writer* w) {
+  objstore_exchange x;
+  objstore_response resp;
+  TF_Status* ignored = TF_NewStatus();
+  gs_call* c = session_call(w, &x, &resp, ignored);
+  if (c != NULL) {
+    x.method = "DELETE";
+    x.max_attempts = 1;
+    objstore_run(w->fs->engine, &w->cfg->transport, &x, ignored);
+  }
+  gs_release_request(w->fs, &x);
+  objstore_response_free(&resp);
+  TF_DeleteStatus(ignored);
+  free(w->session);
+  w->session = NULL;
+}
+
+static void writer_close(const TF_WritableFile* file, TF_Status* status) {
+  gs_writer* w = file->plugin_file;
+  if (failed(w, status) != 0) goto done;
+  if (w->session != NULL) {
+    if (send_chunk(w, w->buf.len, w->sent + (int64_t)w->buf.len, status) == 0) {
+      free(w->session);
+      w->session = NULL;
+    }
+  } else {
+    objstore_exchange x;
+    objstore_response resp;
+    objstore_exchange_init(&x, &resp, "POST", NULL);
+    if (gs_upload_request(w->fs, w->bucket, w->key, w->buf.data, w->buf.len, 0, &x, status) == 0)
+      objstore_run(w->fs->engine, &w->cfg->transport, &x, status);
+    gs_release_request(w->fs, &x);
+    objstore_response_free(&resp);
+  }
+  if (TF_GetCode(status) != TF_OK) keep_error(w, status);
+  else TF_SetStatus(w->error, TF_FAILED_PRECONDITION, "gs: the file is closed");
+done:
+  objstore_forget(w->fs->engine, w->path);
+}
+
+static void writer_free(gs_writer* w) {
+  if (w == NULL) return;
+  if (w->session != NULL) cancel_session(w); /* dropped without close: nothing appears */
+  plugin_buf_free(&w->buf);
+  free(w->path);
+  free(w->bucket);
+  gs_config_release(w->fs, w->cfg);
+  if (w->error != NULL) TF_DeleteStatus(w->error);
+  free(w);
+}
+
+static void writer_cleanup(TF_WritableFile* file) {
+  writer_free(file->plugin_file);
+  file->plugin_file = NULL;
+}
+
+static gs_writer* writer_new(const TF_Filesystem* filesystem, const char* path, const char* what,
+                             TF_Status* status) {
+  gs_writer* w = calloc(1, sizeof *w);
+  char* slash;
+  if (w == NULL) goto oom;
+  w->fs = filesystem->plugin_filesystem;
+  w->cfg = gs_config_acquire(w->fs);
+  w->error = TF_NewStatus();
+  w->path = strdup(path);
+  w->bucket = strdup(path + strspn(path, "/"));
+  if (w->error == NULL || w->path == NULL || w->bucket == NULL) goto oom;
+  slash = strchr(w->bucket, '/');
+  if (slash == NULL || slash[1] == '\0') {
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s gs:/%s: a bucket is a directory, not a file", what, path);
+    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+    writer_free(w);
+    return NULL;
+  }
+  *slash = '\0';
+  w->key = slash + 1;
+  w->chunk = (size_t)(w->cfg->chunk_size / QUANTUM * QUANTUM);
+  TF_SetStatus(status, TF_OK, "");
+  return w;
+oom:
+  TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+  writer_free(w);
+  return NULL;
+}
+
+void gs_new_writable_file(const TF_Filesystem* filesystem, const char* path, TF_WritableFile* file,
+                          TF_Status* status) {
+  file->plugin_file = writer_new(filesystem, path, "write", status);
+}
+
+void gs_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
+                            TF_WritableFile* file, TF_Status* status) {
+  gs_writer* w = writer_new(filesystem, path, "append", status);
+  objstore_reader* r;
+  int64_t size, at;
+  file->plugin_file = NULL;
+  if (w == NULL) return;
+  r = reader_open(filesystem, path, "append", status);
+  if (r == NULL) {
+    if (TF_GetCode(status) == TF_NOT_FOUND) { /* a new file */
+      file->plugin_file = w;
+      TF_SetStatus(status, TF_OK, "");
+    } else {
+      writer_free(w);
+    }
+    return;
+  }
+  /* The old bytes first, a chunk at a time through the writer. */
+  size = objstore_reader_size(r);
+  file->plugin_file = w;
+  for (at = 0; at < size && TF_GetCode(status) == TF_OK;) {
+    size_t want = (size_t)(size - at < (int64_t)w->chunk ? size - at : (int64_t)w->chunk);
+    char* piece = malloc(want);
+    int64_t got = piece != NULL ? objstore_reader_read(r, (uint64_t)at, want, piece, status) : -1;
+    if (piece == NULL) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    else if (got == (int64_t)want) writer_append(file, piece, want, status);
+    else if (TF_GetCode(status) == TF_OK) TF_SetStatus(status, TF_DATA_LOSS, "gs: the object shrank while it was read back");
+    free(piece);
+    at += (int64_t)want;
+  }
+  objstore_reader_free(r);
+  if (TF_GetCode(status) != TF_OK) {
+    writer_free(w);
+    file->plugin_file = NULL;
+  }
+}
+
+const TF_WritableFileOps gs_writable_file_ops = {writer_cleanup, writer_append, writer_tell,
+                                                 writer_flush,   writer_flush,  writer_close};

@@ -1,0 +1,514 @@
+/* The gs store's hooks on the engine: JSON API URLs, the bearer token,
+ * GCS's error documents, and the request shapes the engine's readers and
+ * namespace ask for.
+ *
+ *   stat      GET  /storage/v1/b/B/o/K            (size, updated, generation)
+ *   read      GET  /storage/v1/b/B/o/K?alt=media  Range, ifGenerationMatch
+ *   list      GET  /storage/v1/b/B/o?prefix&delimiter&maxResults&pageToken
+ *   create    POST /upload/storage/v1/b/B/o?uploadType=multipart&ifGenerationMatch=0
+ *   delete    DELETE /storage/v1/b/B/o/K
+ *   copy      POST /storage/v1/b/B/o/K/rewriteTo/b/B2/o/K2, until done
+ *   buckets   GET|POST /storage/v1/b?project=P, GET|DELETE /storage/v1/b/B
+ *
+ * Reads pin the object's generation (x-goog-generation), not its ETag:
+ * the generation is what GCS's preconditions name. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gs_internal.h"
+#include "objstore_formats.h"
+
+#define GOOGLE_ENDPOINT "https://storage.googleapis.com"
+#define BOUNDARY "asyncfs-gs-8d1f0c3a5e7b"
+
+/* ---- calls -------------------------------------------------------------------------- */
+
+int gs_url_text(gs_call* c, const char* s) { return plugin_buf_append(&c->url, s, strlen(s)); }
+
+int gs_url_encoded(gs_call* c, const char* s) {
+  static const char hex[] = "0123456789ABCDEF";
+  for (; *s != '\0'; ++s) {
+    unsigned char ch = (unsigned char)*s;
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+        ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+      if (plugin_buf_append(&c->url, s, 1) != 0) return -1;
+    } else {
+      char esc[3] = {'%', hex[ch >> 4], hex[ch & 15]};
+      if (plugin_buf_append(&c->url, esc, 3) != 0) return -1;
+    }
+  }
+  return 0;
+}
+
+int gs_header(gs_call* c, const char* name, const char* value) {
+  char line[1200];
+  struct curl_slist* grown;
+  snprintf(line, sizeof line, "%s: %s", name, value);
+  grown = curl_slist_append(c->headers, line);
+  if (grown == NULL) return -1;
+  c->headers = grown;
+  return 0;
+}
+
+/* The endpoint requests go to: the setting, else STORAGE_EMULATOR_HOST
+ * (with http:// when it names only a host, as the Google clients read
+ * it), else Google's. */
+static int append_endpoint(gs_call* c) {
+  const char* endpoint = c->cfg->endpoint;
+  size_t n;
+  if (*endpoint == '\0') endpoint = GOOGLE_ENDPOINT;
+  if (strstr(endpoint, "://") == NULL && gs_url_text(c, "http://") != 0) return -1;
+  n = strlen(endpoint);
+  while (n > 0 && endpoint[n - 1] == '/') --n;
+  return plugin_buf_append(&c->url, endpoint, n);
+}
+
+gs_call* gs_call_bind(gs_fs* fs, const char* method, const char* bucket, const char* key,
+                      objstore_exchange* x, TF_Status* status) {
+  gs_call* c = calloc(1, sizeof *c);
+  size_t n;
+  if (c == NULL) goto oom;
+  c->fs = fs;
+  c->cfg = gs_config_acquire(fs);
+  x->store_request = c;
+  x->method = method;
+  n = strlen(method) + strlen(bucket) + (key != NULL ? strlen(key) : 0) + 16;
+  if ((c->what = malloc(n)) == NULL || append_endpoint(c) != 0) goto oom;
+  snprintf(c->what, n, "%s gs://%s%s%s", method, bucket, key != NULL && *key ? "/" : "",
+           key != NULL ? key : "");
+  return c;
+oom:
+  TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+  return NULL;
+}
+
+void gs_release_request(void* store, objstore_exchange* x) {
+  gs_call* c = (gs_call*)x->store_request;
+  (void)store;
+  if (c == NULL) return;
+  gs_config_release(c->fs, c->cfg);
+  plugin_buf_free(&c->url);
+  plugin_buf_free(&c->body);
+  curl_slist_free_all(c->headers);
+  curl_slist_free_all(c->sent);
+  free(c->what);
+  free(c);
+  x->store_request = NULL;
+}
+
+/* "/storage/v1/b/B" (+ "/o/K" with a key) on the call's URL. */
+static int object_url(gs_call* c, const char* prefix, const char* bucket, const char* key) {
+  if (gs_url_text(c, prefix) != 0 || gs_url_text(c, "/b/") != 0 || gs_url_encoded(c, bucket) != 0)
+    return -1;
+  if (key == NULL) return 0;
+  return gs_url_text(c, "/o/") != 0 || gs_url_encoded(c, key) != 0 ? -1 : 0;
+}
+
+static gs_call* bind_object(gs_fs* fs, const char* method, const char* bucket, const char* key,
+                            objstore_exchange* x, TF_Status* status) {
+  gs_call* c = gs_call_bind(fs, method, bucket, key, x, status);
+  if (c == NULL) return NULL;
+  if (object_url(c, "/storage/v1", bucket, key) != 0) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    return NULL;
+  }
+  return c;
+}
+
+/* ---- the hooks ---------------------------------------------------------------------- */
+
+/* Whether requests go to an emulator (STORAGE_EMULATOR_HOST, or an
+ * endpoint of one's own): there, no credential is needed. */
+static int own_endpoint(const gs_config* cfg) {
+  return *cfg->endpoint != '\0' && strcmp(cfg->endpoint, GOOGLE_ENDPOINT) != 0;
+}
+
+/* The bearer token of a request: the token setting, else
+ * GOOGLE_AUTH_TOKEN_FOR_TESTING (TensorFlow's), else none when anonymous
+ * or on an emulator. NULL with status set when nothing gives one. */
+static const char* bearer(const gs_config* cfg, int* none, TF_Status* status) {
+  const char* testing = getenv("GOOGLE_AUTH_TOKEN_FOR_TESTING");
+  *none = 0;
+  if (cfg->anonymous) {
+    *none = 1;
+    return NULL;
+  }
+  if (*cfg->token != '\0') return cfg->token;
+  if (testing != NULL && *testing != '\0') return testing;
+  if (own_endpoint(cfg)) {
+    *none = 1;
+    return NULL;
+  }
+  TF_SetStatus(status, TF_UNAUTHENTICATED,
+               "gs: no credentials: tried the token option and GOOGLE_AUTH_TOKEN_FOR_TESTING "
+               "(set one, set anonymous=1 for public buckets, or point endpoint or "
+               "STORAGE_EMULATOR_HOST at an emulator)");
+  return NULL;
+}
+
+static int gs_authorize(void* store, objstore_exchange* x, TF_Status* status) {
+  gs_call* c = (gs_call*)x->store_request;
+  const char* token;
+  int none;
+  struct curl_slist* item;
+  (void)store;
+  curl_slist_free_all(c->sent);
+  c->sent = NULL;
+  token = bearer(c->cfg, &none, status);
+  if (token == NULL && !none) return -1;
+  for (item = c->headers; item != NULL; item = item->next) {
+    struct curl_slist* grown = curl_slist_append(c->sent, item->data);
+    if (grown == NULL) goto oom;
+    c->sent = grown;
+  }
+  if (token != NULL) {
+    char line[2200];
+    struct curl_slist* grown;
+    snprintf(line, sizeof line, "Authorization: Bearer %s", token);
+    if ((grown = curl_slist_append(c->sent, line)) == NULL) goto oom;
+    c->sent = grown;
+  }
+  x->url = c->url.data;
+  x->headers = c->sent;
+  return 0;
+oom:
+  TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+  return -1;
+}
+
+/* GCS's error document: {"error": {"code", "message", "errors": [{"reason"}]}};
+ * its message goes into error_code. A 308 answering a resumable chunk is
+ * a step, not a redirect: the call notes it and the answer counts as 2xx.
+ * The generation stands in for the ETag, as the pin of later reads. */
+static void gs_read_answer(void* store, objstore_exchange* x) {
+  gs_call* c = (gs_call*)x->store_request;
+  objstore_response* resp = x->resp;
+  const char* error;
+  size_t n;
+  (void)store;
+  if (*resp->captured) snprintf(resp->etag, sizeof resp->etag, "%s", resp->captured);
+  if (resp->http == 308 && resp->location == NULL && strcmp(x->method, "PUT") == 0) {
+    c->incomplete = 1;
+    resp->http = 200;
+    return;
+  }
+  if (resp->http / 100 == 2 || resp->body.len == 0) return;
+  if (objstore_json_member(resp->body.data, resp->body.len, "error", &error, &n) == 1) {
+    char* message = objstore_json_get(error, n, "message");
+    if (message != NULL) snprintf(resp->error_code, sizeof resp->error_code, "%s", message);
+    free(message);
+  }
+}
+
+static void gs_describe(void* store, const objstore_exchange* x, char* out, size_t cap) {
+  const gs_call* c = x->store_request;
+  (void)store;
+  snprintf(out, cap, "%s", c != NULL ? c->what : x->method);
+}
+
+static void gs_set_error(void* store, const objstore_exchange* x, TF_Status* status) {
+  char what[700], msg[1100], tries[48] = "";
+  long http = x->resp->http;
+  gs_describe(store, x, what, sizeof what);
+  if (x->attempts > 1) snprintf(tries, sizeof tries, " (after %d attempts)", x->attempts);
+  if (http == 412)
+    snprintf(msg, sizeof msg, "%s: the object changed, or a precondition failed (HTTP 412)", what);
+  else if (*x->resp->error_code)
+    snprintf(msg, sizeof msg, "%s: HTTP %ld, %s%s", what, http, x->resp->error_code, tries);
+  else
+    snprintf(msg, sizeof msg, "%s: HTTP %ld%s", what, http, tries);
+  TF_SetStatus(status, objstore_code_for_http(http), msg);
+}
+
+/* "/bucket/key" split in place into its two parts, or -1 (no key: a
+ * bucket is a directory). */
+static int split(char* path, char** bucket, char** key) {
+  char* p = path;
+  char* slash;
+  while (*p == '/') ++p;
+  slash = strchr(p, '/');
+  if (slash == NULL || slash[1] == '\0') return -1;
+  *slash = '\0';
+  *bucket = p;
+  *key = slash + 1;
+  return 0;
+}
+
+static int gs_object_request(void* store, const char* path, const char* range,
+                             const char* if_match, objstore_exchange* x, TF_Status* status) {
+  char* copy = strdup(path);
+  char *bucket, *key;
+  gs_call* c;
+  int failed;
+  if (copy == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    return -1;
+  }
+  if (split(copy, &bucket, &key) != 0) {
+    char msg[600];
+    snprintf(msg, sizeof msg, "open gs:/%s: a bucket is a directory", path);
+    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+    free(copy);
+    return -1;
+  }
+  c = bind_object(store, x->method, bucket, key, x, status);
+  free(copy);
+  if (c == NULL) return -1;
+  failed = gs_url_text(c, "?alt=media") != 0 || (range != NULL && gs_header(c, "Range", range) != 0) ||
+           (if_match != NULL &&
+            (gs_url_text(c, "&ifGenerationMatch=") != 0 || gs_url_encoded(c, if_match) != 0));
+  if (failed) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    return -1;
+  }
+  return 0;
+}
+
+objstore_tree gs_tree(gs_fs* fs, gs_config* cfg) {
+  objstore_tree t = {&gs_tree_hooks, fs->engine, cfg, &cfg->transport, "gs"};
+  return t;
+}
+
+/* A read answered 404: what is there instead, as stat sees it. */
+static int gs_explain_missing(void* store, const char* path, const char* what,
+                              const objstore_exchange* x, TF_Status* status) {
+  gs_fs* fs = store;
+  gs_config* cfg = gs_config_acquire(fs);
+  objstore_tree t = gs_tree(fs, cfg);
+  TF_FileStatistics stats;
+  int there;
+  (void)x;
+  objstore_tree_stat(&t, path, &stats, status);
+  there = TF_GetCode(status) == TF_OK;
+  if (there && stats.is_directory) {
+    char msg[1200];
+    snprintf(msg, sizeof msg, "%s gs:/%s: a directory", what, path);
+    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+    there = 0;
+  }
+  gs_config_release(fs, cfg);
+  return there;
+}
+
+static void gs_name_object(void* store, const char* path, char* out, size_t cap) {
+  (void)store;
+  snprintf(out, cap, "gs:/%s", path);
+}
+
+const objstore_store gs_store = {
+    OBJSTORE_STORE_VERSION, sizeof(objstore_store), "gs", "x-goog-meta-", "x-goog-generation",
+    gs_authorize,           NULL,                   gs_read_answer,
+    NULL,                   gs_set_error,           gs_describe,
+    gs_object_request,      gs_release_request,     gs_explain_missing,
+    gs_name_object};
+
+/* ---- the namespace's requests ----------------------------------------------------------- */
+
+int gs_json_string(plugin_buf* b, const char* s) {
+  static const char hex[] = "0123456789abcdef";
+  if (plugin_buf_append(b, "\"", 1) != 0) return -1;
+  for (; *s != '\0'; ++s) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\') {
+      char esc[2] = {'\\', (char)ch};
+      if (plugin_buf_append(b, esc, 2) != 0) return -1;
+    } else if (ch < 0x20) {
+      char esc[6] = {'\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15]};
+      if (plugin_buf_append(b, esc, 6) != 0) return -1;
+    } else if (plugin_buf_append(b, s, 1) != 0) {
+      return -1;
+    }
+  }
+  return plugin_buf_append(b, "\"", 1);
+}
+
+int gs_upload_request(gs_fs* fs, const char* bucket, const char* key, const char* data,
+                      size_t len, int if_absent, objstore_exchange* x, TF_Status* status) {
+  static const char part[] = "--" BOUNDARY "\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n";
+  static const char media[] = "\r\n--" BOUNDARY "\r\nContent-Type: application/octet-stream\r\n\r\n";
+  static const char end[] = "\r\n--" BOUNDARY "--\r\n";
+  gs_call* c = gs_call_bind(fs, "POST", bucket, key, x, status);
+  if (c == NULL) return -1;
+  if (object_url(c, "/upload/storage/v1", bucket, NULL) != 0 ||
+      gs_url_text(c, "/o?uploadType=multipart") != 0 ||
+      (if_absent && gs_url_text(c, "&ifGenerationMatch=0") != 0) ||
+      gs_header(c, "Content-Type", "multipart/related; boundary=" BOUNDARY) != 0 ||
+      plugin_buf_append(&c->body, part, sizeof part - 1) != 0 ||
+      plugin_buf_append(&c->body, "{\"name\":", 8) != 0 || gs_json_string(&c->body, key) != 0 ||
+      plugin_buf_append(&c->body, "}", 1) != 0 ||
+      plugin_buf_append(&c->body, media, sizeof media - 1) != 0 ||
+      (len > 0 && plugin_buf_append(&c->body, data, len) != 0) ||
+      plugin_buf_append(&c->body, end, sizeof end - 1) != 0) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    return -1;
+  }
+  /* the upload is named by the object, not by the URL */
+  x->body = c->body.data;
+  x->body_len = c->body.len;
+  return 0;
+}
+
+static int tree_request(void* store, const void* config, objstore_tree_request kind,
+                        const char* bucket, const char* key, objstore_exchange* x,
+                        TF_Status* status) {
+  gs_fs* fs = store;
+  gs_call* c;
+  (void)config;
+  if (kind == OBJSTORE_CREATE && *key != '\0')
+    return gs_upload_request(fs, bucket, key, NULL, 0, 1, x, status);
+  if (kind == OBJSTORE_CREATE) { /* a bucket, in the project */
+    c = gs_call_bind(fs, "POST", bucket, NULL, x, status);
+    if (c == NULL) return -1;
+    if (gs_url_text(c, "/storage/v1/b?project=") != 0 || gs_url_encoded(c, c->cfg->project) != 0 ||
+        gs_header(c, "Content-Type", "application/json") != 0 ||
+        plugin_buf_append(&c->body, "{\"name\":", 8) != 0 || gs_json_string(&c->body, bucket) != 0 ||
+        plugin_buf_append(&c->body, "}", 1) != 0) {
+      TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+      return -1;
+    }
+    x->body = c->body.data;
+    x->body_len = c->body.len;
+    return 0;
+  }
+  c = bind_object(fs, kind == OBJSTORE_STAT ? "GET" : "DELETE", bucket, *key ? key : NULL, x, status);
+  return c == NULL ? -1 : 0;
+}
+
+/* Unix nanoseconds of an RFC 3339 time ("2026-12-06T03:43:12.600318Z"),
+ * to the second; 0 when absent or malformed. */
+static int64_t nsec_of(const char* object, size_t n, const char* member) {
+  char* text = objstore_json_get(object, n, member);
+  int64_t seconds = text != NULL ? objstore_parse_time(text) : -1;
+  free(text);
+  return seconds > 0 ? seconds * 1000000000 : 0;
+}
+
+static int64_t int_of(const char* object, size_t n, const char* member) {
+  char* text = objstore_json_get(object, n, member);
+  int64_t v = text != NULL ? strtoll(text, NULL, 10) : 0;
+  free(text);
+  return v;
+}
+
+static void stat_answer(void* store, const objstore_exchange* x, int64_t* size, int64_t* mtime) {
+  const plugin_buf* body = &x->resp->body;
+  (void)store;
+  *size = int_of(body->data, body->len, "size");
+  *mtime = nsec_of(body->data, body->len, "updated");
+}
+
+static int list_request(void* store, const void* config, const char* bucket, const char* prefix,
+                        const char* delimiter, int max, const char* token, objstore_exchange* x,
+                        TF_Status* status) {
+  gs_fs* fs = store;
+  gs_call* c = gs_call_bind(fs, "GET", *bucket ? bucket : "", prefix, x, status);
+  char number[24];
+  int failed;
+  (void)config;
+  if (c == NULL) return -1;
+  snprintf(number, sizeof number, "%d", max);
+  if (*bucket == '\0')
+    failed = gs_url_text(c, "/storage/v1/b?project=") != 0 || gs_url_encoded(c, c->cfg->project) != 0;
+  else
+    failed = object_url(c, "/storage/v1", bucket, NULL) != 0 || gs_url_text(c, "/o?prefix=") != 0 ||
+             gs_url_encoded(c, prefix) != 0 ||
+             (delimiter != NULL && (gs_url_text(c, "&delimiter=") != 0 || gs_url_encoded(c, delimiter) != 0));
+  failed = failed || gs_url_text(c, "&maxResults=") != 0 || gs_url_text(c, number) != 0 ||
+           (token != NULL && (gs_url_text(c, "&pageToken=") != 0 || gs_url_encoded(c, token) != 0));
+  if (failed) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    return -1;
+  }
+  return 0;
+}
+
+/* items[] (objects or buckets: name, size, updated), prefixes[] and
+ * nextPageToken of a listing page. */
+static int list_answer(void* store, const objstore_exchange* x, objstore_listing* l,
+                       TF_Status* status) {
+  const plugin_buf* body = &x->resp->body;
+  const char *items, *prefixes, *element;
+  size_t items_len, prefixes_len, n, pos = 0;
+  int rc, found;
+  (void)store;
+  found = objstore_json_member(body->data, body->len, "items", &items, &items_len);
+  if (found < 0) goto bad;
+  while (found == 1 && (rc = objstore_json_next(items, items_len, &pos, &element, &n)) != 0) {
+    char* name;
+    if (rc < 0 || (name = objstore_json_get(element, n, "name")) == NULL) goto bad;
+    rc = objstore_listing_push(l, name, strlen(name), int_of(element, n, "size"),
+                               nsec_of(element, n, "updated"));
+    free(name);
+    if (rc != 0) goto oom;
+  }
+  pos = 0;
+  found = objstore_json_member(body->data, body->len, "prefixes", &prefixes, &prefixes_len);
+  while (found == 1 && (rc = objstore_json_next(prefixes, prefixes_len, &pos, &element, &n)) != 0) {
+    char* prefix;
+    if (rc < 0 || (prefix = objstore_json_string(element, n)) == NULL) goto bad;
+    rc = plugin_strlist_push(&l->prefixes, prefix, strlen(prefix));
+    free(prefix);
+    if (rc != 0) goto oom;
+  }
+  l->next_token = objstore_json_get(body->data, body->len, "nextPageToken");
+  if (l->next_token != NULL && *l->next_token == '\0') {
+    free(l->next_token);
+    l->next_token = NULL;
+  }
+  return 0;
+bad:
+  TF_SetStatus(status, TF_DATA_LOSS, "gs: a listing page that is not GCS's JSON");
+  return -1;
+oom:
+  TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+  return -1;
+}
+
+/* rewriteTo, repeated with the rewriteToken until "done": a large copy
+ * (or one across locations) takes several calls. */
+static int copy(void* store, const void* config, const char* src_bucket, const char* src_key,
+                int64_t size, const char* dst_bucket, const char* dst_key, TF_Status* status) {
+  gs_fs* fs = store;
+  char* token = NULL;
+  int rc = -1, rounds;
+  (void)config;
+  (void)size;
+  for (rounds = 0; rounds < 10000; ++rounds) {
+    objstore_exchange x;
+    objstore_response resp;
+    gs_call* c;
+    char* done;
+    objstore_exchange_init(&x, &resp, "POST", NULL);
+    c = bind_object(fs, "POST", src_bucket, src_key, &x, status);
+    if (c == NULL || gs_url_text(c, "/rewriteTo") != 0 || object_url(c, "", dst_bucket, dst_key) != 0 ||
+        (token != NULL && (gs_url_text(c, "?rewriteToken=") != 0 || gs_url_encoded(c, token) != 0)) ||
+        gs_header(c, "Content-Type", "application/json") != 0) {
+      if (c != NULL) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+      gs_release_request(fs, &x);
+      objstore_response_free(&resp);
+      break;
+    }
+    x.body = "{}";
+    x.body_len = 2;
+    rc = objstore_run(fs->engine, &c->cfg->transport, &x, status);
+    gs_release_request(fs, &x);
+    free(token);
+    token = NULL;
+    if (rc == 0) {
+      done = objstore_json_get(resp.body.data, resp.body.len, "done");
+      token = objstore_json_get(resp.body.data, resp.body.len, "rewriteToken");
+      rc = done != NULL && strcmp(done, "true") == 0 ? 0 : token != NULL ? 1 : -1;
+      free(done);
+      if (rc < 0) TF_SetStatus(status, TF_DATA_LOSS, "gs: a rewrite answer with neither done nor a token");
+    }
+    objstore_response_free(&resp);
+    if (rc <= 0) break;
+  }
+  free(token);
+  return rc == 0 ? 0 : -1;
+}
+
+const objstore_tree_hooks gs_tree_hooks = {tree_request, stat_answer, list_request, list_answer, copy};

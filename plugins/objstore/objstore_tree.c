@@ -1,0 +1,784 @@
+/* Directories over a flat store (objstore.h, "a namespace of buckets and
+ * keys"): what stat, listing, glob, create, delete and rename mean on
+ * keys, written once for every store; the store gives request shapes. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <fnmatch.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "objstore.h"
+#include "objstore_internal.h"
+#include "plugin_paths.h"
+
+enum { MISSING = 0, FILE_KIND = 1, DIR_KIND = 2 };
+
+/* Requests of a bulk delete in flight at once (each holds a response). */
+#define DELETE_ROUND 512
+
+/* ---- listings ---------------------------------------------------------------------- */
+
+int objstore_listing_push(objstore_listing* l, const char* key, size_t n, int64_t size,
+                          int64_t mtime_nsec) {
+  if (l->keys.count == l->cap) {
+    int cap = l->cap ? l->cap * 2 : 64;
+    int64_t* sizes = realloc(l->sizes, (size_t)cap * sizeof *sizes);
+    int64_t* mtimes;
+    if (sizes == NULL) return -1;
+    l->sizes = sizes;
+    mtimes = realloc(l->mtimes, (size_t)cap * sizeof *mtimes);
+    if (mtimes == NULL) return -1;
+    l->mtimes = mtimes;
+    l->cap = cap;
+  }
+  if (plugin_strlist_push(&l->keys, key, n) != 0) return -1;
+  l->sizes[l->keys.count - 1] = size;
+  l->mtimes[l->keys.count - 1] = mtime_nsec;
+  return 0;
+}
+
+void objstore_listing_free(objstore_listing* l) {
+  plugin_strlist_free(&l->keys);
+  plugin_strlist_free(&l->prefixes);
+  free(l->sizes);
+  free(l->mtimes);
+  free(l->next_token);
+  memset(l, 0, sizeof *l);
+}
+
+/* ---- paths and messages ------------------------------------------------------------- */
+
+/* "/bucket/some/key" as its bucket and key ("" for the bucket itself). */
+typedef struct tree_path {
+  char* bucket;
+  char* key;
+} tree_path;
+
+static int parse(const char* path, tree_path* out, TF_Status* status) {
+  const char* p = path;
+  const char* slash;
+  while (*p == '/') ++p;
+  slash = strchr(p, '/');
+  out->bucket = slash != NULL ? strndup(p, (size_t)(slash - p)) : strdup(p);
+  out->key = strdup(slash != NULL ? slash + 1 : "");
+  if (out->bucket == NULL || out->key == NULL) {
+    free(out->bucket);
+    free(out->key);
+    out->bucket = out->key = NULL;
+    plugin_set_oom(status);
+    return -1;
+  }
+  return 0;
+}
+
+static void path_free(tree_path* p) {
+  free(p->bucket);
+  free(p->key);
+  p->bucket = p->key = NULL;
+}
+
+/* "what scheme://bucket/key: " followed by the formatted rest. */
+static void fail(const objstore_tree* t, TF_Status* status, TF_Code code, const char* what,
+                 const tree_path* p, const char* fmt, ...) {
+  char rest[400], msg[1400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(rest, sizeof rest, fmt, ap);
+  va_end(ap);
+  snprintf(msg, sizeof msg, "%s %s://%s%s%s: %s", what, t->scheme, p->bucket, *p->key ? "/" : "",
+           p->key, rest);
+  TF_SetStatus(status, code, msg);
+}
+
+static char* with_slash(const char* key) {
+  size_t n = strlen(key);
+  char* out = malloc(n + 2);
+  if (out == NULL) return NULL;
+  memcpy(out, key, n);
+  out[n] = '/';
+  out[n + 1] = '\0';
+  return out;
+}
+
+/* ---- requests ------------------------------------------------------------------------ */
+
+static void* store_of(const objstore_tree* t) { return objstore_engine_store_ctx(t->engine); }
+
+static void release(const objstore_tree* t, objstore_exchange* x) {
+  if (x->store_request != NULL) objstore_engine_store(t->engine)->release_request(store_of(t), x);
+}
+
+/* One request of kind; resp keeps the answer (the caller frees it). 0 on
+ * 2xx, else -1 with status set (resp->http says how it was answered). */
+static int simple(const objstore_tree* t, objstore_tree_request kind, const char* bucket,
+                  const char* key, objstore_response* resp, int64_t* size, int64_t* mtime,
+                  TF_Status* status) {
+  objstore_exchange x;
+  int rc;
+  objstore_exchange_init(&x, resp, NULL, NULL);
+  if (t->hooks->request(store_of(t), t->config, kind, bucket, key, &x, status) != 0) return -1;
+  rc = objstore_run(t->engine, t->settings, &x, status);
+  if (rc == 0 && size != NULL) t->hooks->stat_answer(store_of(t), &x, size, mtime);
+  release(t, &x);
+  return rc;
+}
+
+static int request(const objstore_tree* t, objstore_tree_request kind, const char* bucket,
+                   const char* key, TF_Status* status) {
+  objstore_response resp;
+  int rc = simple(t, kind, bucket, key, &resp, NULL, NULL, status);
+  objstore_response_free(&resp);
+  return rc;
+}
+
+/* An empty object at key if none is there; ALREADY_EXISTS when the
+ * server says one is (412, or 409 from stores that answer a failed
+ * create so). */
+static int create(const objstore_tree* t, const tree_path* p, const char* key,
+                  TF_Status* status) {
+  objstore_response resp;
+  int rc = simple(t, OBJSTORE_CREATE, p->bucket, key, &resp, NULL, NULL, status);
+  if (rc != 0 && (resp.http == 412 || resp.http == 409))
+    fail(t, status, TF_ALREADY_EXISTS, "create", p, "already exists (another writer created it first)");
+  objstore_response_free(&resp);
+  return rc;
+}
+
+static int list_page(const objstore_tree* t, const char* bucket, const char* prefix,
+                     const char* delimiter, int max, const char* token, objstore_listing* l,
+                     TF_Status* status) {
+  objstore_exchange x;
+  objstore_response resp;
+  int rc;
+  objstore_exchange_init(&x, &resp, NULL, NULL);
+  rc = t->hooks->list_request(store_of(t), t->config, bucket, prefix, delimiter, max, token, &x,
+                              status);
+  if (rc == 0) {
+    free(l->next_token);
+    l->next_token = NULL;
+    rc = objstore_run(t->engine, t->settings, &x, status);
+    if (rc == 0) rc = t->hooks->list_answer(store_of(t), &x, l, status);
+  }
+  release(t, &x);
+  objstore_response_free(&resp);
+  return rc;
+}
+
+/* Every key (and common prefix, with a delimiter) under prefix, all pages. */
+static int list_all(const objstore_tree* t, const char* bucket, const char* prefix,
+                    const char* delimiter, objstore_listing* l, TF_Status* status) {
+  char* token = NULL;
+  do {
+    char* next;
+    if (list_page(t, bucket, prefix, delimiter, 1000, token, l, status) != 0) {
+      free(token);
+      return -1;
+    }
+    next = l->next_token != NULL ? strdup(l->next_token) : NULL;
+    if (next != NULL && token != NULL && strcmp(next, token) == 0) {
+      /* a store that hands back the token it was given would be paged for ever */
+      TF_SetStatus(status, TF_DATA_LOSS,
+                   "a listing page names as its next page the page it is: the store would be "
+                   "listed for ever");
+      free(next);
+      free(token);
+      return -1;
+    }
+    free(token);
+    token = next;
+  } while (token != NULL);
+  return 0;
+}
+
+/* What is at p: MISSING, FILE_KIND or DIR_KIND (status OK), or -1 with
+ * status set. A directory made by create_dir has its marker's mtime (the
+ * marker sorts first under its prefix); one made by the keys below it, 0. */
+static int probe(const objstore_tree* t, const tree_path* p, int64_t* size, int64_t* mtime,
+                 TF_Status* status) {
+  objstore_response resp;
+  objstore_listing l;
+  char* prefix;
+  int rc;
+  *size = 0;
+  *mtime = 0;
+  if (*p->bucket == '\0') {
+    TF_SetStatus(status, TF_OK, "");
+    return DIR_KIND; /* the root: the buckets */
+  }
+  rc = simple(t, OBJSTORE_STAT, p->bucket, p->key, &resp, *p->key ? size : NULL, mtime, status);
+  objstore_response_free(&resp);
+  if (rc == 0) return *p->key ? FILE_KIND : DIR_KIND;
+  if (resp.http != 404) return -1;
+  TF_SetStatus(status, TF_OK, "");
+  if (*p->key == '\0') return MISSING;
+  if ((prefix = with_slash(p->key)) == NULL) {
+    plugin_set_oom(status);
+    return -1;
+  }
+  memset(&l, 0, sizeof l);
+  rc = list_page(t, p->bucket, prefix, "/", 1, NULL, &l, status);
+  if (rc == 0) {
+    rc = l.keys.count + l.prefixes.count > 0 ? DIR_KIND : MISSING;
+    if (l.keys.count > 0 && strcmp(l.keys.items[0], prefix) == 0) *mtime = l.mtimes[0];
+  } else if (TF_GetCode(status) == TF_NOT_FOUND) { /* no such bucket */
+    TF_SetStatus(status, TF_OK, "");
+    rc = MISSING;
+  }
+  objstore_listing_free(&l);
+  free(prefix);
+  return rc;
+}
+
+/* The status of a path found missing: NOT_FOUND, or FAILED_PRECONDITION
+ * when its parent is a file ("file/x": a store would hold both keys, but
+ * a file has no children). */
+static void set_missing(const objstore_tree* t, const tree_path* p, const char* what,
+                        TF_Status* status) {
+  char* slash = strrchr(p->key, '/');
+  if (slash != NULL) {
+    objstore_response resp;
+    TF_Status* ignored = TF_NewStatus();
+    int parent_is_file;
+    *slash = '\0';
+    parent_is_file = simple(t, OBJSTORE_STAT, p->bucket, p->key, &resp, NULL, NULL, ignored) == 0;
+    objstore_response_free(&resp);
+    TF_DeleteStatus(ignored);
+    if (parent_is_file) {
+      char parent[1100];
+      snprintf(parent, sizeof parent, "%s://%s/%s is a file, not a directory", t->scheme,
+               p->bucket, p->key);
+      *slash = '/';
+      fail(t, status, TF_FAILED_PRECONDITION, what, p, "%s", parent);
+      return;
+    }
+    *slash = '/';
+  }
+  fail(t, status, TF_NOT_FOUND, what, p, "no such file or directory");
+}
+
+/* ---- queries ----------------------------------------------------------------------- */
+
+void objstore_tree_stat(const objstore_tree* t, const char* path, TF_FileStatistics* stats,
+                        TF_Status* status) {
+  tree_path p;
+  int64_t size, mtime;
+  int kind;
+  if (objstore_stat_cached(t->engine, t->settings, path, stats)) {
+    TF_SetStatus(status, TF_OK, "");
+    return;
+  }
+  if (parse(path, &p, status) != 0) return;
+  kind = probe(t, &p, &size, &mtime, status);
+  if (kind == MISSING) set_missing(t, &p, "stat", status);
+  if (kind > 0) {
+    stats->length = kind == FILE_KIND ? size : 0;
+    stats->mtime_nsec = mtime;
+    stats->is_directory = kind == DIR_KIND;
+    objstore_stat_remember(t->engine, t->settings, path, stats);
+  }
+  path_free(&p);
+}
+
+/* Whether a listed name can be addressed by a path: not "" or ".", which
+ * path cleaning folds away. Keys with such segments, written by other
+ * clients, are left out of listings and globs. */
+static int addressable_name(const char* name, size_t n) {
+  return n > 0 && !(n == 1 && name[0] == '.');
+}
+
+static int addressable_key(const char* key) {
+  for (;;) {
+    size_t n = strcspn(key, "/");
+    if (!addressable_name(key, n)) return 0;
+    if (key[n] == '\0') return 1;
+    key += n + 1;
+  }
+}
+
+int objstore_tree_list(const objstore_tree* t, const char* path, plugin_listing* out,
+                       TF_Status* status) {
+  tree_path p = {NULL, NULL};
+  objstore_listing l;
+  char* prefix = NULL;
+  size_t plen;
+  int i, result = -1, marker = 0;
+  TF_FileStatistics st;
+  memset(&l, 0, sizeof l);
+  if (parse(path, &p, status) != 0) return -1;
+  if (*p.bucket == '\0') {
+    if (list_all(t, "", "", NULL, &l, status) != 0) goto done;
+    for (i = 0; i < l.keys.count; ++i) {
+      st.length = 0;
+      st.mtime_nsec = l.mtimes[i];
+      st.is_directory = true;
+      if (plugin_listing_push(out, l.keys.items[i], strlen(l.keys.items[i]), &st) != 0) goto oom;
+    }
+    result = 0;
+    goto done;
+  }
+  prefix = *p.key != '\0' ? with_slash(p.key) : strdup("");
+  if (prefix == NULL) goto oom;
+  plen = strlen(prefix);
+  if (list_all(t, p.bucket, prefix, "/", &l, status) != 0) goto done;
+  for (i = 0; i < l.keys.count; ++i) {
+    const char* name = l.keys.items[i] + plen;
+    if (*name == '\0') {
+      marker = 1; /* the directory's own marker */
+      continue;
+    }
+    if (!addressable_name(name, strlen(name))) continue;
+    st.length = l.sizes[i];
+    st.mtime_nsec = l.mtimes[i];
+    st.is_directory = false;
+    if (plugin_listing_push(out, name, strlen(name), &st) != 0) goto oom;
+  }
+  for (i = 0; i < l.prefixes.count; ++i) {
+    const char* name = l.prefixes.items[i] + plen;
+    size_t n = strlen(name);
+    if (n > 0 && name[n - 1] == '/') --n;
+    st.length = 0;
+    st.mtime_nsec = 0;
+    st.is_directory = true;
+    if (addressable_name(name, n) && plugin_listing_push(out, name, n, &st) != 0) goto oom;
+  }
+  if (out->names.count == 0 && !marker) {
+    /* Nothing under the prefix: a bucket, a file, or nothing at all. */
+    int64_t size, mtime;
+    int kind = probe(t, &p, &size, &mtime, status);
+    if (kind == MISSING) set_missing(t, &p, "list", status);
+    if (kind == FILE_KIND) fail(t, status, TF_FAILED_PRECONDITION, "list", &p, "a file, not a directory");
+    if (kind != DIR_KIND) goto done;
+  }
+  TF_SetStatus(status, TF_OK, "");
+  result = 0;
+  goto done;
+oom:
+  plugin_set_oom(status);
+done:
+  objstore_listing_free(&l);
+  free(prefix);
+  path_free(&p);
+  return result;
+}
+
+/* ---- glob: one listing of the longest literal prefix -------------------------------- */
+
+/* The length of key's first `components` components ("a/b/c", 2: 3), or
+ * 0 when it has fewer (a trailing "/", a marker, ends in an empty one). */
+static size_t leading_components(const char* key, int components) {
+  size_t i = 0;
+  int seen = 1;
+  if (*key == '\0') return 0;
+  for (; key[i] != '\0'; ++i) {
+    if (key[i] == '/') {
+      if (seen == components) return i;
+      ++seen;
+    }
+  }
+  return seen == components && key[i - 1] != '/' ? i : 0;
+}
+
+static int count_components(const char* s) {
+  int n = *s != '\0';
+  for (; *s; ++s)
+    if (*s == '/' && s[1] != '\0') ++n;
+  return n;
+}
+
+/* The keys of bucket (and their ancestors) at the pattern's depth that
+ * match it, as "bucket/key", appended to out. */
+static int glob_bucket(const objstore_tree* t, const char* bucket, const char* key_pattern,
+                       plugin_strlist* out, TF_Status* status) {
+  objstore_listing l;
+  size_t literal = strcspn(key_pattern, "*?[\\");
+  int components = count_components(key_pattern);
+  char* prefix = strndup(key_pattern, literal);
+  plugin_buf full = {0};
+  char* last = NULL;
+  int i, rc = -1;
+  memset(&l, 0, sizeof l);
+  if (prefix == NULL) goto oom;
+  if (list_all(t, bucket, prefix, NULL, &l, status) != 0) {
+    if (TF_GetCode(status) == TF_NOT_FOUND) rc = 0; /* a missing bucket matches nothing */
+    goto done;
+  }
+  for (i = 0; i < l.keys.count; ++i) {
+    /* The key, or its ancestor at the pattern's depth (a directory). */
+    size_t n = leading_components(l.keys.items[i], components);
+    if (n == 0) continue;
+    full.len = 0;
+    if (plugin_buf_append(&full, bucket, strlen(bucket)) != 0 || plugin_buf_append(&full, "/", 1) != 0 ||
+        plugin_buf_append(&full, l.keys.items[i], n) != 0)
+      goto oom;
+    {
+      const char* candidate = full.data + strlen(bucket) + 1;
+      if (!addressable_key(candidate)) continue;
+      if (last != NULL && strcmp(last, full.data) == 0) continue;
+      if (fnmatch(key_pattern, candidate, FNM_PATHNAME) != 0) continue;
+    }
+    free(last);
+    if ((last = strdup(full.data)) == NULL || plugin_strlist_push(out, full.data, full.len) != 0)
+      goto oom;
+  }
+  rc = 0;
+  goto done;
+oom:
+  plugin_set_oom(status);
+done:
+  plugin_buf_free(&full);
+  free(last);
+  free(prefix);
+  objstore_listing_free(&l);
+  return rc;
+}
+
+int objstore_tree_glob(const objstore_tree* t, const char* uri_pattern, char*** entries,
+                       TF_Status* status) {
+  plugin_strlist out = {NULL, 0, 0};
+  size_t scheme_len = plugin_scheme_prefix_len(uri_pattern);
+  char* pattern = plugin_translate_name(uri_pattern, PLUGIN_NAMES_KEYS);
+  tree_path p = {NULL, NULL};
+  objstore_listing buckets;
+  int i, count = -1;
+  memset(&buckets, 0, sizeof buckets);
+  *entries = NULL;
+  if (pattern == NULL) {
+    plugin_set_oom(status);
+    return -1;
+  }
+  if (parse(pattern, &p, status) != 0) goto done;
+  if (*p.key == '\0' || plugin_has_glob_meta(p.bucket, strlen(p.bucket))) {
+    /* The pattern's bucket is matched against the bucket list. */
+    if (*p.bucket != '\0' && list_all(t, "", "", NULL, &buckets, status) != 0) goto done;
+    for (i = 0; i < buckets.keys.count; ++i) {
+      const char* name = buckets.keys.items[i];
+      if (fnmatch(p.bucket, name, FNM_PATHNAME) != 0) continue;
+      if (*p.key == '\0' ? plugin_strlist_push(&out, name, strlen(name)) != 0
+                         : glob_bucket(t, name, p.key, &out, status) != 0) {
+        if (*p.key == '\0') plugin_set_oom(status);
+        goto done;
+      }
+    }
+  } else if (glob_bucket(t, p.bucket, p.key, &out, status) != 0) {
+    goto done;
+  }
+  /* Matches go back as the pattern was given: gs://bucket/key or /bucket/key. */
+  if (plugin_strlist_prefix(&out, scheme_len > 0 ? uri_pattern : "/", scheme_len > 0 ? scheme_len : 1) != 0) {
+    plugin_set_oom(status);
+    goto done;
+  }
+  plugin_strlist_sort(&out);
+  count = plugin_strlist_release(&out, entries);
+  TF_SetStatus(status, TF_OK, "");
+done:
+  plugin_strlist_free(&out);
+  objstore_listing_free(&buckets);
+  path_free(&p);
+  plugin_memory_free(pattern);
+  return count;
+}
+
+/* ---- namespace changes ---------------------------------------------------------------- */
+
+void objstore_tree_create_dir(const objstore_tree* t, const char* path, TF_Status* status) {
+  tree_path p, parent;
+  int64_t size, mtime;
+  int kind;
+  char* slash;
+  char* marker;
+  if (parse(path, &p, status) != 0) return;
+  kind = probe(t, &p, &size, &mtime, status);
+  if (kind < 0) goto done;
+  if (kind != MISSING) {
+    fail(t, status, TF_ALREADY_EXISTS, "create_dir", &p, "already exists");
+    goto done;
+  }
+  if (*p.key == '\0') { /* a bucket */
+    create(t, &p, "", status);
+    goto done;
+  }
+  /* The parent must be a directory (or the bucket). */
+  slash = strrchr(p.key, '/');
+  parent.bucket = p.bucket;
+  parent.key = slash != NULL ? p.key : "";
+  if (slash != NULL) *slash = '\0';
+  kind = probe(t, &parent, &size, &mtime, status);
+  if (slash != NULL) *slash = '/';
+  if (kind == MISSING) {
+    fail(t, status, TF_NOT_FOUND, "create_dir", &p, "the parent does not exist");
+  } else if (kind == FILE_KIND) {
+    fail(t, status, TF_FAILED_PRECONDITION, "create_dir", &p, "the parent is a file");
+  } else if (kind == DIR_KIND) {
+    /* Conditional, so that create_dir is "create if absent" on the
+     * server: what the generic transactions' lock relies on. */
+    if ((marker = with_slash(p.key)) == NULL) plugin_set_oom(status);
+    else create(t, &p, marker, status);
+    free(marker);
+  }
+done:
+  objstore_forget(t->engine, path);
+  path_free(&p);
+}
+
+void objstore_tree_recursively_create_dir(const objstore_tree* t, const char* path,
+                                          TF_Status* status) {
+  tree_path p;
+  char* marker = NULL;
+  size_t i, n;
+  int64_t size, mtime;
+  if (parse(path, &p, status) != 0) return;
+  if (*p.bucket == '\0') {
+    TF_SetStatus(status, TF_OK, "");
+    goto done;
+  }
+  {
+    /* The bucket first. */
+    tree_path bucket = {p.bucket, ""};
+    int kind = probe(t, &bucket, &size, &mtime, status);
+    if (kind < 0) goto done;
+    if (kind == MISSING && create(t, &bucket, "", status) != 0 && TF_GetCode(status) != TF_ALREADY_EXISTS)
+      goto done;
+  }
+  /* No component may be a file; then a marker for each, so that every
+   * level outlives the removal of its children. */
+  n = strlen(p.key);
+  for (i = 1; i <= n; ++i) {
+    objstore_response resp;
+    char saved;
+    int rc;
+    if (i < n && p.key[i] != '/') continue;
+    saved = p.key[i];
+    p.key[i] = '\0';
+    rc = simple(t, OBJSTORE_STAT, p.bucket, p.key, &resp, NULL, NULL, status);
+    p.key[i] = saved;
+    objstore_response_free(&resp);
+    if (rc == 0) {
+      fail(t, status, TF_FAILED_PRECONDITION, "recursively_create_dir", &p,
+           "a file is in the way, not a directory");
+      goto done;
+    }
+    if (resp.http != 404) goto done;
+  }
+  if ((marker = malloc(n + 2)) == NULL) {
+    plugin_set_oom(status);
+    goto done;
+  }
+  for (i = 1; i <= n; ++i) {
+    if (i < n && p.key[i] != '/') continue;
+    memcpy(marker, p.key, i);
+    marker[i] = '/';
+    marker[i + 1] = '\0';
+    if (create(t, &p, marker, status) != 0 && TF_GetCode(status) != TF_ALREADY_EXISTS) goto done;
+  }
+  TF_SetStatus(status, TF_OK, "");
+done:
+  objstore_forget(t->engine, path);
+  free(marker);
+  path_free(&p);
+}
+
+void objstore_tree_delete_file(const objstore_tree* t, const char* path, TF_Status* status) {
+  tree_path p;
+  int64_t size, mtime;
+  int kind;
+  if (parse(path, &p, status) != 0) return;
+  kind = probe(t, &p, &size, &mtime, status);
+  if (kind == MISSING) set_missing(t, &p, "delete_file", status);
+  else if (kind == DIR_KIND) fail(t, status, TF_FAILED_PRECONDITION, "delete_file", &p, "a directory");
+  else if (kind == FILE_KIND) request(t, OBJSTORE_DELETE, p.bucket, p.key, status);
+  objstore_forget(t->engine, path);
+  path_free(&p);
+}
+
+void objstore_tree_delete_dir(const objstore_tree* t, const char* path, TF_Status* status) {
+  tree_path p;
+  objstore_listing l;
+  char* prefix = NULL;
+  int64_t size, mtime;
+  memset(&l, 0, sizeof l);
+  if (parse(path, &p, status) != 0) return;
+  if (*p.key == '\0') {
+    if (*p.bucket == '\0') TF_SetStatus(status, TF_FAILED_PRECONDITION, "delete_dir: the root stays");
+    else request(t, OBJSTORE_DELETE, p.bucket, "", status);
+    goto done;
+  }
+  if ((prefix = with_slash(p.key)) == NULL) {
+    plugin_set_oom(status);
+    goto done;
+  }
+  if (list_page(t, p.bucket, prefix, "/", 2, NULL, &l, status) != 0) goto done;
+  if (l.keys.count + l.prefixes.count == 0) {
+    int kind = probe(t, &p, &size, &mtime, status);
+    if (kind == FILE_KIND) fail(t, status, TF_FAILED_PRECONDITION, "delete_dir", &p, "a file");
+    else if (kind == MISSING) set_missing(t, &p, "delete_dir", status);
+  } else if (l.keys.count + l.prefixes.count > 1 || l.prefixes.count > 0 ||
+             strcmp(l.keys.items[0], prefix) != 0) {
+    fail(t, status, TF_FAILED_PRECONDITION, "delete_dir", &p, "not empty");
+  } else {
+    request(t, OBJSTORE_DELETE, p.bucket, prefix, status);
+  }
+done:
+  objstore_forget(t->engine, path);
+  free(prefix);
+  objstore_listing_free(&l);
+  path_free(&p);
+}
+
+/* Deletes the count keys of bucket, a round of DELETE_ROUND requests in
+ * flight at a time from this thread; a key already gone counts as
+ * deleted. The number not deleted; the first failure in status. */
+static int delete_keys(const objstore_tree* t, const char* bucket, char** keys, int count,
+                       TF_Status* status) {
+  objstore_exchange* xs = calloc(DELETE_ROUND, sizeof *xs);
+  objstore_response* resps = calloc(DELETE_ROUND, sizeof *resps);
+  TF_Status** statuses = calloc(DELETE_ROUND, sizeof *statuses);
+  int first, i, failed = 0, recorded = 0;
+  if (xs == NULL || resps == NULL || statuses == NULL) {
+    plugin_set_oom(status);
+    failed = count;
+    goto done;
+  }
+  for (i = 0; i < DELETE_ROUND; ++i)
+    if ((statuses[i] = TF_NewStatus()) == NULL) {
+      plugin_set_oom(status);
+      failed = count;
+      goto done;
+    }
+  for (first = 0; first < count; first += DELETE_ROUND) {
+    int m = count - first < DELETE_ROUND ? count - first : DELETE_ROUND, made = 0;
+    for (i = 0; i < m; ++i, ++made) {
+      objstore_exchange_init(&xs[i], &resps[i], NULL, NULL);
+      if (t->hooks->request(store_of(t), t->config, OBJSTORE_DELETE, bucket, keys[first + i], &xs[i],
+                            statuses[i]) != 0)
+        break;
+    }
+    if (made == m) objstore_run_many(t->engine, t->settings, m, xs, statuses);
+    for (i = 0; i < m; ++i) {
+      int gone = i < made && (TF_GetCode(statuses[i]) == TF_OK || resps[i].http == 404);
+      if (i >= made) TF_SetStatus(statuses[i], TF_RESOURCE_EXHAUSTED, "out of memory");
+      if (!gone) {
+        ++failed;
+        if (!recorded++) TF_SetStatus(status, TF_GetCode(statuses[i]), TF_Message(statuses[i]));
+      }
+      if (i < made) release(t, &xs[i]);
+      objstore_response_free(&resps[i]);
+    }
+  }
+done:
+  for (i = 0; statuses != NULL && i < DELETE_ROUND; ++i)
+    if (statuses[i] != NULL) TF_DeleteStatus(statuses[i]);
+  free(statuses);
+  free(resps);
+  free(xs);
+  return failed;
+}
+
+void objstore_tree_delete_recursively(const objstore_tree* t, const char* path,
+                                      uint64_t* undeleted_files, uint64_t* undeleted_dirs,
+                                      TF_Status* status) {
+  tree_path p;
+  objstore_listing l;
+  char* prefix = NULL;
+  int64_t size, mtime;
+  int kind, failed;
+  memset(&l, 0, sizeof l);
+  *undeleted_files = 0;
+  *undeleted_dirs = 0;
+  if (parse(path, &p, status) != 0) return;
+  kind = probe(t, &p, &size, &mtime, status);
+  if (kind < 0) goto done;
+  if (kind == MISSING) {
+    *undeleted_dirs = 1;
+    set_missing(t, &p, "delete_recursively", status);
+    goto done;
+  }
+  if (kind == FILE_KIND) {
+    if (request(t, OBJSTORE_DELETE, p.bucket, p.key, status) != 0) *undeleted_files = 1;
+    goto done;
+  }
+  if (*p.bucket == '\0') {
+    TF_SetStatus(status, TF_FAILED_PRECONDITION, "delete_recursively: will not delete every bucket");
+    goto done;
+  }
+  prefix = *p.key != '\0' ? with_slash(p.key) : strdup("");
+  if (prefix == NULL || list_all(t, p.bucket, prefix, NULL, &l, status) != 0) {
+    if (prefix == NULL) plugin_set_oom(status);
+    *undeleted_dirs = 1;
+    goto done;
+  }
+  TF_SetStatus(status, TF_OK, "");
+  failed = delete_keys(t, p.bucket, l.keys.items, l.keys.count, status);
+  *undeleted_files = (uint64_t)failed;
+  if (failed > 0) {
+    *undeleted_dirs = 1;
+    goto done;
+  }
+  if (*p.key == '\0' && request(t, OBJSTORE_DELETE, p.bucket, "", status) != 0) *undeleted_dirs = 1;
+done:
+  objstore_forget_below(t->engine, path);
+  free(prefix);
+  objstore_listing_free(&l);
+  path_free(&p);
+}
+
+/* ---- copies and renames ------------------------------------------------------------ */
+
+void objstore_tree_transfer(const objstore_tree* t, const char* src_path, const char* dst_path,
+                            int remove_source, TF_Status* status) {
+  const char* what = remove_source ? "rename" : "copy";
+  tree_path src = {NULL, NULL}, dst = {NULL, NULL};
+  int64_t size, ignored_size, ignored_mtime, mtime;
+  int kind;
+  if (parse(src_path, &src, status) != 0 || parse(dst_path, &dst, status) != 0) goto done;
+  kind = probe(t, &src, &size, &mtime, status);
+  if (kind < 0) goto done;
+  if (kind == MISSING) {
+    set_missing(t, &src, what, status);
+    goto done;
+  }
+  if (kind == DIR_KIND) {
+    fail(t, status, TF_FAILED_PRECONDITION, what, &src, "is a directory (only files %s)",
+         remove_source ? "are renamed" : "are copied");
+    goto done;
+  }
+  kind = probe(t, &dst, &ignored_size, &ignored_mtime, status);
+  if (kind < 0) goto done;
+  if (kind == DIR_KIND) {
+    fail(t, status, TF_FAILED_PRECONDITION, "copy to", &dst, "a directory");
+    goto done;
+  }
+  if (kind == MISSING) {
+    /* Unlike a plain write, a copy already pays for lookups: the target's
+     * parent must be a directory, as on a local filesystem. */
+    char* slash = strrchr(dst.key, '/');
+    tree_path parent = {dst.bucket, slash != NULL ? dst.key : ""};
+    int parent_kind;
+    if (slash != NULL) *slash = '\0';
+    parent_kind = probe(t, &parent, &ignored_size, &ignored_mtime, status);
+    if (slash != NULL) *slash = '/';
+    if (parent_kind < 0) goto done;
+    if (parent_kind == FILE_KIND) {
+      fail(t, status, TF_FAILED_PRECONDITION, "copy to", &dst, "the parent is a file");
+      goto done;
+    }
+    if (parent_kind == MISSING) {
+      fail(t, status, TF_NOT_FOUND, "copy to", &dst, "the parent does not exist");
+      goto done;
+    }
+  }
+  if (strcmp(src.bucket, dst.bucket) == 0 && strcmp(src.key, dst.key) == 0) {
+    TF_SetStatus(status, TF_OK, "");
+    goto done;
+  }
+  if (t->hooks->copy(store_of(t), t->config, src.bucket, src.key, size, dst.bucket, dst.key, status) != 0)
+    goto done;
+  if (remove_source) request(t, OBJSTORE_DELETE, src.bucket, src.key, status);
+  else TF_SetStatus(status, TF_OK, "");
+done:
+  objstore_forget_below(t->engine, dst_path);
+  if (remove_source) objstore_forget_below(t->engine, src_path);
+  path_free(&src);
+  path_free(&dst);
+}
