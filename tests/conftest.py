@@ -31,6 +31,7 @@ from support.ceph_gateway import Gateway, missing_reason, start_gateway
 from support.facade import BlockingFacade
 from support.fault_proxy import FaultProxy
 from support.http_servers import HttpServer, nginx_missing_reason, start_nginx
+from support.gcs_emulator import GcsEmulator, emulator_missing_reason, start_fake_gcs
 
 import asyncfs
 from asyncfs._native import libraries as _libs
@@ -147,6 +148,7 @@ def _plugins(config: pytest.Config) -> list[PluginUnderTest]:
         PluginUnderTest("mem", "mem", None, "mem:///conformance"),
         PluginUnderTest("demo", "demo", REPO / "plugins/examples/demo_fs.c", None),
         PluginUnderTest("s3", "s3", None, "s3://asyncfs-conformance"),
+        PluginUnderTest("gs", "gs", None, "gs://asyncfs-conformance"),
         PluginUnderTest("http", "http", None, None, read_only=True),
     ]
     for spec in config.getoption("--plugin"):
@@ -353,6 +355,31 @@ def s3_fs(registry: asyncfs.Registry, s3_plugin: None, request: pytest.FixtureRe
     return fs
 
 
+@pytest.fixture(scope="session")
+def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GcsEmulator]:
+    """fake-gcs-server on loopback for the session (skips, saying why, when
+    it is not installed or the gs plugin is not built)."""
+    reason = _libs.unavailable_reason("gs") or emulator_missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    emulator = start_fake_gcs()
+    yield emulator
+    emulator.stop.close()
+
+
+def configure_gs(fs: asyncfs.ModularFileSystem, emulator: GcsEmulator) -> None:
+    fs.set_option("endpoint", emulator.endpoint.encode())
+    fs.set_option("project", b"test")
+
+
+@pytest.fixture(scope="session")
+def gs_fs(registry: asyncfs.Registry, gcs_emulator: GcsEmulator) -> asyncfs.ModularFileSystem:
+    """The registry's gs filesystem, configured for the emulator."""
+    fs = registry.get("gs")
+    configure_gs(fs, gcs_emulator)
+    return fs
+
+
 @pytest.fixture
 def bucket(s3_fs: asyncfs.ModularFileSystem) -> Iterator[str]:
     """A fresh bucket on the session's gateway, removed afterwards."""
@@ -366,8 +393,8 @@ def bucket(s3_fs: asyncfs.ModularFileSystem) -> Iterator[str]:
 def sync_fs(
     plugin: PluginUnderTest, registry: asyncfs.Registry, request: pytest.FixtureRequest
 ) -> asyncfs.ModularFileSystem:
-    if plugin.scheme == "s3":
-        return request.getfixturevalue("s3_fs")  # type: ignore[no-any-return]
+    if plugin.scheme in ("s3", "gs"):
+        return request.getfixturevalue(f"{plugin.scheme}_fs")  # type: ignore[no-any-return]
     if plugin.read_only:
         request.getfixturevalue("nginx")  # skips without it
     if plugin.scheme not in registry.schemes():

@@ -36,7 +36,7 @@ __all__ = [
 
 BUILTIN_PLUGINS = ("posix", "memory")
 # Built only when the system has their libraries (see Registry.unavailable).
-OPTIONAL_PLUGINS = ("s3", "http")
+OPTIONAL_PLUGINS = ("s3", "http", "gs")
 
 
 @dataclass(frozen=True)

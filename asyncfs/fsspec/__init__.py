@@ -921,6 +921,7 @@ MemFileSystem = filesystem_class("mem")
 S3FileSystem = filesystem_class("s3")
 HttpFileSystem = filesystem_class("http")
 HttpsFileSystem = filesystem_class("https")
+GsFileSystem = filesystem_class("gs")
 
 register()
 

