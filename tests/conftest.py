@@ -30,8 +30,8 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from support.ceph_gateway import Gateway, missing_reason, start_gateway
 from support.facade import BlockingFacade
 from support.fault_proxy import FaultProxy
-from support.http_servers import HttpServer, nginx_missing_reason, start_nginx
 from support.gcs_emulator import GcsEmulator, emulator_missing_reason, start_fake_gcs
+from support.http_servers import HttpServer, nginx_missing_reason, start_nginx
 
 import asyncfs
 from asyncfs._native import libraries as _libs

