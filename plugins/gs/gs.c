@@ -27,6 +27,10 @@ static const plugin_option gs_options[] = {
      PLUGIN_OPTION_TEXT, offsetof(gs_config, token), 0, 0, 1},
     {"project", "the project buckets are listed and made in (GOOGLE_CLOUD_PROJECT)",
      PLUGIN_OPTION_TEXT, offsetof(gs_config, project), 0, 0, 0},
+    {"credentials_file",
+     "a service account or authorized_user JSON file (\"\": GOOGLE_APPLICATION_CREDENTIALS, "
+     "then gcloud's application-default file)",
+     PLUGIN_OPTION_TEXT, offsetof(gs_config, credentials_file), 0, 0, 0},
     OBJSTORE_OPTIONS(gs_config, transport),
     {"anonymous", "1: requests carry no credentials (public buckets)", PLUGIN_OPTION_INT,
      offsetof(gs_config, anonymous), 0, 1, 0},
@@ -57,7 +61,7 @@ static const char* env_or(const char* name, const char* otherwise) {
 
 static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
   static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-  gs_config defaults = {{0}, "", "", "", OBJSTORE_DEFAULT_SETTINGS, 0, 16 * MiB, 16 * MiB,
+  gs_config defaults = {{0}, "", "", "", "", OBJSTORE_DEFAULT_SETTINGS, 0, 16 * MiB, 16 * MiB,
                         64 * KiB, 8 * MiB};
   gs_fs* fs;
   pthread_once(&curl_once, init_curl);
@@ -69,13 +73,16 @@ static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
   if (fs->engine == NULL) {
     plugin_fs_free(filesystem);
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    return;
   }
+  gs_credentials_init(fs);
 }
 
 static void fs_cleanup(TF_Filesystem* filesystem) {
   gs_fs* fs = fs_of(filesystem);
   if (fs == NULL) return;
   objstore_engine_free(fs->engine);
+  gs_credentials_destroy(fs);
   plugin_fs_free(filesystem);
 }
 

@@ -6,6 +6,8 @@
  *               request shapes of the engine's readers and namespace
  *   gs_files.c  writable files: one multipart upload, or a resumable
  *               session in chunks
+ *   gs_credentials.c  the bearer token: options, the environment,
+ *               credentials files, the metadata server
  *
  * A path is the plugin's "/bucket/key"; a key goes into a URL
  * percent-encoded whole ("/" too), as the JSON API names objects.
@@ -14,6 +16,7 @@
 #define ASYNCFS_GS_INTERNAL_H_
 
 #include <curl/curl.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "asyncfs/filesystem_interface.h"
@@ -26,6 +29,7 @@ typedef struct gs_config {
   char* endpoint;  /* "http://127.0.0.1:4443"; "" : STORAGE_EMULATOR_HOST, else Google's */
   char* token;     /* a bearer token, sent as it is (never refreshed) */
   char* project;   /* the project buckets are listed and made in */
+  char* credentials_file; /* a service account or authorized_user JSON file */
   objstore_settings transport; /* the engine's: timeouts, retries, connections, TLS */
   int64_t anonymous;        /* 1: no Authorization at all (public buckets, emulators) */
   int64_t upload_threshold; /* a file up to this size is one upload; above, a resumable one */
@@ -37,6 +41,16 @@ typedef struct gs_config {
 typedef struct gs_fs {
   plugin_fs base;
   objstore_engine* engine;
+  /* The token a credentials file or the metadata server gave
+   * (gs_credentials.c), for token_file ("" : the metadata server); the
+   * last asking's failure (or OK), and when that was. */
+  pthread_mutex_t token_lock;
+  char* token;
+  int64_t token_expires; /* Unix seconds */
+  char* token_file;
+  char token_source[300];
+  TF_Status* failure;
+  uint64_t asked_ms;
 } gs_fs;
 
 static inline gs_config* gs_config_acquire(gs_fs* fs) {
@@ -85,6 +99,20 @@ int gs_json_string(plugin_buf* b, const char* s);
  * object is there). */
 int gs_upload_request(gs_fs* fs, const char* bucket, const char* key, const char* data,
                       size_t len, int if_absent, objstore_exchange* x, TF_Status* status);
+
+/* Credentials (gs_credentials.c). */
+void gs_credentials_init(gs_fs* fs);
+void gs_credentials_destroy(gs_fs* fs);
+/* The bearer token a request of cfg carries into out ("" : none): 0, or
+ * -1 with status UNAUTHENTICATED naming what was tried. */
+int gs_bearer(gs_fs* fs, const gs_config* cfg, char* out, size_t cap, TF_Status* status);
+/* Where the token comes from, in words (for doctor and messages). */
+void gs_credential_source(gs_fs* fs, const gs_config* cfg, char* out, size_t cap);
+/* Whether requests go to an emulator: an endpoint over plain http://
+ * (STORAGE_EMULATOR_HOST names one so, with or without the scheme).
+ * Google's endpoints are all https://; a token is never sent in the
+ * clear, and an emulator needs none. */
+int gs_emulator_endpoint(const gs_config* cfg);
 
 /* The view of the namespace for a call holding cfg. */
 objstore_tree gs_tree(gs_fs* fs, gs_config* cfg);

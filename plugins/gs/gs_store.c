@@ -120,52 +120,26 @@ static gs_call* bind_object(gs_fs* fs, const char* method, const char* bucket, c
 
 /* ---- the hooks ---------------------------------------------------------------------- */
 
-/* Whether requests go to an emulator (STORAGE_EMULATOR_HOST, or an
- * endpoint of one's own): there, no credential is needed. */
-static int own_endpoint(const gs_config* cfg) {
-  return *cfg->endpoint != '\0' && strcmp(cfg->endpoint, GOOGLE_ENDPOINT) != 0;
-}
-
-/* The bearer token of a request: the token setting, else
- * GOOGLE_AUTH_TOKEN_FOR_TESTING (TensorFlow's), else none when anonymous
- * or on an emulator. NULL with status set when nothing gives one. */
-static const char* bearer(const gs_config* cfg, int* none, TF_Status* status) {
-  const char* testing = getenv("GOOGLE_AUTH_TOKEN_FOR_TESTING");
-  *none = 0;
-  if (cfg->anonymous) {
-    *none = 1;
-    return NULL;
-  }
-  if (*cfg->token != '\0') return cfg->token;
-  if (testing != NULL && *testing != '\0') return testing;
-  if (own_endpoint(cfg)) {
-    *none = 1;
-    return NULL;
-  }
-  TF_SetStatus(status, TF_UNAUTHENTICATED,
-               "gs: no credentials: tried the token option and GOOGLE_AUTH_TOKEN_FOR_TESTING "
-               "(set one, set anonymous=1 for public buckets, or point endpoint or "
-               "STORAGE_EMULATOR_HOST at an emulator)");
-  return NULL;
+int gs_emulator_endpoint(const gs_config* cfg) {
+  return *cfg->endpoint != '\0' &&
+         (strncmp(cfg->endpoint, "http://", 7) == 0 || strstr(cfg->endpoint, "://") == NULL);
 }
 
 static int gs_authorize(void* store, objstore_exchange* x, TF_Status* status) {
   gs_call* c = (gs_call*)x->store_request;
-  const char* token;
-  int none;
+  char token[4096];
   struct curl_slist* item;
   (void)store;
   curl_slist_free_all(c->sent);
   c->sent = NULL;
-  token = bearer(c->cfg, &none, status);
-  if (token == NULL && !none) return -1;
+  if (gs_bearer(c->fs, c->cfg, token, sizeof token, status) != 0) return -1;
   for (item = c->headers; item != NULL; item = item->next) {
     struct curl_slist* grown = curl_slist_append(c->sent, item->data);
     if (grown == NULL) goto oom;
     c->sent = grown;
   }
-  if (token != NULL) {
-    char line[2200];
+  if (*token) {
+    char line[4200];
     struct curl_slist* grown;
     snprintf(line, sizeof line, "Authorization: Bearer %s", token);
     if ((grown = curl_slist_append(c->sent, line)) == NULL) goto oom;

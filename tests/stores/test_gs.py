@@ -3,7 +3,7 @@ the conformance suite does not cover. Writes in one request and in
 resumable chunks, read back byte for byte; names that need encoding;
 directories decided by the server; transactions; objects written by
 google-cloud-storage and gcsfs read by asyncfs and the other way round;
-and what a missing credential says."""
+and what a missing credential says (test_gs_credentials.py)."""
 
 from __future__ import annotations
 
@@ -188,13 +188,3 @@ def test_gcsfs_and_asyncfs_read_each_other(
         assert gs_fs.read_file(f"gs://{bucket}/from-gcsfs/{name}") == data
         gs_fs.write_file(f"gs://{bucket}/from-asyncfs/{name}", data)
         assert theirs.cat(f"{bucket}/from-asyncfs/{name}") == data
-
-
-def test_without_a_credential_the_error_says_what_was_tried(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Google's own endpoint and no token: no request is sent; the error
-    names every source looked at."""
-    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
-    monkeypatch.delenv("GOOGLE_AUTH_TOKEN_FOR_TESTING", raising=False)
-    fs = asyncfs.Registry().get("gs")
-    with pytest.raises(asyncfs.UnauthenticatedError, match="GOOGLE_AUTH_TOKEN_FOR_TESTING"):
-        fs.read_file("gs://some-bucket/some-key")

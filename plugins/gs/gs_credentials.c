@@ -1,0 +1,386 @@
+/* The bearer token of gs requests, from the first source that gives one,
+ * in the order TensorFlow's GCS filesystem and google-auth look:
+ *
+ *   1. anonymous=1: none at all (public buckets)
+ *   2. the token option: sent as it is
+ *   3. GOOGLE_AUTH_TOKEN_FOR_TESTING (TensorFlow's): sent as it is
+ *   4. an emulator (an http:// endpoint, as STORAGE_EMULATOR_HOST names
+ *      one): none
+ *   5. a credentials file: the credentials_file option, else
+ *      GOOGLE_APPLICATION_CREDENTIALS, else gcloud's application-default
+ *      file ($CLOUDSDK_CONFIG or ~/.config/gcloud); a service account
+ *      signs a JWT (RS256, OpenSSL) for the token endpoint, an
+ *      authorized_user sends its refresh token there
+ *   6. the GCE metadata server (GCE_METADATA_HOST, else
+ *      metadata.google.internal), unless NO_GCE_CHECK=true; its probe
+ *      gives up after PROBE_MS so that a laptop does not wait
+ *
+ * Tokens from 5 and 6 are kept per filesystem and fetched again
+ * REFRESH_S before they expire. Nothing found is UNAUTHENTICATED, naming
+ * what was tried. Requests to token services go through the engine, with
+ * its retry policy. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "gs_internal.h"
+#include "objstore_formats.h"
+
+#define REFRESH_S 240    /* a token with less life than this is fetched again */
+#define PROBE_MS 500     /* the metadata server's connect limit, off GCE */
+#define RETRY_AFTER_MS 30000 /* a chain that found nothing is asked again after this */
+#define MAX_DOCUMENT (1 << 20)
+#define SCOPE "https://www.googleapis.com/auth/cloud-platform"
+#define GOOGLE_TOKEN_URI "https://oauth2.googleapis.com/token"
+
+void gs_credentials_init(gs_fs* fs) {
+  pthread_mutex_init(&fs->token_lock, NULL);
+  fs->failure = TF_NewStatus();
+}
+
+void gs_credentials_destroy(gs_fs* fs) {
+  if (fs->token != NULL) memset(fs->token, 0, strlen(fs->token));
+  free(fs->token);
+  free(fs->token_file);
+  if (fs->failure != NULL) TF_DeleteStatus(fs->failure);
+  pthread_mutex_destroy(&fs->token_lock);
+}
+
+/* ---- documents ----------------------------------------------------------------------- */
+
+static char* read_document(const char* path) {
+  FILE* f = fopen(path, "rb");
+  plugin_buf b = {0};
+  char chunk[4096];
+  size_t n;
+  if (f == NULL) return NULL;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < MAX_DOCUMENT)
+    if (plugin_buf_append(&b, chunk, n) != 0) break;
+  fclose(f);
+  if (b.data == NULL) plugin_buf_append(&b, "", 0);
+  return b.data;
+}
+
+static char* json_member(const char* doc, const char* key) {
+  return doc != NULL ? objstore_json_get(doc, strlen(doc), key) : NULL;
+}
+
+/* base64url without padding, as JWTs carry it. */
+static int base64url(plugin_buf* out, const unsigned char* data, size_t n) {
+  static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  size_t i;
+  for (i = 0; i < n; i += 3) {
+    unsigned v = (unsigned)data[i] << 16 | (i + 1 < n ? (unsigned)data[i + 1] << 8 : 0) |
+                 (i + 2 < n ? data[i + 2] : 0);
+    char quad[4] = {abc[v >> 18 & 63], abc[v >> 12 & 63], abc[v >> 6 & 63], abc[v & 63]};
+    if (plugin_buf_append(out, quad, n - i >= 3 ? 4 : n - i + 1) != 0) return -1;
+  }
+  return 0;
+}
+
+/* application/x-www-form-urlencoded value. */
+static int form_value(plugin_buf* out, const char* s) {
+  static const char hex[] = "0123456789ABCDEF";
+  for (; *s; ++s) {
+    unsigned char c = (unsigned char)*s;
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '.' || c == '_' || c == '~') {
+      if (plugin_buf_append(out, s, 1) != 0) return -1;
+    } else {
+      char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
+      if (plugin_buf_append(out, esc, 3) != 0) return -1;
+    }
+  }
+  return 0;
+}
+
+/* ---- asking a token service ------------------------------------------------------------ */
+
+typedef struct found {
+  char* token;
+  int64_t expires; /* Unix seconds */
+  char source[300];
+} found;
+
+/* A token service's answer: {"access_token", "expires_in"}. */
+static int take_token(const objstore_response* resp, found* out, TF_Status* status) {
+  char* token = objstore_json_get(resp->body.data, resp->body.len, "access_token");
+  char* expires_in = objstore_json_get(resp->body.data, resp->body.len, "expires_in");
+  if (token == NULL || *token == '\0') {
+    char msg[500];
+    snprintf(msg, sizeof msg, "gs: %s answered without an access_token", out->source);
+    TF_SetStatus(status, TF_UNAUTHENTICATED, msg);
+    free(token);
+    free(expires_in);
+    return -1;
+  }
+  out->token = token;
+  out->expires = (int64_t)time(NULL) + (expires_in != NULL ? strtoll(expires_in, NULL, 10) : 3600);
+  free(expires_in);
+  return 0;
+}
+
+/* POSTs form (or GETs, when NULL) to url with headers; the token from
+ * the answer. settings limit the tries (a probe's are short). */
+static int ask(gs_fs* fs, const objstore_settings* settings, const char* url, const char* form,
+               struct curl_slist* headers, int direct, found* out, TF_Status* status) {
+  objstore_exchange x;
+  objstore_response resp;
+  int rc;
+  objstore_exchange_init(&x, &resp, form != NULL ? "POST" : "GET", NULL);
+  x.url = (char*)url;
+  x.headers = headers;
+  x.body = form;
+  x.body_len = form != NULL ? strlen(form) : 0;
+  x.max_body = MAX_DOCUMENT;
+  x.direct = direct;
+  rc = objstore_fetch(fs->engine, settings, &x, status);
+  if (rc == 0 && resp.http / 100 != 2) {
+    char msg[900];
+    snprintf(msg, sizeof msg, "gs: %s refused: HTTP %ld %.300s", out->source, resp.http,
+             resp.body.data != NULL ? resp.body.data : "");
+    TF_SetStatus(status, TF_UNAUTHENTICATED, msg);
+    rc = -1;
+  }
+  if (rc == 0) rc = take_token(&resp, out, status);
+  objstore_response_free(&resp);
+  return rc;
+}
+
+/* The signed JWT a service account exchanges for a token. */
+static int signed_jwt(const char* doc, const char* email, const char* audience, plugin_buf* jwt,
+                      TF_Status* status) {
+  char* pem = json_member(doc, "private_key");
+  char* key_id = json_member(doc, "private_key_id");
+  char header[300], claims[1200];
+  time_t now = time(NULL);
+  BIO* bio = NULL;
+  EVP_PKEY* key = NULL;
+  EVP_MD_CTX* ctx = NULL;
+  unsigned char* signature = NULL;
+  size_t signature_len = 0;
+  int rc = -1;
+  if (pem == NULL) {
+    TF_SetStatus(status, TF_UNAUTHENTICATED, "gs: the service account file has no private_key");
+    goto done;
+  }
+  snprintf(header, sizeof header, "{\"alg\":\"RS256\",\"typ\":\"JWT\"%s%s%s}", key_id ? ",\"kid\":\"" : "",
+           key_id ? key_id : "", key_id ? "\"" : "");
+  snprintf(claims, sizeof claims,
+           "{\"iss\":\"%s\",\"scope\":\"" SCOPE "\",\"aud\":\"%s\",\"iat\":%lld,\"exp\":%lld}", email,
+           audience, (long long)now, (long long)now + 3600);
+  if (base64url(jwt, (const unsigned char*)header, strlen(header)) != 0 || plugin_buf_append(jwt, ".", 1) != 0 ||
+      base64url(jwt, (const unsigned char*)claims, strlen(claims)) != 0)
+    goto oom;
+  if ((bio = BIO_new_mem_buf(pem, -1)) == NULL || (key = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL)) == NULL) {
+    TF_SetStatus(status, TF_UNAUTHENTICATED, "gs: the service account's private_key is not a PEM private key");
+    goto done;
+  }
+  if ((ctx = EVP_MD_CTX_new()) == NULL || EVP_DigestSignInit(ctx, NULL, EVP_sha256(), NULL, key) != 1 ||
+      EVP_DigestSign(ctx, NULL, &signature_len, (const unsigned char*)jwt->data, jwt->len) != 1 ||
+      (signature = malloc(signature_len)) == NULL ||
+      EVP_DigestSign(ctx, signature, &signature_len, (const unsigned char*)jwt->data, jwt->len) != 1) {
+    TF_SetStatus(status, TF_UNAUTHENTICATED, "gs: the service account's key could not sign (RS256)");
+    goto done;
+  }
+  if (plugin_buf_append(jwt, ".", 1) != 0 || base64url(jwt, signature, signature_len) != 0) goto oom;
+  rc = 0;
+  goto done;
+oom:
+  TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+done:
+  free(signature);
+  EVP_MD_CTX_free(ctx);
+  EVP_PKEY_free(key);
+  BIO_free(bio);
+  if (pem != NULL) memset(pem, 0, strlen(pem));
+  free(pem);
+  free(key_id);
+  return rc;
+}
+
+/* A token from the credentials file at path: 0, or -1 with status set. */
+static int from_file(gs_fs* fs, const gs_config* cfg, const char* path, found* out, TF_Status* status) {
+  char* doc = read_document(path);
+  char* type = json_member(doc, "type");
+  char* token_uri = json_member(doc, "token_uri");
+  const char* uri = token_uri != NULL && *token_uri ? token_uri : GOOGLE_TOKEN_URI;
+  plugin_buf form = {0};
+  struct curl_slist* headers = curl_slist_append(NULL, "Content-Type: application/x-www-form-urlencoded");
+  int rc = -1;
+  char msg[700];
+  if (doc == NULL) {
+    snprintf(msg, sizeof msg, "gs: the credentials file %s cannot be read", path);
+    TF_SetStatus(status, TF_UNAUTHENTICATED, msg);
+  } else if (type != NULL && strcmp(type, "service_account") == 0) {
+    char* email = json_member(doc, "client_email");
+    plugin_buf jwt = {0};
+    snprintf(out->source, sizeof out->source, "service account %s (%s)", email ? email : "?", path);
+    if (email != NULL && signed_jwt(doc, email, uri, &jwt, status) == 0 &&
+        plugin_buf_append(&form, "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=", 75) == 0 &&
+        plugin_buf_append(&form, jwt.data, jwt.len) == 0)
+      rc = ask(fs, &cfg->transport, uri, form.data, headers, 0, out, status);
+    else if (email == NULL)
+      TF_SetStatus(status, TF_UNAUTHENTICATED, "gs: the service account file has no client_email");
+    free(email);
+    plugin_buf_free(&jwt);
+  } else if (type != NULL && strcmp(type, "authorized_user") == 0) {
+    char* id = json_member(doc, "client_id");
+    char* secret = json_member(doc, "client_secret");
+    char* refresh = json_member(doc, "refresh_token");
+    snprintf(out->source, sizeof out->source, "authorized_user refresh token (%s)", path);
+    if (id == NULL || secret == NULL || refresh == NULL) {
+      TF_SetStatus(status, TF_UNAUTHENTICATED,
+                   "gs: the authorized_user file lacks client_id, client_secret or refresh_token");
+    } else if (plugin_buf_append(&form, "grant_type=refresh_token&client_id=", 35) == 0 && form_value(&form, id) == 0 &&
+               plugin_buf_append(&form, "&client_secret=", 15) == 0 && form_value(&form, secret) == 0 &&
+               plugin_buf_append(&form, "&refresh_token=", 15) == 0 && form_value(&form, refresh) == 0) {
+      rc = ask(fs, &cfg->transport, uri, form.data, headers, 0, out, status);
+    }
+    free(id);
+    if (secret != NULL) memset(secret, 0, strlen(secret));
+    if (refresh != NULL) memset(refresh, 0, strlen(refresh));
+    free(secret);
+    free(refresh);
+  } else {
+    snprintf(msg, sizeof msg,
+             "gs: the credentials file %s is of type '%s'; service_account and authorized_user are "
+             "read",
+             path, type != NULL ? type : "(none)");
+    TF_SetStatus(status, TF_UNAUTHENTICATED, msg);
+  }
+  if (form.data != NULL) memset(form.data, 0, form.len);
+  plugin_buf_free(&form);
+  curl_slist_free_all(headers);
+  if (doc != NULL) memset(doc, 0, strlen(doc));
+  free(doc);
+  free(type);
+  free(token_uri);
+  return rc;
+}
+
+/* The credentials file to read: the option, GOOGLE_APPLICATION_CREDENTIALS,
+ * or gcloud's application-default file when it exists; "" when none. */
+static void credentials_file(const gs_config* cfg, char* out, size_t cap) {
+  const char* env = getenv("GOOGLE_APPLICATION_CREDENTIALS");
+  const char* folder = getenv("CLOUDSDK_CONFIG");
+  const char* home = getenv("HOME");
+  FILE* f;
+  *out = '\0';
+  if (*cfg->credentials_file) {
+    snprintf(out, cap, "%s", cfg->credentials_file);
+    return;
+  }
+  if (env != NULL && *env) {
+    snprintf(out, cap, "%s", env);
+    return;
+  }
+  if (folder != NULL && *folder) snprintf(out, cap, "%s/application_default_credentials.json", folder);
+  else if (home != NULL && *home) snprintf(out, cap, "%s/.config/gcloud/application_default_credentials.json", home);
+  if (*out && (f = fopen(out, "rb")) != NULL) fclose(f);
+  else *out = '\0';
+}
+
+static int from_metadata(gs_fs* fs, const gs_config* cfg, found* out, TF_Status* status) {
+  const char* host = getenv("GCE_METADATA_HOST");
+  objstore_settings probe = cfg->transport;
+  struct curl_slist* headers = curl_slist_append(NULL, "Metadata-Flavor: Google");
+  char url[400];
+  int rc;
+  if (host == NULL || *host == '\0') host = "metadata.google.internal";
+  snprintf(url, sizeof url, "http://%s/computeMetadata/v1/instance/service-accounts/default/token", host);
+  snprintf(out->source, sizeof out->source, "the metadata server at %s", host);
+  probe.connect_timeout_ms = PROBE_MS;
+  probe.max_attempts = 2;
+  rc = ask(fs, &probe, url, NULL, headers, 1, out, status);
+  curl_slist_free_all(headers);
+  return rc;
+}
+
+/* Sources 5 and 6, the result kept in fs (its lock held). */
+static int refresh(gs_fs* fs, const gs_config* cfg, const char* file, TF_Status* status) {
+  found got = {NULL, 0, ""};
+  const char* no_gce = getenv("NO_GCE_CHECK");
+  char tried[1100];
+  int rc;
+  if (*file) {
+    rc = from_file(fs, cfg, file, &got, status);
+  } else if (no_gce != NULL && strcasecmp(no_gce, "true") == 0) {
+    rc = -1;
+    snprintf(tried, sizeof tried,
+             "gs: no credentials: tried anonymous, the token option, GOOGLE_AUTH_TOKEN_FOR_TESTING, "
+             "an emulator endpoint, the credentials_file option, GOOGLE_APPLICATION_CREDENTIALS and "
+             "gcloud's application-default file (none set or found); the metadata server is skipped "
+             "(NO_GCE_CHECK=true)");
+    TF_SetStatus(status, TF_UNAUTHENTICATED, tried);
+  } else if ((rc = from_metadata(fs, cfg, &got, status)) != 0) {
+    snprintf(tried, sizeof tried,
+             "gs: no credentials: tried anonymous, the token option, GOOGLE_AUTH_TOKEN_FOR_TESTING, "
+             "an emulator endpoint, the credentials_file option, GOOGLE_APPLICATION_CREDENTIALS, "
+             "gcloud's application-default file (none set or found) and the metadata server (%.400s)",
+             TF_Message(status));
+    TF_SetStatus(status, TF_UNAUTHENTICATED, tried);
+  }
+  free(fs->token_file);
+  fs->token_file = strdup(file);
+  if (fs->token != NULL) memset(fs->token, 0, strlen(fs->token));
+  free(fs->token);
+  fs->token = got.token;
+  fs->token_expires = got.expires;
+  snprintf(fs->token_source, sizeof fs->token_source, "%s", got.source);
+  TF_SetStatus(fs->failure, TF_GetCode(status), rc == 0 ? "" : TF_Message(status));
+  fs->asked_ms = objstore_now_ms();
+  return rc;
+}
+
+int gs_bearer(gs_fs* fs, const gs_config* cfg, char* out, size_t cap, TF_Status* status) {
+  const char* testing = getenv("GOOGLE_AUTH_TOKEN_FOR_TESTING");
+  char file[1024];
+  int rc = 0, fresh;
+  *out = '\0';
+  if (cfg->anonymous) return 0;
+  if (*cfg->token) {
+    snprintf(out, cap, "%s", cfg->token);
+    return 0;
+  }
+  if (testing != NULL && *testing) {
+    snprintf(out, cap, "%s", testing);
+    return 0;
+  }
+  if (gs_emulator_endpoint(cfg)) return 0;
+  credentials_file(cfg, file, sizeof file);
+  pthread_mutex_lock(&fs->token_lock);
+  fresh = fs->token_file != NULL && strcmp(fs->token_file, file) == 0;
+  if (fresh && fs->token != NULL && fs->token_expires - (int64_t)time(NULL) > REFRESH_S) {
+    snprintf(out, cap, "%s", fs->token);
+  } else if (fresh && fs->token == NULL && objstore_now_ms() - fs->asked_ms < RETRY_AFTER_MS) {
+    TF_SetStatus(status, TF_GetCode(fs->failure), TF_Message(fs->failure)); /* asked just now */
+    rc = -1;
+  } else if ((rc = refresh(fs, cfg, file, status)) == 0) {
+    snprintf(out, cap, "%s", fs->token);
+  }
+  pthread_mutex_unlock(&fs->token_lock);
+  return rc;
+}
+
+void gs_credential_source(gs_fs* fs, const gs_config* cfg, char* out, size_t cap) {
+  const char* testing = getenv("GOOGLE_AUTH_TOKEN_FOR_TESTING");
+  if (cfg->anonymous) snprintf(out, cap, "anonymous (the anonymous option)");
+  else if (*cfg->token) snprintf(out, cap, "the token option");
+  else if (testing != NULL && *testing) snprintf(out, cap, "GOOGLE_AUTH_TOKEN_FOR_TESTING");
+  else if (gs_emulator_endpoint(cfg)) snprintf(out, cap, "none: the endpoint is an emulator's (http://)");
+  else {
+    pthread_mutex_lock(&fs->token_lock);
+    if (fs->token != NULL) snprintf(out, cap, "%s", fs->token_source);
+    else if (fs->token_file != NULL) snprintf(out, cap, "none found: %s", TF_Message(fs->failure));
+    else snprintf(out, cap, "not asked yet");
+    pthread_mutex_unlock(&fs->token_lock);
+  }
+}
