@@ -73,6 +73,8 @@ _FSSPEC_OPTIONS = frozenset({"skip_instance_cache", "auto_mkdir", *_LISTINGS_OPT
 # Schemes whose fsspec paths are local absolute paths (``/data/x``); the
 # others are ``host/path`` as in the URI (``bucket/key``).
 _LOCAL = frozenset({"file"})
+# Other names a scheme goes by (gcsfs answers to both gs:// and gcs://).
+_ALIASES = {"gs": ("gcs",)}
 
 
 OptionValue = int | float | bytes
@@ -109,7 +111,8 @@ def _plugin_options(cls: type[AsyncfsFileSystem], given: Mapping[str, Any]) -> d
         library, names = FOREIGN_NAMES.get(cls.scheme, ("", ()))
         also = f" (and {library}'s {', '.join(names)})" if names else ""
         warnings.warn(
-            f"{cls.protocol} ignores {', '.join(map(repr, ignored))}: not options of its plugin, which takes "
+            f"{protocol_for(cls.scheme)} ignores {', '.join(map(repr, ignored))}: "
+            "not options of its plugin, which takes "
             f"{', '.join(sorted(known)) or 'none'}{also}",
             IgnoredOptionWarning,
             stacklevel=4,
@@ -235,7 +238,8 @@ class AsyncfsFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         self._options = _plugin_options(type(self), options)
         if env is not None and self._options:
             raise InvalidArgumentError(
-                f"{self.protocol}: options ({', '.join(sorted(self._options))}) and env= do not go together; "
+                f"{protocol_for(self.scheme)}: options ({', '.join(sorted(self._options))}) "
+                "and env= do not go together; "
                 f"set them on the Env's filesystem (env.filesystem(...).wrapped.set_option) or leave env= out"
             )
         self._given_env = env
@@ -891,12 +895,14 @@ def filesystem_class(scheme: str) -> type[AsyncfsFileSystem]:
     with _classes_lock:
         cls = _classes.get(scheme)
         if cls is None:
+            names = (scheme, *_ALIASES.get(scheme, ()))
+            protocols = tuple(protocol_for(name) for name in names)
             attrs = {
                 "scheme": scheme,
-                "protocol": protocol_for(scheme),
+                "protocol": protocols if len(protocols) > 1 else protocols[0],
                 "root_marker": "/" if scheme in _LOCAL else "",
                 "local_paths": scheme in _LOCAL,
-                "_prefixes": (f"{protocol_for(scheme)}://", f"{scheme}://")
+                "_prefixes": tuple(f"{name}://" for name in (*protocols, *names))
                 + ((f"{protocol_for(scheme)}:", f"{scheme}:") if scheme in _LOCAL else ()),
                 "__module__": __name__,
                 "__doc__": f"fsspec's view of asyncfs's {scheme}:// (protocol {protocol_for(scheme)}).",

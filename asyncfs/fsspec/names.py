@@ -1,11 +1,13 @@
 """Storage options as fsspec's own filesystems spell them, for the bridge:
-s3fs's names for the s3 plugin's options, so that ``storage_options``
-written for ``s3://`` (pandas, Dask, zarr, a team's config file) work
-unchanged with ``asyncfs+s3://``. Every other scheme's options are its
-plugin's names as they are."""
+s3fs's names for the s3 plugin's options and gcsfs's for the gs plugin's,
+so that ``storage_options`` written for ``s3://`` or ``gs://`` (pandas,
+Dask, zarr, a team's config file) work unchanged with ``asyncfs+s3://``
+and ``asyncfs+gs://``. Every other scheme's options are its plugin's names
+as they are."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -48,14 +50,29 @@ _S3FS_REFUSED = {
     "session": "credentials come from the plugin's own chain (key/secret/token, the environment, profiles)",
 }
 
+# gcsfs's keyword arguments, by the gs plugin option each sets; its token
+# is read by _gcsfs_token
+_GCSFS = {"endpoint_url": "endpoint", "project": "project", "default_location": "location"}
+# gcsfs's token values that mean the plugin's own credential chain
+_GCSFS_DEFAULT_TOKENS = ("google_default", "cloud", "cache")
+_GCSFS_REFUSED = {
+    "requester_pays": "requests are not billed to the requester's project",
+    "session_kwargs": "requests go through the plugin's own HTTP engine, not aiohttp",
+}
+
 # the names each scheme takes besides its plugin's own, and whose they
 # are, for error messages
-FOREIGN_NAMES: dict[str, tuple[str, tuple[str, ...]]] = {"s3": ("s3fs", (*_S3FS, "client_kwargs", "config_kwargs"))}
+FOREIGN_NAMES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "s3": ("s3fs", (*_S3FS, "client_kwargs", "config_kwargs")),
+    "gs": ("gcsfs", (*_GCSFS, "token")),
+}
 
 
 def plugin_options(scheme: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """options with s3fs's names (scheme ``s3``) as the plugin's. A value
     given twice, under two names, is an InvalidArgumentError."""
+    if scheme == "gs":
+        return _gcsfs(options)
     if scheme != "s3":
         return dict(options)
     out: dict[str, Any] = {}
@@ -131,3 +148,42 @@ def _config(kwargs: Mapping[str, Any], put: Put) -> None:
 
 def _unknown(where: str, known: list[str]) -> InvalidArgumentError:
     return InvalidArgumentError(f"asyncfs+s3 does not take {where}; it takes {', '.join(known)} there")
+
+
+def _gcsfs(options: Mapping[str, Any]) -> dict[str, Any]:
+    """gcsfs's names as the gs plugin's; the plugin's own pass as they are."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if key in _GCSFS_REFUSED:
+            raise InvalidArgumentError(f"asyncfs+gs cannot honour gcsfs's {key!r}: {_GCSFS_REFUSED[key]}")
+        if key == "token":
+            out.update(_gcsfs_token(value))
+        else:
+            name = _GCSFS.get(key, key)
+            if name in out and out[name] != value:
+                raise InvalidArgumentError(f"asyncfs+gs: {key} and another name both set {name!r}, to different values")
+            out[name] = value
+    return out
+
+
+def _gcsfs_token(token: Any) -> dict[str, Any]:
+    """gcsfs's token: None or a keyword naming the default credentials
+    (the plugin's chain), "anon", a credentials file's path; any other
+    string is a bearer token, as the plugin's own option takes it."""
+    if token is None or token in _GCSFS_DEFAULT_TOKENS:
+        return {}
+    if token == "anon":
+        return {"anonymous": 1}
+    if isinstance(token, str | os.PathLike):
+        path = os.fspath(token)
+        if path.endswith(".json") or os.path.isfile(path):
+            return {"credentials_file": path}
+        if token == "browser":
+            raise InvalidArgumentError(
+                "asyncfs+gs does not open a browser to log in: run `gcloud auth application-default login`"
+            )
+        return {"token": path}
+    raise InvalidArgumentError(
+        f"asyncfs+gs takes gcsfs's token as None, 'anon', 'google_default', 'cloud', a credentials file's path "
+        f"or a bearer token, not a {type(token).__name__} (pass the service account file's path instead)"
+    )

@@ -31,6 +31,8 @@ static const plugin_option gs_options[] = {
      "a service account or authorized_user JSON file (\"\": GOOGLE_APPLICATION_CREDENTIALS, "
      "then gcloud's application-default file)",
      PLUGIN_OPTION_TEXT, offsetof(gs_config, credentials_file), 0, 0, 0},
+    {"location", "where a bucket that create_dir makes is kept (\"\": the service's default)",
+     PLUGIN_OPTION_TEXT, offsetof(gs_config, location), 0, 0, 0},
     OBJSTORE_OPTIONS(gs_config, transport),
     {"anonymous", "1: requests carry no credentials (public buckets)", PLUGIN_OPTION_INT,
      offsetof(gs_config, anonymous), 0, 1, 0},
@@ -61,7 +63,7 @@ static const char* env_or(const char* name, const char* otherwise) {
 
 static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
   static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-  gs_config defaults = {{0}, "", "", "", "", OBJSTORE_DEFAULT_SETTINGS, 0, 16 * MiB, 16 * MiB,
+  gs_config defaults = {{0}, "", "", "", "", "", OBJSTORE_DEFAULT_SETTINGS, 0, 16 * MiB, 16 * MiB,
                         64 * KiB, 8 * MiB};
   gs_fs* fs;
   pthread_once(&curl_once, init_curl);

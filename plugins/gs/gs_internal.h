@@ -30,6 +30,7 @@ typedef struct gs_config {
   char* token;     /* a bearer token, sent as it is (never refreshed) */
   char* project;   /* the project buckets are listed and made in */
   char* credentials_file; /* a service account or authorized_user JSON file */
+  char* location;  /* where a bucket create_dir makes is kept; "" : the service's default */
   objstore_settings transport; /* the engine's: timeouts, retries, connections, TLS */
   int64_t anonymous;        /* 1: no Authorization at all (public buckets, emulators) */
   int64_t upload_threshold; /* a file up to this size is one upload; above, a resumable one */

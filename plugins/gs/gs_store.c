@@ -339,6 +339,8 @@ static int tree_request(void* store, const void* config, objstore_tree_request k
     if (gs_url_text(c, "/storage/v1/b?project=") != 0 || gs_url_encoded(c, c->cfg->project) != 0 ||
         gs_header(c, "Content-Type", "application/json") != 0 ||
         plugin_buf_append(&c->body, "{\"name\":", 8) != 0 || gs_json_string(&c->body, bucket) != 0 ||
+        (*c->cfg->location && (plugin_buf_append(&c->body, ",\"location\":", 12) != 0 ||
+                               gs_json_string(&c->body, c->cfg->location) != 0)) ||
         plugin_buf_append(&c->body, "}", 1) != 0) {
       TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
       return -1;

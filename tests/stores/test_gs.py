@@ -17,6 +17,7 @@ import pytest
 from support.gcs_emulator import GcsEmulator
 
 import asyncfs
+from asyncfs.fsspec.names import plugin_options
 
 # names that a URL, JSON or a shell would each mangle some other way
 ODD = ["sp ace.txt", "q?uestion", "hash#tag", "per%25cent", "plus+sign", "ünï€ødé", 'quo"te', "back\\slash"]
@@ -188,3 +189,41 @@ def test_gcsfs_and_asyncfs_read_each_other(
         assert gs_fs.read_file(f"gs://{bucket}/from-gcsfs/{name}") == data
         gs_fs.write_file(f"gs://{bucket}/from-asyncfs/{name}", data)
         assert theirs.cat(f"{bucket}/from-asyncfs/{name}") == data
+
+
+# ---- the fsspec bridge, with gcsfs's storage_options ----------------------------------
+
+
+def test_pandas_through_the_bridge_with_gcsfs_options(gcs_emulator: GcsEmulator, bucket: str) -> None:
+    """storage_options written for gcsfs (endpoint_url, token="anon",
+    project) work unchanged, under asyncfs+gs:// and asyncfs+gcs://."""
+    pd = pytest.importorskip("pandas", reason="pandas reads through the bridge")
+    pytest.importorskip("pyarrow", reason="pandas writes parquet with pyarrow")
+    options = {"endpoint_url": gcs_emulator.endpoint, "token": "anon", "project": "test"}
+    frame = pd.DataFrame({"n": range(100), "s": [f"row {i}" for i in range(100)]})
+    frame.to_parquet(f"asyncfs+gcs://{bucket}/frames/a.parquet", storage_options=options)
+    back = pd.read_parquet(f"asyncfs+gs://{bucket}/frames/a.parquet", storage_options=options)
+    assert back.equals(frame)
+
+
+@pytest.mark.parametrize(
+    ("token", "options"),
+    [
+        (None, {}),
+        ("google_default", {}),
+        ("cloud", {}),
+        ("anon", {"anonymous": 1}),
+        ("/etc/gcloud/sa.json", {"credentials_file": "/etc/gcloud/sa.json"}),
+        ("ya29.a-bearer-token", {"token": "ya29.a-bearer-token"}),
+    ],
+)
+def test_gcsfs_token_values(token: str | None, options: dict[str, object]) -> None:
+    given = {"token": token, "endpoint_url": "http://e", "default_location": "EU"}
+    assert plugin_options("gs", given) == {**options, "endpoint": "http://e", "location": "EU"}
+
+
+def test_gcsfs_options_asyncfs_cannot_honour_are_refused() -> None:
+    with pytest.raises(asyncfs.InvalidArgumentError, match="requester"):
+        plugin_options("gs", {"requester_pays": True})
+    with pytest.raises(asyncfs.InvalidArgumentError, match="file's path"):
+        plugin_options("gs", {"token": {"type": "service_account"}})

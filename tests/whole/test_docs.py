@@ -121,6 +121,11 @@ def test_the_example_runs(block: Block, tmp_path: Path, request: pytest.FixtureR
             "region": gateway.region,
             "path_style": 1,
         }
+    if "gs://" in code:  # Google Cloud Storage: the session's fake-gcs-server
+        emulator = request.getfixturevalue("gcs_emulator")
+        bucket = f"docs-{uuid.uuid4().hex[:12]}"
+        emulator.create_bucket(bucket)
+        code = code.replace("my-bucket", bucket).replace("http://127.0.0.1:4443", emulator.endpoint)
     if "http://127.0.0.1:8080/" in code:  # a web server: the session's nginx
         server: HttpServer = request.getfixturevalue("nginx")
         (server.root / "data").mkdir(exist_ok=True)
