@@ -15,11 +15,13 @@ import importlib.util
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 from conftest import REPO, build_plugin, preloadable
 from support.ceph_gateway import Gateway
+from support.gcs_emulator import GcsEmulator
 
 import asyncfs
 from asyncfs._native import libraries as _libs
@@ -267,3 +269,51 @@ def test_s3_over_http_and_https_beside_tensorflow(
         preload=preload,
     )
     assert out.startswith("deep (RTLD_DEEPBIND)" if malloc == "libc" else "as usual, not deep: the process's malloc")
+
+
+GCS_IN_TENSORFLOW = """
+import asyncio, os, sys, types
+bucket = sys.argv[1]
+# TensorFlow leaves gs:// to a plugin (its built-in GCS filesystem is not
+# registered); its own import of tensorflow-io-gcs-filesystem, which would
+# take the scheme first, is answered by an empty module
+os.environ["TF_USE_MODULAR_FILESYSTEM"] = "1"
+sys.modules.setdefault("tensorflow_io_gcs_filesystem", types.ModuleType("tensorflow_io_gcs_filesystem"))
+import tensorflow as tf
+import asyncfs
+
+library = next(p.metadata.library for p in asyncfs.default_registry().plugins() if "gs" in p.schemes)
+tf.experimental.register_filesystem_plugin(library)
+g = tf.io.gfile
+root = f"gs://{bucket}/tf"
+g.makedirs(f"{root}/ckpt")
+with g.GFile(f"{root}/notes.txt", "w") as f:
+    f.write("written by tensorflow")
+with tf.io.TFRecordWriter(f"{root}/data.tfrecord") as w:
+    for i in range(100):
+        w.write(b"record %d" % i)
+assert sorted(g.listdir(root)) == ["ckpt", "data.tfrecord", "notes.txt"], g.listdir(root)
+assert g.isdir(f"{root}/ckpt") and g.glob(f"{root}/*.tfrecord") == [f"{root}/data.tfrecord"]
+records = [r.numpy() for r in tf.data.TFRecordDataset([f"{root}/data.tfrecord"])]
+assert records == [b"record %d" % i for i in range(100)], records[:3]
+
+async def main():
+    env = asyncfs.Env()  # asyncfs in the same process, on the same store
+    assert await env.read_file(f"{root}/notes.txt") == b"written by tensorflow"
+    await env.write_file(f"{root}/from-asyncfs.txt", b"written by asyncfs")
+    await env.aclose()
+
+asyncio.run(main())
+assert g.GFile(f"{root}/from-asyncfs.txt").read() == "written by asyncfs"
+print("ok")
+"""
+
+
+def test_tensorflow_serves_gs_through_the_asyncfs_plugin(tmp_path: Path, gcs_emulator: GcsEmulator) -> None:
+    """tf.io.gfile and TFRecordDataset on gs:// through asyncfs's gs plugin,
+    on the emulator, with asyncfs itself in the same process."""
+    bucket = f"tf-{uuid.uuid4().hex[:10]}"
+    gcs_emulator.create_bucket(bucket)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator.endpoint)
+        run_in_tensorflow(tmp_path, GCS_IN_TENSORFLOW, bucket, asyncfs_too=True)
