@@ -117,16 +117,14 @@ static void fs_path_exists(const TF_Filesystem* filesystem, const char* path, TF
 
 static bool fs_paths_exist(const TF_Filesystem* filesystem, char** paths, int n,
                            TF_Status** statuses) {
-  bool all = true;
-  int i;
-  TF_Status* own = statuses == NULL ? TF_NewStatus() : NULL;
-  for (i = 0; i < n; ++i) {
-    TF_Status* status = statuses != NULL ? statuses[i] : own;
-    fs_path_exists(filesystem, paths[i], status);
-    if (TF_GetCode(status) != TF_OK) all = false;
-  }
-  if (own != NULL) TF_DeleteStatus(own);
+  bool all = false;
+  WITH_TREE(filesystem, all = objstore_tree_paths_exist(&t, paths, n, statuses));
   return all;
+}
+
+static void fs_stat_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
+                          TF_FileStatistics* stats, TF_Status** statuses) {
+  WITH_TREE(filesystem, objstore_tree_stat_files(&t, paths, n, stats, statuses));
 }
 
 static bool fs_is_directory(const TF_Filesystem* filesystem, const char* path, TF_Status* status) {
@@ -212,7 +210,7 @@ PLUGIN_DEFINE_RENAME_AND_COPY(transfer)
 
 static const TF_FilesystemOps gs_filesystem_ops = {
     PLUGIN_FILESYSTEM_OPS(gs_, fs_), .flush_caches = fs_flush_caches, .read_files = gs_read_files,
-    PLUGIN_CONFIGURATION_OPS};
+    .stat_files = fs_stat_files, PLUGIN_CONFIGURATION_OPS};
 
 static const plugin_scheme gs_schemes[] = {
     {"gs", &gs_filesystem_ops, &objstore_file_ops, &gs_writable_file_ops, &objstore_region_ops}};

@@ -487,4 +487,5 @@ static int copy(void* store, const void* config, const char* src_bucket, const c
   return rc == 0 ? 0 : -1;
 }
 
-const objstore_tree_hooks gs_tree_hooks = {tree_request, stat_answer, list_request, list_answer, copy};
+const objstore_tree_hooks gs_tree_hooks = {tree_request, stat_answer, list_request,
+                                           list_answer,  copy,        NULL};

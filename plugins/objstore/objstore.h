@@ -20,6 +20,7 @@
 #ifndef ASYNCFS_OBJSTORE_H_
 #define ASYNCFS_OBJSTORE_H_
 
+#include <stdbool.h>
 #include <stddef.h> /* offsetof, for OBJSTORE_OPTIONS */
 #include <stdint.h>
 
@@ -339,6 +340,11 @@ typedef struct objstore_tree_hooks {
    * what is there, on the server: 0, or -1 with status set. */
   int (*copy)(void* store, const void* config, const char* src_bucket, const char* src_key,
               int64_t size, const char* dst_bucket, const char* dst_key, TF_Status* status);
+  /* Optional: the count keys of bucket deleted in the store's bulk
+   * request (S3's DeleteObjects); the number not deleted, the first
+   * failure in status. NULL: one DELETE per key, all in flight. */
+  int (*delete_keys)(void* store, const void* config, const char* bucket, char** keys, int count,
+                     TF_Status* status);
 } objstore_tree_hooks;
 
 /* One call's view of a store's namespace. */
@@ -353,6 +359,15 @@ typedef struct objstore_tree {
 /* The TF_FilesystemOps of the namespace, on the plugin's paths. */
 void objstore_tree_stat(const objstore_tree* t, const char* path, TF_FileStatistics* stats,
                         TF_Status* status);
+/* The stat_files op: a STAT of every path in flight at once; of those
+ * not found, a one-key listing each, at once; of those still not found,
+ * a STAT of each one's parent, at once (so the error says what stat's
+ * says). */
+void objstore_tree_stat_files(const objstore_tree* t, const char* const* paths, int n,
+                              TF_FileStatistics* stats, TF_Status** statuses);
+/* The paths_exist op, on stat_files: whether all exist (statuses may be
+ * NULL; out of memory without them, none is said to). */
+bool objstore_tree_paths_exist(const objstore_tree* t, char** paths, int n, TF_Status** statuses);
 /* get_children's work (PLUGIN_DEFINE_LISTING): 0, or -1 with status set. */
 int objstore_tree_list(const objstore_tree* t, const char* path, plugin_listing* out,
                        TF_Status* status);

@@ -281,6 +281,218 @@ void objstore_tree_stat(const objstore_tree* t, const char* path, TF_FileStatist
   path_free(&p);
 }
 
+/* ---- many stats at once ------------------------------------------------------------- */
+
+/* n requests, made by make(ctx, j, x, status) into xs, all in flight at
+ * once; statuses[j] each one's outcome. 0, or -1 when out of memory. */
+typedef int (*make_fn)(const objstore_tree* t, void* ctx, int j, objstore_exchange* x, TF_Status* status);
+
+typedef struct round {
+  int n;
+  objstore_exchange* xs;
+  objstore_response* resps;
+  TF_Status** statuses;
+} round;
+
+static int round_run(const objstore_tree* t, round* r, int n, make_fn make, void* ctx) {
+  int j, made;
+  memset(r, 0, sizeof *r);
+  r->n = n;
+  if (n == 0) return 0;
+  r->xs = calloc((size_t)n, sizeof *r->xs);
+  r->resps = calloc((size_t)n, sizeof *r->resps);
+  r->statuses = calloc((size_t)n, sizeof *r->statuses);
+  if (r->xs == NULL || r->resps == NULL || r->statuses == NULL) return -1;
+  for (j = 0; j < n; ++j)
+    if ((r->statuses[j] = TF_NewStatus()) == NULL) return -1;
+  for (made = 0; made < n; ++made) {
+    objstore_exchange_init(&r->xs[made], &r->resps[made], NULL, NULL);
+    if (make(t, ctx, made, &r->xs[made], r->statuses[made]) != 0) break;
+  }
+  if (made < n) {
+    for (j = 0; j < made; ++j) release(t, &r->xs[j]);
+    return -1;
+  }
+  objstore_run_many(t->engine, t->settings, n, r->xs, r->statuses);
+  return 0;
+}
+
+static void round_free(const objstore_tree* t, round* r) {
+  int j;
+  for (j = 0; j < r->n; ++j) {
+    if (r->xs != NULL && r->xs[j].store_request != NULL) release(t, &r->xs[j]);
+    if (r->resps != NULL) objstore_response_free(&r->resps[j]);
+    if (r->statuses != NULL && r->statuses[j] != NULL) TF_DeleteStatus(r->statuses[j]);
+  }
+  free(r->xs);
+  free(r->resps);
+  free(r->statuses);
+  memset(r, 0, sizeof *r);
+}
+
+typedef struct stat_batch {
+  tree_path* paths;
+  int* which;      /* the paths of the round, by index into paths */
+  char** prefixes; /* round 2's, by the index into which */
+  char* settled;   /* by path */
+} stat_batch;
+
+static int make_stat(const objstore_tree* t, void* ctx, int j, objstore_exchange* x, TF_Status* status) {
+  stat_batch* b = ctx;
+  const tree_path* p = &b->paths[b->which[j]];
+  return t->hooks->request(store_of(t), t->config, OBJSTORE_STAT, p->bucket, p->key, x, status);
+}
+
+static int make_list(const objstore_tree* t, void* ctx, int j, objstore_exchange* x, TF_Status* status) {
+  stat_batch* b = ctx;
+  const tree_path* p = &b->paths[b->which[j]];
+  if ((b->prefixes[j] = with_slash(p->key)) == NULL) {
+    plugin_set_oom(status);
+    return -1;
+  }
+  return t->hooks->list_request(store_of(t), t->config, p->bucket, b->prefixes[j], "/", 1, NULL, x, status);
+}
+
+static int make_parent_stat(const objstore_tree* t, void* ctx, int j, objstore_exchange* x, TF_Status* status) {
+  stat_batch* b = ctx;
+  const tree_path* p = &b->paths[b->which[j]];
+  char* slash = strrchr(p->key, '/');
+  int rc;
+  *slash = '\0';
+  rc = t->hooks->request(store_of(t), t->config, OBJSTORE_STAT, p->bucket, p->key, x, status);
+  *slash = '/';
+  return rc;
+}
+
+/* Path i's stat is settled: status and stats final. */
+static void settle(stat_batch* b, int i) { b->settled[i] = 1; }
+
+void objstore_tree_stat_files(const objstore_tree* t, const char* const* paths, int n,
+                              TF_FileStatistics* stats, TF_Status** statuses) {
+  const size_t size = (size_t)(n > 0 ? n : 1);
+  stat_batch b = {calloc(size, sizeof *b.paths), calloc(size, sizeof *b.which),
+                  calloc(size, sizeof *b.prefixes), calloc(size, 1)};
+  round r;
+  int i, j, k, m;
+  memset(&r, 0, sizeof r);
+  if (b.paths == NULL || b.which == NULL || b.prefixes == NULL || b.settled == NULL) goto one_by_one;
+  /* 1. A STAT of every object not known already, all at once. */
+  for (i = 0, k = 0; i < n; ++i) {
+    memset(&stats[i], 0, sizeof stats[i]);
+    TF_SetStatus(statuses[i], TF_OK, "");
+    if (objstore_stat_cached(t->engine, t->settings, paths[i], &stats[i]) ||
+        parse(paths[i], &b.paths[i], statuses[i]) != 0) {
+      settle(&b, i);
+    } else if (*b.paths[i].key == '\0') { /* a bucket, or the root */
+      objstore_tree_stat(t, paths[i], &stats[i], statuses[i]);
+      settle(&b, i);
+    } else {
+      b.which[k++] = i;
+    }
+  }
+  if (round_run(t, &r, k, make_stat, &b) != 0) goto one_by_one;
+  for (j = 0, m = 0; j < k; ++j) {
+    i = b.which[j];
+    if (TF_GetCode(r.statuses[j]) == TF_OK) {
+      t->hooks->stat_answer(store_of(t), &r.xs[j], &stats[i].length, &stats[i].mtime_nsec);
+      objstore_stat_remember(t->engine, t->settings, paths[i], &stats[i]);
+      settle(&b, i);
+    } else if (r.resps[j].http == 404) {
+      b.which[m++] = i; /* 2. below */
+    } else {
+      TF_SetStatus(statuses[i], TF_GetCode(r.statuses[j]), TF_Message(r.statuses[j]));
+      settle(&b, i);
+    }
+  }
+  round_free(t, &r);
+  /* 2. What no STAT found: a directory when a one-key listing under
+   * key + "/" finds anything. */
+  if (round_run(t, &r, m, make_list, &b) != 0) goto one_by_one;
+  for (j = 0, k = 0; j < m; ++j) {
+    objstore_listing l;
+    i = b.which[j];
+    memset(&l, 0, sizeof l);
+    if (TF_GetCode(r.statuses[j]) == TF_OK &&
+        t->hooks->list_answer(store_of(t), &r.xs[j], &l, r.statuses[j]) == 0) {
+      if (l.keys.count + l.prefixes.count > 0) {
+        stats[i].is_directory = true;
+        if (l.keys.count > 0 && strcmp(l.keys.items[0], b.prefixes[j]) == 0) stats[i].mtime_nsec = l.mtimes[0];
+        objstore_stat_remember(t->engine, t->settings, paths[i], &stats[i]);
+        settle(&b, i);
+      } else {
+        b.which[k++] = i; /* 3. below */
+      }
+    } else if (TF_GetCode(r.statuses[j]) == TF_NOT_FOUND) { /* no such bucket */
+      b.which[k++] = i;
+    } else {
+      TF_SetStatus(statuses[i], TF_GetCode(r.statuses[j]), TF_Message(r.statuses[j]));
+      settle(&b, i);
+    }
+    objstore_listing_free(&l);
+  }
+  round_free(t, &r);
+  /* 3. Missing: worded as stat words it, after one STAT of the parent of
+   * each nested one (a file has no children). */
+  for (j = 0, m = 0; j < k; ++j) {
+    i = b.which[j];
+    if (strchr(b.paths[i].key, '/') != NULL) {
+      b.which[m++] = i;
+    } else {
+      fail(t, statuses[i], TF_NOT_FOUND, "stat", &b.paths[i], "no such file or directory");
+      settle(&b, i);
+    }
+  }
+  if (round_run(t, &r, m, make_parent_stat, &b) != 0) goto one_by_one;
+  for (j = 0; j < m; ++j) {
+    tree_path* p = &b.paths[b.which[j]];
+    if (TF_GetCode(r.statuses[j]) == TF_OK) {
+      char* slash = strrchr(p->key, '/');
+      char parent[1100];
+      *slash = '\0';
+      snprintf(parent, sizeof parent, "%s://%s/%s is a file, not a directory", t->scheme, p->bucket, p->key);
+      *slash = '/';
+      fail(t, statuses[b.which[j]], TF_FAILED_PRECONDITION, "stat", p, "%s", parent);
+    } else {
+      fail(t, statuses[b.which[j]], TF_NOT_FOUND, "stat", p, "no such file or directory");
+    }
+    settle(&b, b.which[j]);
+  }
+one_by_one: /* what a round could not take (out of memory), one at a time */
+  round_free(t, &r);
+  for (i = 0; i < n; ++i)
+    if (b.settled == NULL || !b.settled[i]) objstore_tree_stat(t, paths[i], &stats[i], statuses[i]);
+  for (i = 0; b.paths != NULL && i < n; ++i) path_free(&b.paths[i]);
+  for (i = 0; b.prefixes != NULL && i < n; ++i) free(b.prefixes[i]);
+  free(b.paths);
+  free(b.which);
+  free(b.prefixes);
+  free(b.settled);
+}
+
+bool objstore_tree_paths_exist(const objstore_tree* t, char** paths, int n, TF_Status** statuses) {
+  const size_t size = n > 0 ? (size_t)n : 1;
+  TF_FileStatistics* stats = calloc(size, sizeof *stats);
+  TF_Status** own = statuses != NULL ? statuses : calloc(size, sizeof *own);
+  bool all = stats != NULL && own != NULL;
+  int i;
+  for (i = 0; all && statuses == NULL && i < n; ++i)
+    if ((own[i] = TF_NewStatus()) == NULL) all = false;
+  if (all) {
+    objstore_tree_stat_files(t, (const char* const*)paths, n, stats, own);
+    for (i = 0; i < n; ++i)
+      if (TF_GetCode(own[i]) != TF_OK) all = false;
+  } else if (statuses != NULL) {
+    for (i = 0; i < n; ++i) plugin_set_oom(statuses[i]);
+  }
+  if (statuses == NULL && own != NULL) {
+    for (i = 0; i < n; ++i)
+      if (own[i] != NULL) TF_DeleteStatus(own[i]);
+    free(own);
+  }
+  free(stats);
+  return all;
+}
+
 /* Whether a listed name can be addressed by a path: not "" or ".", which
  * path cleaning folds away. Keys with such segments, written by other
  * clients, are left out of listings and globs. */
@@ -600,7 +812,7 @@ void objstore_tree_delete_dir(const objstore_tree* t, const char* path, TF_Statu
   memset(&l, 0, sizeof l);
   if (parse(path, &p, status) != 0) return;
   if (*p.key == '\0') {
-    if (*p.bucket == '\0') TF_SetStatus(status, TF_FAILED_PRECONDITION, "delete_dir: the root stays");
+    if (*p.bucket == '\0') fail(t, status, TF_FAILED_PRECONDITION, "delete_dir", &p, "the root stays");
     else request(t, OBJSTORE_DELETE, p.bucket, "", status);
     goto done;
   }
@@ -628,7 +840,8 @@ done:
 
 /* Deletes the count keys of bucket, a round of DELETE_ROUND requests in
  * flight at a time from this thread; a key already gone counts as
- * deleted. The number not deleted; the first failure in status. */
+ * deleted. The number not deleted; the first failure in status. (A store
+ * that deletes many keys in one request has hooks->delete_keys.) */
 static int delete_keys(const objstore_tree* t, const char* bucket, char** keys, int count,
                        TF_Status* status) {
   objstore_exchange* xs = calloc(DELETE_ROUND, sizeof *xs);
@@ -699,7 +912,7 @@ void objstore_tree_delete_recursively(const objstore_tree* t, const char* path,
     goto done;
   }
   if (*p.bucket == '\0') {
-    TF_SetStatus(status, TF_FAILED_PRECONDITION, "delete_recursively: will not delete every bucket");
+    fail(t, status, TF_FAILED_PRECONDITION, "delete_recursively", &p, "will not delete every bucket");
     goto done;
   }
   prefix = *p.key != '\0' ? with_slash(p.key) : strdup("");
@@ -709,7 +922,9 @@ void objstore_tree_delete_recursively(const objstore_tree* t, const char* path,
     goto done;
   }
   TF_SetStatus(status, TF_OK, "");
-  failed = delete_keys(t, p.bucket, l.keys.items, l.keys.count, status);
+  failed = t->hooks->delete_keys != NULL
+               ? t->hooks->delete_keys(store_of(t), t->config, p.bucket, l.keys.items, l.keys.count, status)
+               : delete_keys(t, p.bucket, l.keys.items, l.keys.count, status);
   *undeleted_files = (uint64_t)failed;
   if (failed > 0) {
     *undeleted_dirs = 1;
