@@ -141,7 +141,7 @@ static int ask(gs_fs* fs, const objstore_settings* settings, const char* url, co
   x.body_len = form != NULL ? strlen(form) : 0;
   x.max_body = MAX_DOCUMENT;
   x.direct = direct;
-  rc = objstore_fetch(fs->engine, settings, &x, status);
+  rc = objstore_fetch(fs->store.engine, settings, &x, status);
   if (rc == 0 && resp.http / 100 != 2) {
     char msg[900];
     snprintf(msg, sizeof msg, "gs: %s refused: HTTP %ld %.300s", out->source, resp.http,

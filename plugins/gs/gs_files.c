@@ -32,7 +32,7 @@ static objstore_reader* reader_open(const TF_Filesystem* filesystem, const char*
                                     const char* what, TF_Status* status) {
   gs_fs* fs = filesystem->plugin_filesystem;
   gs_config* cfg = gs_config_acquire(fs);
-  objstore_reader* r = objstore_reader_open(fs->engine, &cfg->transport, path, cfg->read_ahead,
+  objstore_reader* r = objstore_reader_open(fs->store.engine, &cfg->transport, path, cfg->read_ahead,
                                             cfg->part_size, what, status);
   gs_config_release(fs, cfg);
   return r;
@@ -54,7 +54,7 @@ void gs_read_files(const TF_Filesystem* filesystem, const char* const* paths, in
                    char* const* buffers, const size_t* caps, int64_t* sizes, TF_Status** statuses) {
   gs_fs* fs = filesystem->plugin_filesystem;
   gs_config* cfg = gs_config_acquire(fs);
-  objstore_read_objects(fs->engine, &cfg->transport, paths, n, buffers, caps, sizes, statuses);
+  objstore_read_objects(fs->store.engine, &cfg->transport, paths, n, buffers, caps, sizes, statuses);
   gs_config_release(fs, cfg);
 }
 
@@ -117,7 +117,7 @@ static int open_session(gs_writer* w, TF_Status* status) {
   x.body = c->body.data;
   x.body_len = c->body.len;
   x.max_redirects = 1; /* to keep the Location (a 200 is not followed) */
-  if (objstore_run(w->fs->engine, &w->cfg->transport, &x, status) != 0) goto done;
+  if (objstore_run(w->fs->store.engine, &w->cfg->transport, &x, status) != 0) goto done;
   if (resp.location == NULL) {
     TF_SetStatus(status, TF_DATA_LOSS, "gs: a resumable upload was opened without a Location");
     goto done;
@@ -146,7 +146,7 @@ static int session_status(gs_writer* w, int64_t total, int64_t* held, TF_Status*
   if (c != NULL && gs_header(c, "Content-Range", range) == 0) {
     x.body = "";
     x.body_len = 0;
-    rc = objstore_run(w->fs->engine, &w->cfg->transport, &x, status);
+    rc = objstore_run(w->fs->store.engine, &w->cfg->transport, &x, status);
     if (rc == 0) *held = c->incomplete ? resp.range_end + 1 : -1;
   }
   gs_release_request(w->fs, &x);
@@ -178,7 +178,7 @@ static int send_chunk(gs_writer* w, size_t n, int64_t total, TF_Status* status) 
       x.body = w->buf.data + from;
       x.body_len = n - from;
       x.max_attempts = 1; /* a retry resumes from what the session holds */
-      rc = objstore_run(w->fs->engine, &w->cfg->transport, &x, status);
+      rc = objstore_run(w->fs->store.engine, &w->cfg->transport, &x, status);
       done = rc == 0 && (total >= 0 ? !c->incomplete : c->incomplete);
     }
     gs_release_request(w->fs, &x);
@@ -266,7 +266,7 @@ static void cancel_session(gs_writer* w) {
   if (c != NULL) {
     x.method = "DELETE";
     x.max_attempts = 1;
-    objstore_run(w->fs->engine, &w->cfg->transport, &x, ignored);
+    objstore_run(w->fs->store.engine, &w->cfg->transport, &x, ignored);
   }
   gs_release_request(w->fs, &x);
   objstore_response_free(&resp);
@@ -288,14 +288,14 @@ static void writer_close(const TF_WritableFile* file, TF_Status* status) {
     objstore_response resp;
     objstore_exchange_init(&x, &resp, "POST", NULL);
     if (gs_upload_request(w->fs, w->bucket, w->key, w->buf.data, w->buf.len, 0, &x, status) == 0)
-      objstore_run(w->fs->engine, &w->cfg->transport, &x, status);
+      objstore_run(w->fs->store.engine, &w->cfg->transport, &x, status);
     gs_release_request(w->fs, &x);
     objstore_response_free(&resp);
   }
   if (TF_GetCode(status) != TF_OK) keep_error(w, status);
   else TF_SetStatus(w->error, TF_FAILED_PRECONDITION, "gs: the file is closed");
 done:
-  objstore_forget(w->fs->engine, w->path);
+  objstore_forget(w->fs->store.engine, w->path);
 }
 
 static void writer_free(gs_writer* w) {

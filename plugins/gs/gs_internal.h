@@ -40,8 +40,7 @@ typedef struct gs_config {
 } gs_config;
 
 typedef struct gs_fs {
-  plugin_fs base;
-  objstore_engine* engine;
+  objstore_fs store; /* settings, engine, namespace: the engine's ops find them */
   /* The token a credentials file or the metadata server gave
    * (gs_credentials.c), for token_file ("" : the metadata server); the
    * last asking's failure (or OK), and when that was. */
@@ -55,11 +54,11 @@ typedef struct gs_fs {
 } gs_fs;
 
 static inline gs_config* gs_config_acquire(gs_fs* fs) {
-  return (gs_config*)plugin_config_acquire(&fs->base.config);
+  return (gs_config*)plugin_config_acquire(&fs->store.base.config);
 }
 
 static inline void gs_config_release(gs_fs* fs, gs_config* cfg) {
-  plugin_config_release(&fs->base.config, cfg);
+  plugin_config_release(&fs->store.base.config, cfg);
 }
 
 /* The store's hooks, and its namespace's request shapes. */
@@ -114,9 +113,6 @@ void gs_credential_source(gs_fs* fs, const gs_config* cfg, char* out, size_t cap
  * Google's endpoints are all https://; a token is never sent in the
  * clear, and an emulator needs none. */
 int gs_emulator_endpoint(const gs_config* cfg);
-
-/* The view of the namespace for a call holding cfg. */
-objstore_tree gs_tree(gs_fs* fs, gs_config* cfg);
 
 /* Files (gs_files.c). */
 PLUGIN_DECLARE_FILE_CONSTRUCTORS(gs_);

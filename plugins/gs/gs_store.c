@@ -241,20 +241,15 @@ static int gs_object_request(void* store, const char* path, const char* range,
   return 0;
 }
 
-objstore_tree gs_tree(gs_fs* fs, gs_config* cfg) {
-  objstore_tree t = {&gs_tree_hooks, fs->engine, cfg, &cfg->transport, "gs"};
-  return t;
-}
-
 /* A read answered 404: what is there instead, as stat sees it. */
 static int gs_explain_missing(void* store, const char* path, const char* what,
                               const objstore_exchange* x, TF_Status* status) {
   gs_fs* fs = store;
-  gs_config* cfg = gs_config_acquire(fs);
-  objstore_tree t = gs_tree(fs, cfg);
+  objstore_tree t;
   TF_FileStatistics stats;
   int there;
   (void)x;
+  objstore_fs_begin(&fs->store, &t);
   objstore_tree_stat(&t, path, &stats, status);
   there = TF_GetCode(status) == TF_OK;
   if (there && stats.is_directory) {
@@ -263,7 +258,7 @@ static int gs_explain_missing(void* store, const char* path, const char* what,
     TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
     there = 0;
   }
-  gs_config_release(fs, cfg);
+  objstore_fs_end(&fs->store, &t);
   return there;
 }
 
@@ -469,7 +464,7 @@ static int copy(void* store, const void* config, const char* src_bucket, const c
     }
     x.body = "{}";
     x.body_len = 2;
-    rc = objstore_run(fs->engine, &c->cfg->transport, &x, status);
+    rc = objstore_run(fs->store.engine, &c->cfg->transport, &x, status);
     gs_release_request(fs, &x);
     free(token);
     token = NULL;

@@ -27,6 +27,7 @@
 #include "asyncfs/filesystem_interface.h"
 #include "plugin_common.h"
 #include "plugin_config.h"
+#include "plugin_fs.h"
 
 /* The version of objstore_store a store fills in; a table of an older
  * version is read up to its own size (hooks added later are then NULL). */
@@ -387,6 +388,65 @@ void objstore_tree_delete_recursively(const objstore_tree* t, const char* path,
 /* rename (remove_source) or copy of a file: a server-side copy. */
 void objstore_tree_transfer(const objstore_tree* t, const char* src, const char* dst,
                             int remove_source, TF_Status* status);
+
+/* ---- a store's filesystem on the namespace (objstore_fs.c) ---- */
+
+/* What the state of a store's filesystem starts with: its settings (a
+ * struct holding objstore_settings at transport_offset), its engine, and
+ * its namespace's request shapes. The namespace's TF_FilesystemOps
+ * (OBJSTORE_NAMESPACE_OPS) then need nothing of the store's own. */
+typedef struct objstore_fs {
+  plugin_fs base;
+  objstore_engine* engine;
+  const objstore_tree_hooks* hooks;
+  const char* scheme;
+  size_t transport_offset;
+} objstore_fs;
+
+/* The namespace as the current settings see it: t, and the settings
+ * snapshot it holds (objstore_fs_end releases it). */
+void objstore_fs_begin(objstore_fs* fs, objstore_tree* t);
+void objstore_fs_end(objstore_fs* fs, objstore_tree* t);
+
+void objstore_fs_stat(const TF_Filesystem* filesystem, const char* path, TF_FileStatistics* stats,
+                      TF_Status* status);
+void objstore_fs_path_exists(const TF_Filesystem* filesystem, const char* path, TF_Status* status);
+bool objstore_fs_paths_exist(const TF_Filesystem* filesystem, char** paths, int n,
+                             TF_Status** statuses);
+void objstore_fs_stat_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
+                            TF_FileStatistics* stats, TF_Status** statuses);
+bool objstore_fs_is_directory(const TF_Filesystem* filesystem, const char* path, TF_Status* status);
+int64_t objstore_fs_get_file_size(const TF_Filesystem* filesystem, const char* path,
+                                  TF_Status* status);
+char* objstore_fs_translate_name(const TF_Filesystem* filesystem, const char* uri);
+int objstore_fs_get_children(const TF_Filesystem* filesystem, const char* path, char*** entries,
+                             TF_Status* status);
+int objstore_fs_get_children_stats(const TF_Filesystem* filesystem, const char* path,
+                                   char*** entries, TF_FileStatistics** stats, TF_Status* status);
+int objstore_fs_get_children_kinds(const TF_Filesystem* filesystem, const char* path,
+                                   char*** entries, TF_FileStatistics** stats, int** kinds,
+                                   TF_Status* status);
+int objstore_fs_get_matching_paths(const TF_Filesystem* filesystem, const char* pattern,
+                                   char*** entries, TF_Status* status);
+void objstore_fs_create_dir(const TF_Filesystem* filesystem, const char* path, TF_Status* status);
+void objstore_fs_recursively_create_dir(const TF_Filesystem* filesystem, const char* path,
+                                        TF_Status* status);
+void objstore_fs_delete_file(const TF_Filesystem* filesystem, const char* path, TF_Status* status);
+void objstore_fs_delete_dir(const TF_Filesystem* filesystem, const char* path, TF_Status* status);
+void objstore_fs_delete_recursively(const TF_Filesystem* filesystem, const char* path,
+                                    uint64_t* undeleted_files, uint64_t* undeleted_dirs,
+                                    TF_Status* status);
+void objstore_fs_rename_file(const TF_Filesystem* filesystem, const char* src, const char* dst,
+                             TF_Status* status);
+void objstore_fs_copy_file(const TF_Filesystem* filesystem, const char* src, const char* dst,
+                           TF_Status* status);
+/* The only cache kept by default: the engine's open connections, closed. */
+void objstore_fs_flush_caches(const TF_Filesystem* filesystem);
+
+/* The TF_FilesystemOps entries of the namespace, for a store's table. */
+#define OBJSTORE_NAMESPACE_OPS                                                                  \
+  PLUGIN_NAMESPACE_OPS(objstore_fs_), PLUGIN_QUERY_OPS(objstore_fs_),                         \
+      .stat_files = objstore_fs_stat_files, .flush_caches = objstore_fs_flush_caches
 
 /* ---- caches (objstore_cache.c) ---- */
 

@@ -1,0 +1,172 @@
+/* A store's filesystem ops on the namespace (objstore.h, "a store's
+ * filesystem on the namespace"): each takes the current settings, makes
+ * the namespace's view of them, and hands the call to objstore_tree.c. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdio.h>
+
+#include "objstore.h"
+#include "plugin_paths.h"
+
+static objstore_fs* fs_of(const TF_Filesystem* filesystem) { return filesystem->plugin_filesystem; }
+
+void objstore_fs_begin(objstore_fs* fs, objstore_tree* t) {
+  char* config = plugin_config_acquire(&fs->base.config);
+  t->hooks = fs->hooks;
+  t->engine = fs->engine;
+  t->config = config;
+  t->settings = (const objstore_settings*)(config + fs->transport_offset);
+  t->scheme = fs->scheme;
+}
+
+void objstore_fs_end(objstore_fs* fs, objstore_tree* t) {
+  plugin_config_release(&fs->base.config, (void*)t->config);
+}
+
+/* body, with t the namespace as the current settings see it. */
+#define WITH_TREE(body)                  \
+  do {                                   \
+    objstore_tree t;                     \
+    objstore_fs_begin(fs_of(filesystem), &t); \
+    body;                                \
+    objstore_fs_end(fs_of(filesystem), &t); \
+  } while (0)
+
+void objstore_fs_stat(const TF_Filesystem* filesystem, const char* path, TF_FileStatistics* stats,
+                      TF_Status* status) {
+  WITH_TREE(objstore_tree_stat(&t, path, stats, status));
+}
+
+void objstore_fs_path_exists(const TF_Filesystem* filesystem, const char* path, TF_Status* status) {
+  TF_FileStatistics stats;
+  objstore_fs_stat(filesystem, path, &stats, status);
+}
+
+bool objstore_fs_paths_exist(const TF_Filesystem* filesystem, char** paths, int n,
+                             TF_Status** statuses) {
+  bool all = false;
+  WITH_TREE(all = objstore_tree_paths_exist(&t, paths, n, statuses));
+  return all;
+}
+
+void objstore_fs_stat_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
+                            TF_FileStatistics* stats, TF_Status** statuses) {
+  WITH_TREE(objstore_tree_stat_files(&t, paths, n, stats, statuses));
+}
+
+bool objstore_fs_is_directory(const TF_Filesystem* filesystem, const char* path, TF_Status* status) {
+  TF_FileStatistics stats;
+  objstore_fs_stat(filesystem, path, &stats, status);
+  if (TF_GetCode(status) != TF_OK) return false;
+  if (!stats.is_directory) {
+    char msg[1100];
+    snprintf(msg, sizeof msg, "%s:/%s is a file, not a directory", fs_of(filesystem)->scheme, path);
+    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+    return false;
+  }
+  return true;
+}
+
+int64_t objstore_fs_get_file_size(const TF_Filesystem* filesystem, const char* path,
+                                  TF_Status* status) {
+  TF_FileStatistics stats;
+  objstore_fs_stat(filesystem, path, &stats, status);
+  if (TF_GetCode(status) != TF_OK) return -1;
+  if (stats.is_directory) {
+    char msg[1100];
+    snprintf(msg, sizeof msg, "%s:/%s is a directory", fs_of(filesystem)->scheme, path);
+    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+    return -1;
+  }
+  return stats.length;
+}
+
+char* objstore_fs_translate_name(const TF_Filesystem* filesystem, const char* uri) {
+  (void)filesystem;
+  return plugin_translate_name(uri, PLUGIN_NAMES_KEYS);
+}
+
+static int list(const TF_Filesystem* filesystem, const char* path, plugin_listing* out,
+                TF_Status* status) {
+  int rc = -1;
+  WITH_TREE(rc = objstore_tree_list(&t, path, out, status));
+  return rc;
+}
+
+static int run_listing(const TF_Filesystem* filesystem, const char* path, char*** entries,
+                       TF_FileStatistics** stats, int** kinds, TF_Status* status) {
+  plugin_listing listing;
+  int count;
+  memset(&listing, 0, sizeof listing);
+  listing.with_stats = stats != NULL;
+  *entries = NULL;
+  if (stats != NULL) *stats = NULL;
+  if (kinds != NULL) *kinds = NULL;
+  if (list(filesystem, path, &listing, status) != 0) {
+    plugin_listing_free(&listing);
+    return -1;
+  }
+  count = plugin_listing_release(&listing, entries, stats, kinds);
+  if (count < 0) plugin_set_oom(status);
+  return count;
+}
+
+int objstore_fs_get_children(const TF_Filesystem* filesystem, const char* path, char*** entries,
+                             TF_Status* status) {
+  return run_listing(filesystem, path, entries, NULL, NULL, status);
+}
+
+int objstore_fs_get_children_stats(const TF_Filesystem* filesystem, const char* path,
+                                   char*** entries, TF_FileStatistics** stats, TF_Status* status) {
+  return run_listing(filesystem, path, entries, stats, NULL, status);
+}
+
+int objstore_fs_get_children_kinds(const TF_Filesystem* filesystem, const char* path,
+                                   char*** entries, TF_FileStatistics** stats, int** kinds,
+                                   TF_Status* status) {
+  return run_listing(filesystem, path, entries, stats, kinds, status);
+}
+
+int objstore_fs_get_matching_paths(const TF_Filesystem* filesystem, const char* pattern,
+                                   char*** entries, TF_Status* status) {
+  int count = -1;
+  WITH_TREE(count = objstore_tree_glob(&t, pattern, entries, status));
+  return count;
+}
+
+void objstore_fs_create_dir(const TF_Filesystem* filesystem, const char* path, TF_Status* status) {
+  WITH_TREE(objstore_tree_create_dir(&t, path, status));
+}
+
+void objstore_fs_recursively_create_dir(const TF_Filesystem* filesystem, const char* path,
+                                        TF_Status* status) {
+  WITH_TREE(objstore_tree_recursively_create_dir(&t, path, status));
+}
+
+void objstore_fs_delete_file(const TF_Filesystem* filesystem, const char* path, TF_Status* status) {
+  WITH_TREE(objstore_tree_delete_file(&t, path, status));
+}
+
+void objstore_fs_delete_dir(const TF_Filesystem* filesystem, const char* path, TF_Status* status) {
+  WITH_TREE(objstore_tree_delete_dir(&t, path, status));
+}
+
+void objstore_fs_delete_recursively(const TF_Filesystem* filesystem, const char* path,
+                                    uint64_t* undeleted_files, uint64_t* undeleted_dirs,
+                                    TF_Status* status) {
+  WITH_TREE(objstore_tree_delete_recursively(&t, path, undeleted_files, undeleted_dirs, status));
+}
+
+void objstore_fs_rename_file(const TF_Filesystem* filesystem, const char* src, const char* dst,
+                             TF_Status* status) {
+  WITH_TREE(objstore_tree_transfer(&t, src, dst, 1, status));
+}
+
+void objstore_fs_copy_file(const TF_Filesystem* filesystem, const char* src, const char* dst,
+                           TF_Status* status) {
+  WITH_TREE(objstore_tree_transfer(&t, src, dst, 0, status));
+}
+
+void objstore_fs_flush_caches(const TF_Filesystem* filesystem) {
+  objstore_engine_close_idle(fs_of(filesystem)->engine);
+}
