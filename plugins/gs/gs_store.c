@@ -345,30 +345,36 @@ static int tree_request(void* store, const void* config, objstore_tree_request k
     return 0;
   }
   c = bind_object(fs, kind == OBJSTORE_STAT ? "GET" : "DELETE", bucket, *key ? key : NULL, x, status);
+  if (c != NULL && kind == OBJSTORE_STAT && *key && gs_url_text(c, "?fields=size,updated") != 0) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    return -1;
+  }
   return c == NULL ? -1 : 0;
 }
 
-/* Unix nanoseconds of an RFC 3339 time ("2026-12-06T03:43:12.600318Z"),
- * to the second; 0 when absent or malformed. */
-static int64_t nsec_of(const char* object, size_t n, const char* member) {
-  char* text = objstore_json_get(object, n, member);
-  int64_t seconds = text != NULL ? objstore_parse_time(text) : -1;
-  free(text);
-  return seconds > 0 ? seconds * 1000000000 : 0;
-}
-
-static int64_t int_of(const char* object, size_t n, const char* member) {
-  char* text = objstore_json_get(object, n, member);
-  int64_t v = text != NULL ? strtoll(text, NULL, 10) : 0;
-  free(text);
-  return v;
+/* An object resource's size and update time (to the second, in
+ * nanoseconds), read in one pass: 0, or -1 when it is not one. */
+static int object_fields(const char* object, size_t n, char** name, int64_t* size, int64_t* mtime) {
+  static const char* const keys[] = {"name", "size", "updated"};
+  const char* starts[3];
+  size_t lens[3];
+  char *size_text, *updated;
+  int64_t seconds;
+  if (objstore_json_members(object, n, keys, 3, starts, lens) != 0) return -1;
+  size_text = objstore_json_value(starts[1], lens[1]);
+  updated = objstore_json_value(starts[2], lens[2]);
+  *size = size_text != NULL ? strtoll(size_text, NULL, 10) : 0;
+  seconds = updated != NULL ? objstore_parse_time(updated) : -1;
+  *mtime = seconds > 0 ? seconds * 1000000000 : 0;
+  free(size_text);
+  free(updated);
+  if (name != NULL && (*name = objstore_json_value(starts[0], lens[0])) == NULL) return -1;
+  return 0;
 }
 
 static void stat_answer(void* store, const objstore_exchange* x, int64_t* size, int64_t* mtime) {
-  const plugin_buf* body = &x->resp->body;
   (void)store;
-  *size = int_of(body->data, body->len, "size");
-  *mtime = nsec_of(body->data, body->len, "updated");
+  if (object_fields(x->resp->body.data, x->resp->body.len, NULL, size, mtime) != 0) *size = *mtime = 0;
 }
 
 static int list_request(void* store, const void* config, const char* bucket, const char* prefix,
@@ -386,7 +392,8 @@ static int list_request(void* store, const void* config, const char* bucket, con
   else
     failed = object_url(c, "/storage/v1", bucket, NULL) != 0 || gs_url_text(c, "/o?prefix=") != 0 ||
              gs_url_encoded(c, prefix) != 0 ||
-             (delimiter != NULL && (gs_url_text(c, "&delimiter=") != 0 || gs_url_encoded(c, delimiter) != 0));
+             (delimiter != NULL && (gs_url_text(c, "&delimiter=") != 0 || gs_url_encoded(c, delimiter) != 0)) ||
+             gs_url_text(c, "&fields=items(name,size,updated),prefixes,nextPageToken") != 0;
   failed = failed || gs_url_text(c, "&maxResults=") != 0 || gs_url_text(c, number) != 0 ||
            (token != NULL && (gs_url_text(c, "&pageToken=") != 0 || gs_url_encoded(c, token) != 0));
   if (failed) {
@@ -397,34 +404,33 @@ static int list_request(void* store, const void* config, const char* bucket, con
 }
 
 /* items[] (objects or buckets: name, size, updated), prefixes[] and
- * nextPageToken of a listing page. */
+ * nextPageToken of a listing page, each element read in one pass. */
 static int list_answer(void* store, const objstore_exchange* x, objstore_listing* l,
                        TF_Status* status) {
+  static const char* const keys[] = {"items", "prefixes", "nextPageToken"};
   const plugin_buf* body = &x->resp->body;
-  const char *items, *prefixes, *element;
-  size_t items_len, prefixes_len, n, pos = 0;
-  int rc, found;
+  const char* starts[3];
+  const char* element;
+  size_t lens[3], n, pos;
+  int rc;
   (void)store;
-  found = objstore_json_member(body->data, body->len, "items", &items, &items_len);
-  if (found < 0) goto bad;
-  while (found == 1 && (rc = objstore_json_next(items, items_len, &pos, &element, &n)) != 0) {
+  if (objstore_json_members(body->data, body->len, keys, 3, starts, lens) != 0) goto bad;
+  for (pos = 0; starts[0] != NULL && (rc = objstore_json_next(starts[0], lens[0], &pos, &element, &n)) != 0;) {
     char* name;
-    if (rc < 0 || (name = objstore_json_get(element, n, "name")) == NULL) goto bad;
-    rc = objstore_listing_push(l, name, strlen(name), int_of(element, n, "size"),
-                               nsec_of(element, n, "updated"));
+    int64_t size, mtime;
+    if (rc < 0 || object_fields(element, n, &name, &size, &mtime) != 0) goto bad;
+    rc = objstore_listing_push(l, name, strlen(name), size, mtime);
     free(name);
     if (rc != 0) goto oom;
   }
-  pos = 0;
-  found = objstore_json_member(body->data, body->len, "prefixes", &prefixes, &prefixes_len);
-  while (found == 1 && (rc = objstore_json_next(prefixes, prefixes_len, &pos, &element, &n)) != 0) {
+  for (pos = 0; starts[1] != NULL && (rc = objstore_json_next(starts[1], lens[1], &pos, &element, &n)) != 0;) {
     char* prefix;
     if (rc < 0 || (prefix = objstore_json_string(element, n)) == NULL) goto bad;
     rc = plugin_strlist_push(&l->prefixes, prefix, strlen(prefix));
     free(prefix);
     if (rc != 0) goto oom;
   }
-  l->next_token = objstore_json_get(body->data, body->len, "nextPageToken");
+  l->next_token = objstore_json_value(starts[2], lens[2]);
   if (l->next_token != NULL && *l->next_token == '\0') {
     free(l->next_token);
     l->next_token = NULL;

@@ -176,11 +176,18 @@ static int json_word(json_text* t, const char* word) {
 /* Any value at t; kind receives its first character. */
 static int json_value(json_text* t, int depth, char* kind);
 
-/* An object or array: members (key: value) or elements, comma-separated.
- * For the top-level object, the value of member `key` (when not NULL)
- * goes to *found. */
-static int json_container(json_text* t, int depth, const char* key, char** found,
-                          json_span* span) {
+/* The members a caller wants of the top-level object: their names, and
+ * where each one's value text goes (start NULL: absent; the last of
+ * several with one name wins, as in Python's json). */
+typedef struct json_want {
+  const char* const* keys;
+  int n;
+  json_span* spans;
+} json_want;
+
+/* An object or array: members (key: value) or elements, comma-separated;
+ * want (for the top-level object) collects the members it names. */
+static int json_container(json_text* t, int depth, const json_want* want) {
   char close = t->s[t->i] == '{' ? '}' : ']';
   int first = 1;
   ++t->i;
@@ -188,45 +195,26 @@ static int json_container(json_text* t, int depth, const char* key, char** found
     json_out name = {NULL, 0, 0, 0};
     size_t start;
     char kind;
-    int matched = 0;
+    int matched = -1, k;
     json_blank(t);
     if (t->i < t->n && t->s[t->i] == close && first) break;
     if (close == '}') {
-      if (json_string(t, key != NULL ? &name : NULL) != 0) {
+      if (json_string(t, want != NULL ? &name : NULL) != 0) {
         free(name.data);
         return -1;
       }
-      matched = key != NULL && name.data != NULL && !name.nul && strcmp(name.data, key) == 0;
+      for (k = 0; want != NULL && name.data != NULL && !name.nul && k < want->n; ++k)
+        if (strcmp(name.data, want->keys[k]) == 0) matched = k;
       free(name.data);
       json_blank(t);
       if (t->i >= t->n || t->s[t->i++] != ':') return -1;
       json_blank(t);
     }
     start = t->i;
-    if (matched && span != NULL) {
-      if (json_value(t, depth + 1, &kind) != 0) return -1;
-      span->start = t->s + start;
-      span->len = t->i - start;
-    } else if (matched && t->i < t->n && t->s[t->i] == '"') {
-      json_out value = {NULL, 0, 0, 0};
-      if (json_string(t, &value) != 0) {
-        free(value.data);
-        return -1;
-      }
-      free(*found);
-      *found = value.data;
-      if (value.nul) {
-        free(value.data);
-        *found = NULL;
-      }
-    } else {
-      if (json_value(t, depth + 1, &kind) != 0) return -1;
-      if (matched) {
-        free(*found);
-        *found = kind == '{' || kind == '[' || kind == 'n'
-                     ? NULL
-                     : copy_span(t->s + start, t->i - start);
-      }
+    if (json_value(t, depth + 1, &kind) != 0) return -1;
+    if (matched >= 0) {
+      want->spans[matched].start = t->s + start;
+      want->spans[matched].len = t->i - start;
     }
     first = 0;
     json_blank(t);
@@ -248,7 +236,7 @@ static int json_value(json_text* t, int depth, char* kind) {
   *kind = c;
   switch (c) {
     case '{':
-    case '[': return json_container(t, depth, NULL, NULL, NULL);
+    case '[': return json_container(t, depth, NULL);
     case '"': return json_string(t, NULL);
     case 't': return json_word(t, "true");
     case 'f': return json_word(t, "false");
@@ -257,33 +245,41 @@ static int json_value(json_text* t, int depth, char* kind) {
   }
 }
 
-/* The one object in json[0, len), its member key found into *found or
- * *span: 0, or -1 when the text is not one well-formed object. */
-static int json_document(const char* json, size_t len, const char* key, char** found,
-                         json_span* span) {
+int objstore_json_members(const char* json, size_t len, const char* const* keys, int n,
+                          const char** starts, size_t* lens) {
+  json_span spans[16];
+  json_want want = {keys, n, spans};
   json_text t = {json, 0, len};
+  int k;
+  if (n > 16) return -1;
+  memset(spans, 0, sizeof spans);
   json_blank(&t);
-  if (t.i >= t.n || json[t.i] != '{' || json_container(&t, 0, key, found, span) != 0) return -1;
+  if (t.i >= t.n || json[t.i] != '{' || json_container(&t, 0, &want) != 0) return -1;
   json_blank(&t);
-  return t.i == t.n ? 0 : -1;
+  if (t.i != t.n) return -1;
+  for (k = 0; k < n; ++k) {
+    starts[k] = spans[k].start;
+    lens[k] = spans[k].len;
+  }
+  return 0;
+}
+
+char* objstore_json_value(const char* value, size_t len) {
+  if (value == NULL || len == 0 || value[0] == '{' || value[0] == '[' || value[0] == 'n') return NULL;
+  return value[0] == '"' ? objstore_json_string(value, len) : copy_span(value, len);
 }
 
 char* objstore_json_get(const char* json, size_t len, const char* key) {
-  char* found = NULL;
-  if (json_document(json, len, key, &found, NULL) != 0) {
-    free(found);
-    return NULL;
-  }
-  return found;
+  const char* start;
+  size_t n;
+  if (objstore_json_members(json, len, &key, 1, &start, &n) != 0) return NULL;
+  return objstore_json_value(start, n);
 }
 
 int objstore_json_member(const char* json, size_t len, const char* key, const char** start,
                          size_t* n) {
-  json_span span = {NULL, 0};
-  if (json_document(json, len, key, NULL, &span) != 0) return -1;
-  *start = span.start;
-  *n = span.len;
-  return span.start != NULL;
+  if (objstore_json_members(json, len, &key, 1, start, n) != 0) return -1;
+  return *start != NULL;
 }
 
 int objstore_json_next(const char* array, size_t len, size_t* pos, const char** start,

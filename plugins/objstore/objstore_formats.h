@@ -22,6 +22,18 @@ char* objstore_json_get(const char* json, size_t len, const char* key);
 int objstore_json_member(const char* json, size_t len, const char* key, const char** start,
                          size_t* n);
 
+/* Several top-level members of the JSON object in json[0, len) in one
+ * pass (n at most 16): starts[k] and lens[k] the text of keys[k]'s value,
+ * starts[k] NULL when absent. 0, or -1 when the document is not one
+ * well-formed object. */
+int objstore_json_members(const char* json, size_t len, const char* const* keys, int n,
+                          const char** starts, size_t* lens);
+
+/* A member's value text as objstore_json_get gives it (a string decoded,
+ * a number or true/false as written; NULL for an object, an array, null,
+ * a string holding \u0000, or value NULL), malloc'd. */
+char* objstore_json_value(const char* value, size_t len);
+
 /* The elements of the JSON array in array[0, len), one per call: *pos
  * starts at 0; 1 with the next element's text, 0 after the last, -1 when
  * malformed. */

@@ -56,11 +56,19 @@ typedef struct tree_path {
   char* key;
 } tree_path;
 
-static int parse(const char* path, tree_path* out, TF_Status* status) {
+static int parse(const objstore_tree* t, const char* path, tree_path* out, TF_Status* status) {
   const char* p = path;
   const char* slash;
   while (*p == '/') ++p;
   slash = strchr(p, '/');
+  if ((slash != NULL ? (size_t)(slash - p) : strlen(p)) - 1 < 2) { /* 1 or 2 characters */
+    char msg[300];
+    snprintf(msg, sizeof msg, "%s://%.*s: bucket names have at least 3 characters", t->scheme,
+             (int)(slash != NULL ? slash - p : (long)strlen(p)), p);
+    TF_SetStatus(status, TF_INVALID_ARGUMENT, msg);
+    out->bucket = out->key = NULL;
+    return -1;
+  }
   out->bucket = slash != NULL ? strndup(p, (size_t)(slash - p)) : strdup(p);
   out->key = strdup(slash != NULL ? slash + 1 : "");
   if (out->bucket == NULL || out->key == NULL) {
@@ -269,7 +277,7 @@ void objstore_tree_stat(const objstore_tree* t, const char* path, TF_FileStatist
     TF_SetStatus(status, TF_OK, "");
     return;
   }
-  if (parse(path, &p, status) != 0) return;
+  if (parse(t, path, &p, status) != 0) return;
   kind = probe(t, &p, &size, &mtime, status);
   if (kind == MISSING) set_missing(t, &p, "stat", status);
   if (kind > 0) {
@@ -381,7 +389,7 @@ void objstore_tree_stat_files(const objstore_tree* t, const char* const* paths, 
     memset(&stats[i], 0, sizeof stats[i]);
     TF_SetStatus(statuses[i], TF_OK, "");
     if (objstore_stat_cached(t->engine, t->settings, paths[i], &stats[i]) ||
-        parse(paths[i], &b.paths[i], statuses[i]) != 0) {
+        parse(t, paths[i], &b.paths[i], statuses[i]) != 0) {
       settle(&b, i);
     } else if (*b.paths[i].key == '\0') { /* a bucket, or the root */
       objstore_tree_stat(t, paths[i], &stats[i], statuses[i]);
@@ -518,7 +526,7 @@ int objstore_tree_list(const objstore_tree* t, const char* path, plugin_listing*
   int i, result = -1, marker = 0;
   TF_FileStatistics st;
   memset(&l, 0, sizeof l);
-  if (parse(path, &p, status) != 0) return -1;
+  if (parse(t, path, &p, status) != 0) return -1;
   if (*p.bucket == '\0') {
     if (list_all(t, "", "", NULL, &l, status) != 0) goto done;
     for (i = 0; i < l.keys.count; ++i) {
@@ -660,7 +668,7 @@ int objstore_tree_glob(const objstore_tree* t, const char* uri_pattern, char*** 
     plugin_set_oom(status);
     return -1;
   }
-  if (parse(pattern, &p, status) != 0) goto done;
+  if (parse(t, pattern, &p, status) != 0) goto done;
   if (*p.key == '\0' || plugin_has_glob_meta(p.bucket, strlen(p.bucket))) {
     /* The pattern's bucket is matched against the bucket list. */
     if (*p.bucket != '\0' && list_all(t, "", "", NULL, &buckets, status) != 0) goto done;
@@ -700,7 +708,7 @@ void objstore_tree_create_dir(const objstore_tree* t, const char* path, TF_Statu
   int kind;
   char* slash;
   char* marker;
-  if (parse(path, &p, status) != 0) return;
+  if (parse(t, path, &p, status) != 0) return;
   kind = probe(t, &p, &size, &mtime, status);
   if (kind < 0) goto done;
   if (kind != MISSING) {
@@ -740,7 +748,7 @@ void objstore_tree_recursively_create_dir(const objstore_tree* t, const char* pa
   char* marker = NULL;
   size_t i, n;
   int64_t size, mtime;
-  if (parse(path, &p, status) != 0) return;
+  if (parse(t, path, &p, status) != 0) return;
   if (*p.bucket == '\0') {
     TF_SetStatus(status, TF_OK, "");
     goto done;
@@ -795,7 +803,7 @@ void objstore_tree_delete_file(const objstore_tree* t, const char* path, TF_Stat
   tree_path p;
   int64_t size, mtime;
   int kind;
-  if (parse(path, &p, status) != 0) return;
+  if (parse(t, path, &p, status) != 0) return;
   kind = probe(t, &p, &size, &mtime, status);
   if (kind == MISSING) set_missing(t, &p, "delete_file", status);
   else if (kind == DIR_KIND) fail(t, status, TF_FAILED_PRECONDITION, "delete_file", &p, "a directory");
@@ -810,7 +818,7 @@ void objstore_tree_delete_dir(const objstore_tree* t, const char* path, TF_Statu
   char* prefix = NULL;
   int64_t size, mtime;
   memset(&l, 0, sizeof l);
-  if (parse(path, &p, status) != 0) return;
+  if (parse(t, path, &p, status) != 0) return;
   if (*p.key == '\0') {
     if (*p.bucket == '\0') fail(t, status, TF_FAILED_PRECONDITION, "delete_dir", &p, "the root stays");
     else request(t, OBJSTORE_DELETE, p.bucket, "", status);
@@ -899,7 +907,7 @@ void objstore_tree_delete_recursively(const objstore_tree* t, const char* path,
   memset(&l, 0, sizeof l);
   *undeleted_files = 0;
   *undeleted_dirs = 0;
-  if (parse(path, &p, status) != 0) return;
+  if (parse(t, path, &p, status) != 0) return;
   kind = probe(t, &p, &size, &mtime, status);
   if (kind < 0) goto done;
   if (kind == MISSING) {
@@ -946,7 +954,7 @@ void objstore_tree_transfer(const objstore_tree* t, const char* src_path, const 
   tree_path src = {NULL, NULL}, dst = {NULL, NULL};
   int64_t size, ignored_size, ignored_mtime, mtime;
   int kind;
-  if (parse(src_path, &src, status) != 0 || parse(dst_path, &dst, status) != 0) goto done;
+  if (parse(t, src_path, &src, status) != 0 || parse(t, dst_path, &dst, status) != 0) goto done;
   kind = probe(t, &src, &size, &mtime, status);
   if (kind < 0) goto done;
   if (kind == MISSING) {

@@ -20,7 +20,7 @@
 void s3_request_init(s3_request* req, s3_response* resp, const char* method,
                      const char* bucket, const char* key) {
   memset(req, 0, sizeof *req);
-  memset(resp, 0, sizeof *resp);
+  if (resp != NULL) memset(resp, 0, sizeof *resp);
   req->method = method;
   req->bucket = bucket;
   req->key = key;
@@ -308,7 +308,7 @@ int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
   objstore_exchange x;
   s3_call call;
   exchange_for(cfg, req, resp, &call, &x);
-  return objstore_run(fs->engine, &cfg->transport, &x, status);
+  return objstore_run(fs->store.engine, &cfg->transport, &x, status);
 }
 
 int s3_execute_many(s3_fs* fs, const s3_config* cfg, int n, const s3_request* reqs,
@@ -326,7 +326,7 @@ int s3_execute_many(s3_fs* fs, const s3_config* cfg, int n, const s3_request* re
     return -1;
   }
   for (i = 0; i < n; ++i) exchange_for(cfg, &reqs[i], &resps[i], &calls[i], &xs[i]);
-  rc = objstore_run_many(fs->engine, &cfg->transport, n, xs, statuses);
+  rc = objstore_run_many(fs->store.engine, &cfg->transport, n, xs, statuses);
   free(xs);
   free(calls);
   return rc;

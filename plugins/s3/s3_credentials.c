@@ -251,7 +251,7 @@ static int fetch(const chain* ch, const char* method, const char* url,
   x.timeout_ms = timeout_ms;
   x.max_attempts = attempts;
   x.direct = direct;
-  rc = objstore_fetch(ch->fs->engine, &settings, &x, status);
+  rc = objstore_fetch(ch->fs->store.engine, &settings, &x, status);
   f->http = resp.http;
   plugin_buf_free(&f->body);
   f->body = resp.body;

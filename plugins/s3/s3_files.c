@@ -23,103 +23,12 @@
 
 /* ---- reading: the engine's readers, on the s3 store's requests ------------------- */
 
-/* What the engine's reader asks of an object: a request of the s3 store,
- * with what it points to. */
-typedef struct object_call {
-  s3_call call; /* first: the store's hooks find it at x->store_request */
-  s3_request req;
-  s3_path path;
-  s3_config* cfg;
-  s3_fs* fs;
-  char range[64];
-  char if_match[96];
-} object_call;
-
-/* A bucket is a directory, not a file to read: 0 when p names an object,
- * else -1 with status set. */
-static int check_object(const s3_path* p, const char* what, TF_Status* status) {
-  char msg[400];
-  if (*p->key != '\0') return 0;
-  snprintf(msg, sizeof msg, "%s s3://%s: a bucket is a directory", what, p->bucket);
-  TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
-  return -1;
-}
-
-static void object_call_free(object_call* c) {
-  s3_path_free(&c->path);
-  s3_config_release(c->fs, c->cfg);
-  free(c);
-}
-
-int s3_object_request(void* store, const char* path, const char* range, const char* if_match,
-                      objstore_exchange* x, TF_Status* status) {
-  s3_fs* fs = store;
-  object_call* c = calloc(1, sizeof *c);
-  if (c == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-    return -1;
-  }
-  c->fs = fs;
-  c->cfg = s3_config_acquire(fs);
-  if (s3_path_parse(path, &c->path, status) != 0) {
-    c->path.bucket = c->path.key = NULL;
-    object_call_free(c);
-    return -1;
-  }
-  if (check_object(&c->path, strcmp(x->method, "HEAD") == 0 ? "stat" : "open", status) != 0) {
-    object_call_free(c);
-    return -1;
-  }
-  c->req.method = x->method;
-  c->req.bucket = c->path.bucket;
-  c->req.key = c->path.key;
-  if (range != NULL) {
-    snprintf(c->range, sizeof c->range, "%s", range);
-    c->req.range = c->range;
-  }
-  if (if_match != NULL) {
-    snprintf(c->if_match, sizeof c->if_match, "%s", if_match);
-    c->req.if_match = c->if_match;
-  }
-  s3_exchange_bind(c->cfg, &c->req, &c->call, x);
-  return 0;
-}
-
-void s3_release_request(void* store, objstore_exchange* x) {
-  (void)store;
-  object_call_free((object_call*)x->store_request);
-  x->store_request = NULL;
-}
-
-int s3_explain_missing(void* store, const char* path, const char* what, const objstore_exchange* x,
-                       TF_Status* status) {
-  const object_call* c = x->store_request;
-  int64_t size, mtime;
-  int kind;
-  (void)path;
-  if (strcmp(x->resp->error_code, "NoSuchBucket") == 0) return 0; /* said as it is */
-  kind = s3_probe(store, c->cfg, &c->path, &size, &mtime, status);
-  if (kind == S3_DIR) {
-    char msg[1200];
-    snprintf(msg, sizeof msg, "%s s3://%s/%s: a directory", what, c->path.bucket, c->path.key);
-    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
-  } else if (kind == S3_MISSING) {
-    s3_set_missing(store, c->cfg, &c->path, what, status);
-  }
-  return kind == S3_FILE ? 1 : 0;
-}
-
-void s3_name_object(void* store, const char* path, char* out, size_t cap) {
-  (void)store;
-  snprintf(out, cap, "s3:/%s", path); /* path is "/bucket/key" */
-}
-
 static objstore_reader* reader_open(const TF_Filesystem* filesystem, const char* path,
                                     const char* what, TF_Status* status) {
   s3_fs* fs = s3_fs_of(filesystem);
   s3_config* cfg = s3_config_acquire(fs);
   objstore_reader* r =
-      objstore_reader_open(fs->engine, &cfg->transport, path, cfg->read_ahead, cfg->part_size, what, status);
+      objstore_reader_open(fs->store.engine, &cfg->transport, path, cfg->read_ahead, cfg->part_size, what, status);
   s3_config_release(fs, cfg);
   return r;
 }
@@ -141,7 +50,7 @@ void s3_read_files(const TF_Filesystem* filesystem, const char* const* paths, in
                    TF_Status** statuses) {
   s3_fs* fs = s3_fs_of(filesystem);
   s3_config* cfg = s3_config_acquire(fs);
-  objstore_read_objects(fs->engine, &cfg->transport, paths, n, buffers, caps, sizes, statuses);
+  objstore_read_objects(fs->store.engine, &cfg->transport, paths, n, buffers, caps, sizes, statuses);
   s3_config_release(fs, cfg);
 }
 
@@ -214,13 +123,13 @@ static void part_start(part_upload* u) {
                   u->params, &u->req, &u->resp);
   objstore_exchange_init(&u->x, &u->resp, "PUT", NULL);
   s3_exchange_bind(w->cfg, &u->req, &u->call, &u->x);
-  objstore_start(w->fs->engine, &w->cfg->transport, &u->x, u->status);
+  objstore_start(w->fs->store.engine, &w->cfg->transport, &u->x, u->status);
 }
 
 /* Waits for part u and keeps its ETag, or its failure. */
 static void part_done(part_upload* u) {
   s3_writer* w = u->w;
-  if (objstore_finish(w->fs->engine, &u->x, u->status) == 0) {
+  if (objstore_finish(w->fs->store.engine, &u->x, u->status) == 0) {
     w->etags[u->number - 1] = strdup(u->resp.etag);
     if (w->etags[u->number - 1] == NULL) TF_SetStatus(u->status, TF_RESOURCE_EXHAUSTED, "out of memory");
   }
@@ -415,11 +324,11 @@ static void forget_written(s3_fs* fs, const s3_path* p) {
   size_t n = strlen(p->bucket) + strlen(p->key) + 3;
   char* path = malloc(n);
   if (path == NULL) { /* forgetting everything is right too */
-    objstore_forget_below(fs->engine, "/");
+    objstore_forget_below(fs->store.engine, "/");
     return;
   }
   snprintf(path, n, "/%s/%s", p->bucket, p->key);
-  objstore_forget(fs->engine, path);
+  objstore_forget(fs->store.engine, path);
   free(path);
 }
 
@@ -493,7 +402,7 @@ static s3_writer* writer_new(const TF_Filesystem* filesystem, const char* path,
   w->fs = s3_fs_of(filesystem);
   w->cfg = s3_config_acquire(w->fs);
   s3_first_error_init(&w->error);
-  if (s3_path_parse(path, &w->path, status) == 0 && check_object(&w->path, what, status) == 0) {
+  if (s3_path_parse(path, &w->path, status) == 0 && s3_check_object(&w->path, what, status) == 0) {
     w->buf = part_buffer(w, 1, &w->cap);
     if (w->buf != NULL) return w;
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
@@ -540,7 +449,7 @@ void s3_write_files(const TF_Filesystem* filesystem, const char* const* paths, i
       s3_batch_aside(&b, i);
       continue;
     }
-    if (s3_batch_parse(&b, i, paths[i]) != 0 || check_object(&b.paths[i], "create", statuses[i]) != 0)
+    if (s3_batch_parse(&b, i, paths[i]) != 0 || s3_check_object(&b.paths[i], "create", statuses[i]) != 0)
       continue;
     req = s3_batch_add(&b, i, "PUT");
     req->content_type = s3_content_type(b.cfg, &none, b.paths[i].key);
@@ -551,7 +460,7 @@ void s3_write_files(const TF_Filesystem* filesystem, const char* const* paths, i
   s3_batch_run(&b);
   s3_batch_settle_aside(&b, write_alone, &alone);
   s3_batch_end(&b);
-  for (i = 0; i < n; ++i) objstore_forget(s3_fs_of(filesystem)->engine, paths[i]);
+  for (i = 0; i < n; ++i) objstore_forget(s3_fs_of(filesystem)->store.engine, paths[i]);
 }
 
 /* An object store has no directories to require: the new object's prefix

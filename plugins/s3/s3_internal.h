@@ -56,8 +56,7 @@ typedef struct s3_config {
 /* A filesystem: its settings, and the object-store engine all its
  * requests go through (its connections, its thread). */
 typedef struct s3_fs {
-  plugin_fs base;       /* the settings (s3_config snapshots) */
-  objstore_engine* engine;
+  objstore_fs store; /* settings (s3_config snapshots), engine, namespace */
   /* Credentials a source gave (s3_credentials.c), for credentials_profile;
    * the last asking's failure (or OK), and when that was. */
   pthread_mutex_t credentials_lock;
@@ -115,11 +114,11 @@ char* s3_config_file_text(void);
 char* s3_config_file_get(const char* text, const char* profile, const char* key);
 
 static inline s3_config* s3_config_acquire(s3_fs* fs) {
-  return (s3_config*)plugin_config_acquire(&fs->base.config);
+  return (s3_config*)plugin_config_acquire(&fs->store.base.config);
 }
 
 static inline void s3_config_release(s3_fs* fs, s3_config* config) {
-  plugin_config_release(&fs->base.config, config);
+  plugin_config_release(&fs->store.base.config, config);
 }
 
 /* ---- requests ------------------------------------------------------------ */
@@ -164,7 +163,7 @@ typedef struct s3_request {
  * it) in captured. */
 typedef objstore_response s3_response;
 
-/* Zeroes req and resp and sets what every request names. */
+/* Zeroes req and resp (when not NULL) and sets what every request names. */
 void s3_request_init(s3_request* req, s3_response* resp, const char* method,
                      const char* bucket, const char* key);
 void s3_response_free(s3_response* r);
@@ -311,8 +310,6 @@ void s3_batch_settle_aside(const s3_batch* b, void (*fn)(void* ctx, int i), void
 /* Frees the responses, the paths and the arrays; releases the settings. */
 void s3_batch_end(s3_batch* b);
 
-/* "a/b" + "/", malloc'd. */
-char* s3_key_with_slash(const char* key);
 /* A ListObjectsV2 page's request and what it points into. */
 typedef struct s3_list_call {
   s3_request req;
@@ -325,46 +322,20 @@ typedef struct s3_list_call {
  * prefix and token are the caller's, kept until it has run. */
 void s3_list_request(s3_list_call* c, const char* bucket, const char* prefix, const char* delimiter,
                      int max_keys, const char* token);
-/* The page c's answer holds, appended to l: 0, or -1 with status set. */
-int s3_list_answer(s3_list_call* c, s3_listing* l, TF_Status* status);
-/* Whether a one-key page under prefix (a key + "/") found anything: 1 (a
- * directory; mtime_nsec its marker's, when the page starts with it) or 0. */
-int s3_prefix_found(const s3_listing* l, const char* prefix, int64_t* mtime_nsec);
-/* One ListObjectsV2 page of bucket under prefix (delimiter may be NULL),
- * at most max_keys keys, from token (NULL: the first page), appended to l. */
-int s3_list_page(s3_fs* fs, const s3_config* cfg, const char* bucket,
-                 const char* prefix, const char* delimiter, int max_keys,
-                 const char* token, s3_listing* l, TF_Status* status);
 /* A request with no parameters and no body: HEAD, DELETE, an empty PUT
  * (a directory marker, CreateBucket). resp may be NULL when only the
  * outcome matters. */
 int s3_simple_request(s3_fs* fs, const s3_config* cfg, const char* method,
                       const char* bucket, const char* key, s3_response* resp,
                       TF_Status* status);
-/* An empty object at key, only if none is there: the server decides
- * (If-None-Match: *), so of two writers racing for one key exactly one
- * wins and the other gets TF_ALREADY_EXISTS. */
-int s3_put_if_absent(s3_fs* fs, const s3_config* cfg, const char* bucket,
-                     const char* key, TF_Status* status);
-
-typedef enum s3_kind { S3_MISSING = 0, S3_FILE, S3_DIR } s3_kind;
-
-/* What is at p: one HEAD, then (not a file) one short listing. Errors other
- * than absence set status and return -1. size and mtime are for files. */
-int s3_probe(s3_fs* fs, const s3_config* cfg, const s3_path* p,
-             int64_t* size, int64_t* mtime_nsec, TF_Status* status);
-
 /* The Content-Type a new object at key is written with: the attributes'
  * (may be NULL), else the settings' choice. */
 const char* s3_content_type(const s3_config* cfg, const s3_attributes* attributes,
                             const char* key);
 
-/* NOT_FOUND for p, or FAILED_PRECONDITION when its parent is a file (the
- * caller asked). */
-void s3_missing_status(const s3_path* p, const char* what, int parent_is_file, TF_Status* status);
-/* Sets NOT_FOUND for p, or FAILED_PRECONDITION when p's parent is a file. */
-void s3_set_missing(s3_fs* fs, const s3_config* cfg, const s3_path* p,
-                    const char* what, TF_Status* status);
+/* A bucket is a directory, not a file: 0 when p names an object, else -1
+ * with status set (what: "open", "create"). */
+int s3_check_object(const s3_path* p, const char* what, TF_Status* status);
 
 /* Copies bytes [0, length) of src into the parts of upload_id from number
  * 1 on, part_size each (the last one shorter), in parallel, server-side;
@@ -416,7 +387,9 @@ void s3_new_writable_file_with_attributes(const TF_Filesystem* filesystem, const
 int s3_get_file_attributes(const TF_Filesystem* filesystem, const char* path, char*** names,
                            char*** values, TF_Status* status);
 
-/* The s3 store's hooks for the engine's readers (s3_files.c). */
+/* The s3 store's requests for the engine's readers and its namespace
+ * (s3_tree.c). */
+extern const objstore_tree_hooks s3_tree_hooks;
 int s3_object_request(void* store, const char* path, const char* range, const char* if_match,
                       objstore_exchange* x, TF_Status* status);
 void s3_release_request(void* store, objstore_exchange* x);

@@ -43,18 +43,6 @@ void s3_path_free(s3_path* p) {
   p->bucket = p->key = NULL;
 }
 
-char* s3_key_with_slash(const char* key) {
-  size_t n = strlen(key);
-  char* out = malloc(n + 2);
-  if (out == NULL) return NULL;
-  memcpy(out, key, n);
-  out[n] = '/';
-  out[n + 1] = '\0';
-  return out;
-}
-
-/* ---- lookups ---------------------------------------------------------------------- */
-
 void s3_list_request(s3_list_call* c, const char* bucket, const char* prefix, const char* delimiter,
                      int max_keys, const char* token) {
   int n = 0;
@@ -70,53 +58,6 @@ void s3_list_request(s3_list_call* c, const char* bucket, const char* prefix, co
   c->params[n++] = (s3_param){"encoding-type", "url"};
   c->req.params = c->params;
   c->req.num_params = n;
-}
-
-int s3_list_answer(s3_list_call* c, s3_listing* l, TF_Status* status) {
-  l->url_encoded = 1;
-  if (s3_parse_listing(c->resp.body.data, c->resp.body.len, l) != 0) {
-    TF_SetStatus(status, TF_INTERNAL, "s3: could not parse a listing");
-    return -1;
-  }
-  return 0;
-}
-
-int s3_list_page(s3_fs* fs, const s3_config* cfg, const char* bucket,
-                 const char* prefix, const char* delimiter, int max_keys,
-                 const char* token, s3_listing* l, TF_Status* status) {
-  s3_list_call c;
-  int rc;
-  s3_list_request(&c, bucket, prefix, delimiter, max_keys, token);
-  rc = s3_execute(fs, cfg, &c.req, &c.resp, status);
-  if (rc == 0) rc = s3_list_answer(&c, l, status);
-  objstore_response_free(&c.resp);
-  return rc;
-}
-
-int s3_prefix_found(const s3_listing* l, const char* prefix, int64_t* mtime_nsec) {
-  if (l->keys.count + l->prefixes.count == 0) return 0;
-  if (l->keys.count > 0 && strcmp(l->keys.items[0], prefix) == 0) *mtime_nsec = l->mtimes[0];
-  return 1;
-}
-
-/* Whether some key starts with p's key + "/"; 1, 0, or -1 with status set.
- * A directory made by create_dir gets its marker's mtime (the marker sorts
- * first), one made implicitly by the keys below it gets 0. */
-static int is_prefix(s3_fs* fs, const s3_config* cfg, const s3_path* p,
-                     int64_t* mtime_nsec, TF_Status* status) {
-  s3_listing l;
-  char* prefix = s3_key_with_slash(p->key);
-  int found;
-  memset(&l, 0, sizeof l);
-  if (prefix == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-    return -1;
-  }
-  found = s3_list_page(fs, cfg, p->bucket, prefix, "/", 1, NULL, &l, status);
-  if (found == 0) found = s3_prefix_found(&l, prefix, mtime_nsec);
-  s3_listing_free(&l);
-  free(prefix);
-  return found;
 }
 
 /* The types a browser or a data tool most needs right, by extension. */
@@ -250,101 +191,10 @@ int s3_simple_request(s3_fs* fs, const s3_config* cfg, const char* method,
   return rc;
 }
 
-int s3_put_if_absent(s3_fs* fs, const s3_config* cfg, const char* bucket,
-                     const char* key, TF_Status* status) {
-  s3_request req;
-  s3_response resp;
-  int rc;
-  s3_request_init(&req, &resp, "PUT", bucket, key);
-  req.if_none_match = "*";
-  rc = s3_execute(fs, cfg, &req, &resp, status);
-  /* 412: the key exists; 409: another conditional write of it is in
-   * progress (AWS's ConditionalRequestConflict). Either way, not ours. */
-  if (rc != 0 && (resp.http == 412 || resp.http == 409)) {
-    char msg[1200];
-    snprintf(msg, sizeof msg, "s3://%s/%s: already exists (another writer created it first)",
-             bucket, key);
-    TF_SetStatus(status, TF_ALREADY_EXISTS, msg);
-  }
-  objstore_response_free(&resp);
-  return rc;
-}
-
-static int head(s3_fs* fs, const s3_config* cfg, const char* bucket,
-                const char* key, s3_response* resp, TF_Status* status) {
-  return s3_simple_request(fs, cfg, "HEAD", bucket, key, resp, status);
-}
-
-int s3_probe(s3_fs* fs, const s3_config* cfg, const s3_path* p, int64_t* size,
-             int64_t* mtime_nsec, TF_Status* status) {
-  s3_response resp;
-  int rc;
-  memset(&resp, 0, sizeof resp);
-  *size = 0;
-  *mtime_nsec = 0;
-  if (*p->bucket == '\0') {
-    TF_SetStatus(status, TF_OK, "");
-    return S3_DIR; /* the root: the account's buckets */
-  }
-  if (*p->key == '\0') {
-    rc = head(fs, cfg, p->bucket, NULL, &resp, status);
-    objstore_response_free(&resp);
-    if (rc == 0) return S3_DIR;
-    if (resp.http == 404) {
-      TF_SetStatus(status, TF_OK, "");
-      return S3_MISSING;
-    }
-    return -1;
-  }
-  rc = head(fs, cfg, p->bucket, p->key, &resp, status);
-  objstore_response_free(&resp);
-  if (rc == 0) {
-    *size = resp.length;
-    *mtime_nsec = resp.mtime_nsec;
-    return S3_FILE;
-  }
-  if (resp.http != 404) return -1;
-  rc = is_prefix(fs, cfg, p, mtime_nsec, status);
-  if (rc < 0) {
-    /* A missing bucket answers the listing with NoSuchBucket. */
-    if (TF_GetCode(status) == TF_NOT_FOUND) {
-      TF_SetStatus(status, TF_OK, "");
-      return S3_MISSING;
-    }
-    return -1;
-  }
-  TF_SetStatus(status, TF_OK, "");
-  return rc ? S3_DIR : S3_MISSING;
-}
-
-void s3_missing_status(const s3_path* p, const char* what, int parent_is_file, TF_Status* status) {
-  char msg[1200];
-  const char* slash = strrchr(p->key, '/');
-  if (slash != NULL && parent_is_file) {
-    int parent = (int)(slash - p->key);
-    snprintf(msg, sizeof msg, "%s s3://%s/%s: s3://%s/%.*s is a file, not a directory", what, p->bucket, p->key,
-             p->bucket, parent, p->key);
-    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
-    return;
-  }
-  snprintf(msg, sizeof msg, "%s s3://%s/%s: no such file or directory", what, p->bucket, p->key);
-  TF_SetStatus(status, TF_NOT_FOUND, msg);
-}
-
-void s3_set_missing(s3_fs* fs, const s3_config* cfg, const s3_path* p,
-                    const char* what, TF_Status* status) {
-  char* slash = strrchr(p->key, '/');
-  int parent_is_file = 0;
-  if (slash != NULL) {
-    /* "file/x": S3 would hold both keys, but a file has no children. */
-    s3_response resp;
-    TF_Status* ignored = TF_NewStatus();
-    *slash = '\0';
-    memset(&resp, 0, sizeof resp);
-    parent_is_file = head(fs, cfg, p->bucket, p->key, &resp, ignored) == 0;
-    *slash = '/';
-    objstore_response_free(&resp);
-    TF_DeleteStatus(ignored);
-  }
-  s3_missing_status(p, what, parent_is_file, status);
+int s3_check_object(const s3_path* p, const char* what, TF_Status* status) {
+  char msg[400];
+  if (*p->key != '\0') return 0;
+  snprintf(msg, sizeof msg, "%s s3://%s: a bucket is a directory", what, p->bucket);
+  TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+  return -1;
 }
