@@ -4,17 +4,16 @@ the same files, with the same in-flight limits."""
 
 from __future__ import annotations
 
-import contextlib
 import tempfile
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from tests.support.http_servers import HttpServer, nginx_missing_reason, start_nginx
 
-from .harness import IN_FLIGHT, Row, best_async, bounded, optional, started_env
+from .harness import IN_FLIGHT, Row, bounded, optional, started_env
 from .parquet_gets import parquet_gets
+from .stores import Cpu, in_turns, verdict
 
 MiB = 1 << 20
 
@@ -31,48 +30,6 @@ def bench_http(repeat: int, quick: bool) -> list[Row]:
             return _bench(server, repeat, quick)
         finally:
             server.stop.close()
-
-
-class _Cpu:
-    """This process's CPU time per request, for each client."""
-
-    def __init__(self) -> None:
-        self.per_request: dict[str, float] = {}
-
-    @contextlib.contextmanager
-    def counting(self, name: str, requests: int) -> Iterator[None]:
-        began = time.process_time()
-        yield
-        spent = (time.process_time() - began) / requests * 1e6
-        self.per_request[name] = min(self.per_request.get(name, spent), spent)
-
-    def note(self, row: Row) -> None:
-        row.notes.append(
-            "client CPU per request (µs): " + ", ".join(f"{name} {us:.0f}" for name, us in self.per_request.items())
-        )
-        self.per_request = {}
-
-
-def _turns(
-    clients: dict[str, Callable[[], Awaitable[Any]]], rounds: int, cpu: _Cpu | None = None, requests: int = 1
-) -> dict[str, float]:
-    """Each client's best time over rounds in which they take turns."""
-    times: dict[str, list[float]] = {name: [] for name in clients}
-    for _ in range(rounds):
-        for name, make in clients.items():
-            with cpu.counting(name, requests) if cpu is not None else contextlib.nullcontext():
-                times[name].append(best_async(make, 1))
-    return {name: min(seconds) for name, seconds in times.items()}
-
-
-def _verdict(row: Row, target: float) -> None:
-    peers = {name: value for name, value in row.results.items() if name != "asyncfs"}
-    if not peers:
-        row.verdict = "no peer installed"
-        return
-    best_peer = max(peers, key=lambda name: peers[name])
-    ratio = row.ratio = row.results["asyncfs"] / peers[best_peer]
-    row.verdict = f"{ratio:.2f}× {best_peer}, the faster peer ({'met' if ratio >= target else 'missed'})"
 
 
 def _bench(server: HttpServer, repeat: int, quick: bool) -> list[Row]:
@@ -97,7 +54,7 @@ def _bench(server: HttpServer, repeat: int, quick: bool) -> list[Row]:
 
         store = HTTPStore.from_url(base, client_options={"allow_http": True})
     rows: list[Row] = []
-    cpu = _Cpu()
+    cpu = Cpu()
 
     async def fsspec_session(make: Callable[[], Awaitable[Any]]) -> Any:
         assert fsspec_http is not None
@@ -123,12 +80,12 @@ def _bench(server: HttpServer, repeat: int, quick: bool) -> list[Row]:
             return bytes(await (await obstore.get_async(store, key)).bytes_async())
 
         gets["obstore HTTPStore"] = lambda: bounded(obs_get, small)
-    times = _turns(gets, repeat, cpu, small_count)
+    times = in_turns(gets, repeat, cpu=cpu, requests=small_count)
     row.results = {name: small_count / seconds for name, seconds in times.items()}
     cpu.note(row)
     row.notes.append(f"one task per request in {IN_FLIGHT} lanes; best of {repeat} rounds, the clients in turn")
     row.target = "≥ 1.5× the faster peer"
-    _verdict(row, 1.5)
+    verdict(row, 1.5)
     rows.append(row)
 
     # ---- one big file, whole -----------------------------------------------------------
@@ -138,10 +95,10 @@ def _bench(server: HttpServer, repeat: int, quick: bool) -> list[Row]:
         reads["fsspec HTTPFileSystem"] = lambda: fsspec_session(lambda: fsspec_http._cat_file(f"{base}/big.bin"))
     if store is not None:
         reads["obstore HTTPStore"] = lambda: _obstore_whole(obstore, store)
-    times = _turns(reads, repeat)
+    times = in_turns(reads, repeat)
     whole.results = {name: big_size / MiB / seconds for name, seconds in times.items()}
     whole.target = "≥ 1.0× the faster peer"
-    _verdict(whole, 1.0)
+    verdict(whole, 1.0)
     rows.append(whole)
 
     # ---- one big file, in 1 MiB ranges ------------------------------------------------
@@ -161,10 +118,10 @@ def _bench(server: HttpServer, repeat: int, quick: bool) -> list[Row]:
         ranges["obstore HTTPStore"] = lambda: bounded(
             lambda o: obstore.get_range_async(store, "big.bin", start=o, end=o + MiB), offsets
         )
-    times = _turns(ranges, repeat)
+    times = in_turns(ranges, repeat)
     ranged.results = {name: big_size / MiB / seconds for name, seconds in times.items()}
     ranged.target = "≥ 1.0× the faster peer"
-    _verdict(ranged, 1.0)
+    verdict(ranged, 1.0)
     rows.append(ranged)
     rows.append(_parquet_gets(server, quick))
     env.close()

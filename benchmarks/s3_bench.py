@@ -4,19 +4,18 @@ the run (tests/support/ceph_gateway.py), with the same data and in-flight limits
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fnmatch
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tests.support.ceph_gateway import Gateway, missing_reason, start_gateway
 
 from .harness import IN_FLIGHT, Row, best_async, bounded, optional, started_env
 from .parquet_gets import parquet_gets
+from .stores import Clients, Cpu, in_turns, verdict
 
 MiB = 1 << 20
 BUCKET = "asyncfs-bench"
@@ -117,67 +116,6 @@ def _threads_in_flight(gw: Gateway, client: str, count: int) -> int:
     return most - base + 1  # the main thread counts
 
 
-class _Cpu:
-    """CPU time spent by this process (the client: its event loop and all
-    its threads) and by the gateway's daemons, per request, for each client,
-    over the turns counted under :meth:`counting`."""
-
-    def __init__(self, gw: Gateway) -> None:
-        self._pids = [int(path.read_text().strip()) for path in gw.pid_files if path.exists()]
-        self._spent: dict[str, list[float]] = {}  # client -> [client s, gateway s, requests]
-        self.client_ratios: dict[str, float] = {}  # row -> asyncfs's client CPU / obstore's
-
-    def _gateway(self) -> float:
-        ticks = 0
-        for pid in self._pids:
-            with open(f"/proc/{pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime
-        return ticks / os.sysconf("SC_CLK_TCK")
-
-    @contextlib.contextmanager
-    def counting(self, name: str, requests: int) -> Iterator[None]:
-        client, gateway = time.process_time(), self._gateway()
-        yield
-        spent = self._spent.setdefault(name, [0.0, 0.0, 0])
-        spent[0] += time.process_time() - client
-        spent[1] += self._gateway() - gateway
-        spent[2] += requests
-
-    def note(self, row: Row) -> None:
-        """The CPU per request of asyncfs and obstore on row, and the ratio
-        asyncfs could reach if its client cost nothing: client and gateway
-        share this machine's cores, so the gateway's own CPU bounds it."""
-        per_request = {
-            name: (client / requests * 1e6, gateway / requests * 1e6)
-            for name, (client, gateway, requests) in self._spent.items()
-            if name in ("asyncfs", "obstore")
-        }
-        self._spent = {}
-        if len(per_request) < 2:
-            return
-        costs = ", ".join(f"{name} {client:.0f} + {gateway:.0f}" for name, (client, gateway) in per_request.items())
-        ceiling = sum(per_request["obstore"]) / per_request["asyncfs"][1]
-        self.client_ratios[row.work] = per_request["asyncfs"][0] / per_request["obstore"][0]
-        row.notes.append(
-            f"CPU per request, client + gateway (µs): {costs}; with a client costing nothing, "
-            f"the gateway's own CPU would allow at most {ceiling:.2f}× obstore"
-        )
-
-    def rows(self) -> list[Row]:
-        """The client's CPU per request against obstore's (lower is better),
-        for each row noted so far."""
-        out = []
-        for work, ratio in self.client_ratios.items():
-            row = Row(f"client CPU per request, {work}", "× obstore's")
-            row.results = {"asyncfs": ratio}
-            row.ratio = ratio
-            row.target = f"≤ {CPU_TARGET}× obstore's"
-            row.verdict = f"{ratio:.2f}× ({'met' if ratio <= CPU_TARGET else 'missed'})"
-            out.append(row)
-        return out
-
-
 # The client's CPU per small request against obstore's, and the threads
 # of the process with 64 requests in flight (issue 59's targets).
 CPU_TARGET = 0.35
@@ -196,34 +134,21 @@ def _s3fs_run(fs: Any, make: Any, repeat: int) -> float:
 
 
 def _in_turns(
-    clients: dict[str, Callable[[], Awaitable[Any]]],
+    clients: Clients,
     rounds: int,
     *,
     after: Callable[[str], None] | None = None,
     s3fs: Any = None,
-    cpu: _Cpu | None = None,
+    cpu: Cpu | None = None,
     requests: int = 0,
 ) -> dict[str, float]:
-    """Each client's best time over rounds in which the clients take turns
-    (s3fs's, the s3fs filesystem, timed as _s3fs_run times it); after(name)
-    runs, untimed, after each client's turn. With cpu, each turn's CPU is
-    counted there, as requests requests."""
-    times: dict[str, list[float]] = {name: [] for name in clients}
-    for _ in range(rounds):
-        for name, make in clients.items():
-            with cpu.counting(name, requests) if cpu is not None else contextlib.nullcontext():
-                times[name].append(_s3fs_run(s3fs, make, 1) if name == "s3fs" else best_async(make, 1))
-            if after is not None:
-                after(name)
-    return {name: min(seconds) for name, seconds in times.items()}
+    """in_turns, with s3fs's turns timed as _s3fs_run times them."""
+    runners = {"s3fs": lambda make: _s3fs_run(s3fs, make, 1)} if s3fs is not None else None
+    return in_turns(clients, rounds, cpu=cpu, requests=requests, after=after, runners=runners)
 
 
-def _verdict(row: Row, target: float, unit_peer: str = "obstore") -> None:
-    if unit_peer not in row.results:
-        row.verdict = f"{unit_peer} not installed"
-        return
-    ratio = row.ratio = row.results["asyncfs"] / row.results[unit_peer]
-    row.verdict = f"{ratio:.2f}× {unit_peer} ({'met' if ratio >= target else 'missed'})"
+def _verdict(row: Row, target: float) -> None:
+    verdict(row, target, "obstore")
 
 
 def bench_s3(repeat: int, quick: bool) -> list[Row]:
@@ -252,7 +177,7 @@ def _bench(gw: Gateway, repeat: int, quick: bool) -> list[Row]:
             fs.set_option(option, value.encode())
     fs.set_option("path_style", 1)
     peers = _peers(gw)
-    cpu = _Cpu(gw)
+    cpu = Cpu([int(path.read_text().strip()) for path in gw.pid_files if path.exists()])
     rows: list[Row] = []
 
     small = [f"small/{i:05d}" for i in range(small_count)]
@@ -295,7 +220,7 @@ def _bench(gw: Gateway, repeat: int, quick: bool) -> list[Row]:
         gets["boto3 (threads)"] = lambda: bounded(lambda k: asyncio.to_thread(boto_get, k), small)
     times = _in_turns(gets, repeat, s3fs=peers.get("s3fs"), cpu=cpu, requests=small_count)
     row.results = {name: small_count / seconds for name, seconds in times.items()}
-    cpu.note(row)
+    cpu.note(row, "gateway")
     row.notes.append(f"best of {repeat} rounds, the clients in turn")
     row.target = "≥ 1.2× obstore"
     _verdict(row, 1.2)
@@ -317,7 +242,7 @@ def _bench(gw: Gateway, repeat: int, quick: bool) -> list[Row]:
         prefetches["obstore"] = lambda: bounded(obs_get, listed)
     times = _in_turns(prefetches, repeat, cpu=cpu, requests=list_count)
     prefetched.results = {name: list_count / seconds for name, seconds in times.items()}
-    cpu.note(prefetched)
+    cpu.note(prefetched, "gateway")
     prefetched.target = "≥ 1.2× obstore"
     prefetched.notes.append(
         f"asyncfs: env.prefetch, in order; obstore: get_async in 64 lanes; best of {repeat} rounds, the clients in turn"
@@ -348,7 +273,7 @@ def _bench(gw: Gateway, repeat: int, quick: bool) -> list[Row]:
         )
     times = _in_turns(puts, repeat, s3fs=peers.get("s3fs"), cpu=cpu, requests=small_count)
     put_small.results = {name: small_count / seconds for name, seconds in times.items()}
-    cpu.note(put_small)
+    cpu.note(put_small, "gateway")
     put_small.notes.append(f"best of {repeat} rounds, the clients in turn (each round writes the same keys again)")
     put_small.target = "≥ 1.2× obstore"
     _verdict(put_small, 1.2)
@@ -378,7 +303,7 @@ def _bench(gw: Gateway, repeat: int, quick: bool) -> list[Row]:
     # obstore in two runs, where alternating rounds gave 1.08-1.14x)
     times = _in_turns(heads, repeat, s3fs=peers.get("s3fs"), cpu=cpu, requests=head_count)
     head.results = {name: head_count / seconds for name, seconds in times.items()}
-    cpu.note(head)
+    cpu.note(head, "gateway")
     head.notes.append(f"best of {repeat} rounds, the clients in turn")
     head.target = "≥ 1.0× obstore"
     _verdict(head, 1.0)
@@ -505,7 +430,7 @@ def _bench(gw: Gateway, repeat: int, quick: bool) -> list[Row]:
     if "obstore (list + fnmatch)" in row.results:
         row.verdict += f"; {row.results['asyncfs'] / row.results['obstore (list + fnmatch)']:.2f}× obstore"
     rows.append(row)
-    rows.extend(cpu.rows())
+    rows.extend(cpu.rows(CPU_TARGET))
 
     # ---- threads with 64 requests in flight, each client in a fresh process ------------
     threads = Row(f"s3 threads of a process with {IN_FLIGHT} GETs in flight", "threads")
