@@ -48,6 +48,7 @@ def emulator_missing_reason() -> str | None:
 class GcsEmulator:
     endpoint: str  # "http://127.0.0.1:PORT"
     stop: contextlib.ExitStack
+    pid: int = 0
 
     def create_bucket(self, name: str) -> None:
         request = urllib.request.Request(
@@ -108,4 +109,4 @@ def start_fake_gcs() -> GcsEmulator:
     except BaseException:
         stop.close()
         raise
-    return GcsEmulator(f"http://{address}", stop)
+    return GcsEmulator(f"http://{address}", stop, process.pid)
