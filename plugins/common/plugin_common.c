@@ -3,6 +3,7 @@
 #include "plugin_common.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -196,4 +197,17 @@ int plugin_random_hex(char* out, size_t cap) {
   for (i = 0; i + 1 < cap; ++i) out[i] = digits[(bytes[i / 2] >> (i % 2 ? 0 : 4)) & 15];
   out[cap - 1] = '\0';
   return 0;
+}
+
+char* plugin_read_text(const char* path, size_t max) {
+  FILE* f = fopen(path, "rb");
+  plugin_buf b = {0};
+  char chunk[4096];
+  size_t n;
+  if (f == NULL) return NULL;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < max)
+    if (plugin_buf_append(&b, chunk, n) != 0) break;
+  fclose(f);
+  if (b.data == NULL) plugin_buf_append(&b, "", 0);
+  return b.data;
 }

@@ -89,4 +89,8 @@ typedef struct plugin_buf {
 int plugin_buf_append(plugin_buf* b, const char* data, size_t n);
 void plugin_buf_free(plugin_buf* b);
 
+/* The text of the file at path (a credentials or config file), at most
+ * about max bytes, malloc'd; NULL when it cannot be read. */
+char* plugin_read_text(const char* path, size_t max);
+
 #endif /* ASYNCFS_PLUGIN_COMMON_H_ */

@@ -55,19 +55,6 @@ void gs_credentials_destroy(gs_fs* fs) {
 
 /* ---- documents ----------------------------------------------------------------------- */
 
-static char* read_document(const char* path) {
-  FILE* f = fopen(path, "rb");
-  plugin_buf b = {0};
-  char chunk[4096];
-  size_t n;
-  if (f == NULL) return NULL;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < MAX_DOCUMENT)
-    if (plugin_buf_append(&b, chunk, n) != 0) break;
-  fclose(f);
-  if (b.data == NULL) plugin_buf_append(&b, "", 0);
-  return b.data;
-}
-
 static char* json_member(const char* doc, const char* key) {
   return doc != NULL ? objstore_json_get(doc, strlen(doc), key) : NULL;
 }
@@ -208,7 +195,7 @@ done:
 
 /* A token from the credentials file at path: 0, or -1 with status set. */
 static int from_file(gs_fs* fs, const gs_config* cfg, const char* path, found* out, TF_Status* status) {
-  char* doc = read_document(path);
+  char* doc = plugin_read_text(path, MAX_DOCUMENT);
   char* type = json_member(doc, "type");
   char* token_uri = json_member(doc, "token_uri");
   const char* uri = token_uri != NULL && *token_uri ? token_uri : GOOGLE_TOKEN_URI;

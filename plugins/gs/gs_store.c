@@ -244,22 +244,8 @@ static int gs_object_request(void* store, const char* path, const char* range,
 /* A read answered 404: what is there instead, as stat sees it. */
 static int gs_explain_missing(void* store, const char* path, const char* what,
                               const objstore_exchange* x, TF_Status* status) {
-  gs_fs* fs = store;
-  objstore_tree t;
-  TF_FileStatistics stats;
-  int there;
   (void)x;
-  objstore_fs_begin(&fs->store, &t);
-  objstore_tree_stat(&t, path, &stats, status);
-  there = TF_GetCode(status) == TF_OK;
-  if (there && stats.is_directory) {
-    char msg[1200];
-    snprintf(msg, sizeof msg, "%s gs:/%s: a directory", what, path);
-    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
-    there = 0;
-  }
-  objstore_fs_end(&fs->store, &t);
-  return there;
+  return objstore_fs_explain_missing(&((gs_fs*)store)->store, path, what, status);
 }
 
 static void gs_name_object(void* store, const char* path, char* out, size_t cap) {

@@ -440,6 +440,11 @@ void objstore_fs_rename_file(const TF_Filesystem* filesystem, const char* src, c
                              TF_Status* status);
 void objstore_fs_copy_file(const TF_Filesystem* filesystem, const char* src, const char* dst,
                            TF_Status* status);
+/* A store's explain_missing hook's work: what stat finds at path instead
+ * (a directory: FAILED_PRECONDITION; nothing: stat's NOT_FOUND), or 1
+ * when an object is there after all. */
+int objstore_fs_explain_missing(objstore_fs* fs, const char* path, const char* what,
+                                TF_Status* status);
 /* The only cache kept by default: the engine's open connections, closed. */
 void objstore_fs_flush_caches(const TF_Filesystem* filesystem);
 

@@ -170,3 +170,21 @@ void objstore_fs_copy_file(const TF_Filesystem* filesystem, const char* src, con
 void objstore_fs_flush_caches(const TF_Filesystem* filesystem) {
   objstore_engine_close_idle(fs_of(filesystem)->engine);
 }
+
+int objstore_fs_explain_missing(objstore_fs* fs, const char* path, const char* what,
+                                TF_Status* status) {
+  objstore_tree t;
+  TF_FileStatistics stats;
+  int there;
+  objstore_fs_begin(fs, &t);
+  objstore_tree_stat(&t, path, &stats, status);
+  there = TF_GetCode(status) == TF_OK;
+  if (there && stats.is_directory) {
+    char msg[1200];
+    snprintf(msg, sizeof msg, "%s %s:/%s: a directory", what, fs->scheme, path);
+    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+    there = 0;
+  }
+  objstore_fs_end(fs, &t);
+  return there;
+}

@@ -78,20 +78,6 @@ void s3_credentials_release(const s3_credentials* credentials) {
 
 /* ---- files and profiles --------------------------------------------------------- */
 
-/* The whole file at path, or NULL when it cannot be read. */
-static char* read_text(const char* path) {
-  FILE* f = fopen(path, "rb");
-  plugin_buf b = {0};
-  char chunk[4096];
-  size_t n;
-  if (f == NULL) return NULL;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < MAX_DOCUMENT)
-    if (plugin_buf_append(&b, chunk, n) != 0) break;
-  fclose(f);
-  if (b.data == NULL) plugin_buf_append(&b, "", 0);
-  return b.data;
-}
-
 /* $name, or $HOME/fallback ("" when neither). */
 static void file_path(const char* name, const char* fallback, char* out, size_t cap) {
   const char* set = getenv(name);
@@ -124,8 +110,8 @@ static void profile_load(profile* p, const char* name) {
   file_path("AWS_CONFIG_FILE", ".aws/config", p->config_path, sizeof p->config_path);
   file_path("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials", p->credentials_path,
             sizeof p->credentials_path);
-  p->config = *p->config_path ? read_text(p->config_path) : NULL;
-  p->credentials = *p->credentials_path ? read_text(p->credentials_path) : NULL;
+  p->config = *p->config_path ? plugin_read_text(p->config_path, MAX_DOCUMENT) : NULL;
+  p->credentials = *p->credentials_path ? plugin_read_text(p->credentials_path, MAX_DOCUMENT) : NULL;
   /* The config file names profiles "[profile x]", except "[default]". */
   if (strcmp(name, "default") == 0)
     snprintf(p->config_section, sizeof p->config_section, "default");
@@ -154,7 +140,7 @@ char* s3_config_file_get(const char* text, const char* profile, const char* key)
 char* s3_config_file_text(void) {
   char path[1024];
   file_path("AWS_CONFIG_FILE", ".aws/config", path, sizeof path);
-  return *path ? read_text(path) : NULL;
+  return *path ? plugin_read_text(path, MAX_DOCUMENT) : NULL;
 }
 
 static char* from_config(const profile* p, const char* key) {
@@ -284,7 +270,7 @@ static int web_identity(chain* ch) {
   int rc = 0;
   memset(&f, 0, sizeof f);
   if (token_file == NULL || role == NULL || *token_file == '\0' || *role == '\0') goto done;
-  token = read_text(token_file);
+  token = plugin_read_text(token_file, MAX_DOCUMENT);
   if (token == NULL) {
     rc = fail(ch, TF_UNAUTHENTICATED, "s3: cannot read the web identity token file '%s'%s",
               token_file, "");
@@ -567,7 +553,7 @@ static int container(chain* ch) {
     return 0;
   }
   if (token_file != NULL && *token_file) {
-    char* text = read_text(token_file);
+    char* text = plugin_read_text(token_file, MAX_DOCUMENT);
     if (text == NULL)
       return fail(ch, TF_UNAUTHENTICATED, "s3: cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE '%s'%s",
                   token_file, "");

@@ -92,22 +92,8 @@ int s3_object_request(void* store, const char* path, const char* range, const ch
 
 int s3_explain_missing(void* store, const char* path, const char* what, const objstore_exchange* x,
                        TF_Status* status) {
-  s3_fs* fs = store;
-  objstore_tree t;
-  TF_FileStatistics stats;
-  int there;
   if (strcmp(x->resp->error_code, "NoSuchBucket") == 0) return 0; /* said as it is */
-  objstore_fs_begin(&fs->store, &t);
-  objstore_tree_stat(&t, path, &stats, status);
-  there = TF_GetCode(status) == TF_OK;
-  if (there && stats.is_directory) {
-    char msg[1200];
-    snprintf(msg, sizeof msg, "%s s3:/%s: a directory", what, path);
-    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
-    there = 0;
-  }
-  objstore_fs_end(&fs->store, &t);
-  return there;
+  return objstore_fs_explain_missing(&((s3_fs*)store)->store, path, what, status);
 }
 
 void s3_name_object(void* store, const char* path, char* out, size_t cap) {

@@ -8,13 +8,13 @@ and what a missing credential says (test_gs_credentials.py)."""
 from __future__ import annotations
 
 import gc
-import threading
 import uuid
 from collections.abc import Iterator
 
 import anyio
 import pytest
 from support.gcs_emulator import GcsEmulator
+from support.races import make_dir_race
 
 import asyncfs
 from asyncfs.fsspec.names import plugin_options
@@ -110,25 +110,8 @@ def test_create_dir_is_decided_by_the_server(gs_fs: asyncfs.ModularFileSystem, b
     """The marker is uploaded with ifGenerationMatch=0 (a multipart upload,
     where the emulator honours it): of eight creators, exactly one makes it."""
     for trial in range(3):
-        path = f"gs://{bucket}/race-{trial}"
-        barrier = threading.Barrier(8)
-        outcomes: list[str] = []
-
-        threads = [threading.Thread(target=_make_dir, args=(gs_fs, path, barrier, outcomes)) for _ in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert sorted(outcomes) == ["exists"] * 7 + ["made"], f"trial {trial}: {outcomes}"
-
-
-def _make_dir(fs: asyncfs.ModularFileSystem, path: str, barrier: threading.Barrier, outcomes: list[str]) -> None:
-    barrier.wait()
-    try:
-        fs.create_dir(path)
-        outcomes.append("made")
-    except asyncfs.AlreadyExistsError:
-        outcomes.append("exists")
+        outcomes = make_dir_race(gs_fs, f"gs://{bucket}/race-{trial}")
+        assert outcomes == ["exists"] * 7 + ["made"], f"trial {trial}: {outcomes}"
 
 
 def test_generic_transactions_commit_and_roll_back(

@@ -25,6 +25,7 @@ import pytest
 from conftest import configure_s3, leave_prefetches_early
 from support.ceph_gateway import Gateway
 from support.fault_proxy import FaultProxy
+from support.races import make_dir_race
 from support.txn_holder import race
 
 import asyncfs
@@ -805,24 +806,8 @@ def test_mkdir_is_decided_by_the_server(s3_fs: asyncfs.ModularFileSystem, bucket
     conditional PUT (If-None-Match: *), so exactly one succeeds, whatever
     the lookups before it saw."""
     for trial in range(5):
-        path = f"s3://{bucket}/race-{trial}"
-        barrier = threading.Barrier(8)
-        outcomes: list[str] = []
-        threads = [threading.Thread(target=_make_dir, args=(s3_fs, path, barrier, outcomes)) for _ in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert sorted(outcomes) == ["exists"] * 7 + ["made"], f"trial {trial}: {outcomes}"
-
-
-def _make_dir(fs: asyncfs.ModularFileSystem, path: str, barrier: threading.Barrier, outcomes: list[str]) -> None:
-    barrier.wait()
-    try:
-        fs.create_dir(path)
-        outcomes.append("made")
-    except asyncfs.AlreadyExistsError:
-        outcomes.append("exists")
+        outcomes = make_dir_race(s3_fs, f"s3://{bucket}/race-{trial}")
+        assert outcomes == ["exists"] * 7 + ["made"], f"trial {trial}: {outcomes}"
 
 
 def test_two_processes_never_hold_one_s3_root(
