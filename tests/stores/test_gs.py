@@ -11,10 +11,9 @@ import gc
 import uuid
 from collections.abc import Iterator
 
-import anyio
 import pytest
 from support.gcs_emulator import GcsEmulator
-from support.races import make_dir_race
+from support.races import make_dir_race, transaction_commits_and_rolls_back
 
 import asyncfs
 from asyncfs.fsspec.names import plugin_options
@@ -117,23 +116,7 @@ def test_create_dir_is_decided_by_the_server(gs_fs: asyncfs.ModularFileSystem, b
 def test_generic_transactions_commit_and_roll_back(
     env: asyncfs.Env, gs_fs: asyncfs.ModularFileSystem, bucket: str
 ) -> None:
-    root = f"gs://{bucket}/ckpt"
-
-    async def main() -> None:
-        await env.makedirs(root)
-        await env.write_file(f"{root}/old", b"old")
-        async with env.transaction(root) as txn:
-            await txn.write_file("a", b"A")
-            await txn.write_file("b", b"B")
-        assert sorted(await env.listdir(root)) == ["a", "b", "old"]
-        with pytest.raises(RuntimeError):
-            async with env.transaction(root) as txn:
-                await txn.write_file("c", b"C")
-                raise RuntimeError("rolled back")
-        assert sorted(await env.listdir(root)) == ["a", "b", "old"]
-        assert await env.read_file(f"{root}/a") == b"A"
-
-    anyio.run(main)
+    transaction_commits_and_rolls_back(env, f"gs://{bucket}/ckpt")
 
 
 def test_google_cloud_storage_and_asyncfs_read_each_other(

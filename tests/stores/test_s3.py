@@ -25,7 +25,7 @@ import pytest
 from conftest import configure_s3, leave_prefetches_early
 from support.ceph_gateway import Gateway
 from support.fault_proxy import FaultProxy
-from support.races import make_dir_race
+from support.races import make_dir_race, transaction_commits_and_rolls_back
 from support.txn_holder import race
 
 import asyncfs
@@ -779,23 +779,7 @@ def test_the_stat_cache_forgets_what_the_filesystem_writes(s3_gateway: Gateway, 
 
 
 def test_generic_transactions_commit_and_roll_back(env: asyncfs.Env, bucket: str) -> None:
-    root = f"s3://{bucket}/ckpt"
-
-    async def main() -> None:
-        await env.makedirs(root)
-        await env.write_file(f"{root}/old", b"old")
-        async with env.transaction(root) as txn:
-            await txn.write_file("a", b"A")
-            await txn.write_file("b", b"B")
-        assert sorted(await env.listdir(root)) == ["a", "b", "old"]
-        with pytest.raises(RuntimeError):
-            async with env.transaction(root) as txn:
-                await txn.write_file("c", b"C")
-                raise RuntimeError("rolled back")
-        assert sorted(await env.listdir(root)) == ["a", "b", "old"]
-        assert await env.read_file(f"{root}/a") == b"A"
-
-    anyio.run(main)
+    transaction_commits_and_rolls_back(env, f"s3://{bucket}/ckpt")
 
 
 # ---- create-if-absent, and the transactions' lock on it --------------------------------
