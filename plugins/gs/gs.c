@@ -60,7 +60,7 @@ static const char* env_or(const char* name, const char* otherwise) {
 
 static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
   static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-  gs_config defaults = {{0}, "", "", "", "", "", OBJSTORE_DEFAULT_SETTINGS, 0, 16 * MiB, 16 * MiB,
+  gs_config defaults = {{0}, "", "", "", "", "", OBJSTORE_DEFAULT_SETTINGS, 0, 32 * MiB, 64 * MiB,
                         64 * KiB, 8 * MiB};
   gs_fs* fs;
   pthread_once(&curl_once, init_curl);

@@ -7,7 +7,7 @@
  * Writing: bytes collect in memory. A file that closes within
  * upload_threshold bytes is one multipart upload. A larger one opens a
  * resumable session and sends chunk_size chunks (multiples of 256 KiB, as
- * GCS requires) as they fill, so memory stays within about two chunks;
+ * GCS requires) as they fill, so memory stays within about a chunk;
  * close sends the rest with the total. A chunk that fails is resumed from
  * what the session says it holds (a status query, an empty PUT whose
  * Content-Range names only the total, answered
@@ -238,7 +238,7 @@ static void writer_append(const TF_WritableFile* file, const char* data, size_t 
     keep_error(w, status);
     return;
   }
-  if (w->sent + (int64_t)w->buf.len > w->cfg->upload_threshold && w->buf.len > 2 * w->chunk &&
+  if (w->sent + (int64_t)w->buf.len > w->cfg->upload_threshold && w->buf.len > w->chunk &&
       ship_chunks(w, status) != 0) {
     keep_error(w, status);
     return;
