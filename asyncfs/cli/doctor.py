@@ -15,7 +15,8 @@ from .. import __version__
 from .._native import libraries as _libs
 from .._native import speedups as _extension
 from .._plugins import binding, core_abi_version
-from .._sync import Registry
+from .._sync import ModularFileSystem, Registry
+from ..errors import StatusError
 
 __all__ = ["report"]
 
@@ -73,8 +74,22 @@ def report(registry: Registry) -> str:
             f"    offers {len(fs.offered_ops())} filesystem ops; transactions "
             f"{'native' if fs.offers_transactions() else 'generic'}",
         ]
+        source = _credential_source(fs) if meta.network else None
+        if source is not None:
+            lines.append(f"    credentials: {source}")
     for name, reason in registry.unavailable().items():
         lines += [f"  {name}: unavailable: {reason}", f"    to get it: {HOW_TO_GET.get(name, 'see docs/install.md')}"]
     settings = [f"{key}={'(set)' if 'KEY' in key else os.environ[key]}" for key in _SETTINGS if key in os.environ]
     lines.append(f"settings: {', '.join(settings) or 'none from the environment'}")
     return "\n".join(lines)
+
+
+def _credential_source(fs: ModularFileSystem) -> str | None:
+    """Where a network plugin's requests get their credentials, as the
+    plugin reports it (the read-only option credential_source, which asks
+    its credential chain), or None when it does not say."""
+    try:
+        value = fs.get_option("credential_source").value
+    except StatusError:
+        return None
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)

@@ -301,3 +301,12 @@ void plugin_get_configuration_keys(const TF_Filesystem* filesystem,
   }
   plugin_set_ok(status);
 }
+
+void plugin_report_text(TF_Filesystem_Option** option, const char* name, const char* description,
+                        const char* text, TF_Status* status) {
+  plugin_option o = {name, description, PLUGIN_OPTION_TEXT, 0, 0, 0, 0};
+  const char* settings = text; /* the one text field, at offset 0 */
+  *option = plugin_memory_allocate(sizeof **option);
+  if (*option == NULL || fill(&o, &settings, *option) != 0) plugin_set_oom(status);
+  else plugin_set_ok(status);
+}

@@ -82,6 +82,12 @@ void plugin_get_configuration_keys(const TF_Filesystem* filesystem,
                                    char** keys, int* num_keys,
                                    TF_Status* status);
 
+/* A read-only option whose value the plugin works out when asked (where
+ * its credentials come from, say): *option holds text, as
+ * plugin_get_configuration_option would give a text option. */
+void plugin_report_text(TF_Filesystem_Option** option, const char* name, const char* description,
+                        const char* text, TF_Status* status);
+
 /* Designated initializers for a TF_FilesystemOps table. */
 #define PLUGIN_CONFIGURATION_OPS                                            \
   .get_filesystem_configuration = plugin_get_configuration,                \

@@ -71,6 +71,7 @@ static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
   fs->store.hooks = &gs_tree_hooks;
   fs->store.scheme = "gs";
   fs->store.transport_offset = offsetof(gs_config, transport);
+  fs->store.credential_source = gs_credential_source;
   fs->store.engine = objstore_engine_new(&gs_store, fs);
   if (fs->store.engine == NULL) {
     plugin_fs_free(filesystem);
@@ -92,7 +93,7 @@ static void fs_cleanup(TF_Filesystem* filesystem) {
 
 static const TF_FilesystemOps gs_filesystem_ops = {
     .init = fs_init, .cleanup = fs_cleanup, PLUGIN_FILE_CONSTRUCTORS(gs_), OBJSTORE_NAMESPACE_OPS,
-    .read_files = gs_read_files, PLUGIN_CONFIGURATION_OPS};
+    .read_files = gs_read_files, OBJSTORE_CONFIGURATION_OPS};
 
 static const plugin_scheme gs_schemes[] = {
     {"gs", &gs_filesystem_ops, &objstore_file_ops, &gs_writable_file_ops, &objstore_region_ops}};

@@ -357,8 +357,15 @@ int gs_bearer(gs_fs* fs, const gs_config* cfg, char* out, size_t cap, TF_Status*
   return rc;
 }
 
-void gs_credential_source(gs_fs* fs, const gs_config* cfg, char* out, size_t cap) {
+void gs_credential_source(objstore_fs* store, const void* config, char* out, size_t cap) {
+  gs_fs* fs = (gs_fs*)store;
+  const gs_config* cfg = config;
   const char* testing = getenv("GOOGLE_AUTH_TOKEN_FOR_TESTING");
+  char token[4096];
+  TF_Status* ignored = TF_NewStatus();
+  gs_bearer(fs, cfg, token, sizeof token, ignored); /* asks the chain, when it has not been */
+  memset(token, 0, sizeof token);
+  TF_DeleteStatus(ignored);
   if (cfg->anonymous) snprintf(out, cap, "anonymous (the anonymous option)");
   else if (*cfg->token) snprintf(out, cap, "the token option");
   else if (testing != NULL && *testing) snprintf(out, cap, "GOOGLE_AUTH_TOKEN_FOR_TESTING");
@@ -366,8 +373,7 @@ void gs_credential_source(gs_fs* fs, const gs_config* cfg, char* out, size_t cap
   else {
     pthread_mutex_lock(&fs->token_lock);
     if (fs->token != NULL) snprintf(out, cap, "%s", fs->token_source);
-    else if (fs->token_file != NULL) snprintf(out, cap, "none found: %s", TF_Message(fs->failure));
-    else snprintf(out, cap, "not asked yet");
+    else snprintf(out, cap, "none found: %s", TF_Message(fs->failure));
     pthread_mutex_unlock(&fs->token_lock);
   }
 }

@@ -106,8 +106,9 @@ void gs_credentials_destroy(gs_fs* fs);
 /* The bearer token a request of cfg carries into out ("" : none): 0, or
  * -1 with status UNAUTHENTICATED naming what was tried. */
 int gs_bearer(gs_fs* fs, const gs_config* cfg, char* out, size_t cap, TF_Status* status);
-/* Where the token comes from, in words (for doctor and messages). */
-void gs_credential_source(gs_fs* fs, const gs_config* cfg, char* out, size_t cap);
+/* Where the token comes from, in words (for doctor): the chain is asked
+ * first when it has not been. */
+void gs_credential_source(objstore_fs* store, const void* config, char* out, size_t cap);
 /* Whether requests go to an emulator: an endpoint over plain http://
  * (STORAGE_EMULATOR_HOST names one so, with or without the scheme).
  * Google's endpoints are all https://; a token is never sent in the

@@ -401,6 +401,10 @@ typedef struct objstore_fs {
   const objstore_tree_hooks* hooks;
   const char* scheme;
   size_t transport_offset;
+  /* Where requests' credentials come from, in words, asking the store's
+   * chain when it has not been (config: a settings snapshot); NULL: the
+   * store does not say. Read as the option credential_source. */
+  void (*credential_source)(struct objstore_fs* fs, const void* config, char* out, size_t cap);
 } objstore_fs;
 
 /* The namespace as the current settings see it: t, and the settings
@@ -447,6 +451,17 @@ int objstore_fs_explain_missing(objstore_fs* fs, const char* path, const char* w
                                 TF_Status* status);
 /* The only cache kept by default: the engine's open connections, closed. */
 void objstore_fs_flush_caches(const TF_Filesystem* filesystem);
+
+/* The configuration ops of a store: its options, and one more to read,
+ * credential_source (objstore_fs's hook). */
+void objstore_fs_get_option(const TF_Filesystem* filesystem, const char* key,
+                            TF_Filesystem_Option** option, TF_Status* status);
+#define OBJSTORE_CONFIGURATION_OPS                                          \
+  .get_filesystem_configuration = plugin_get_configuration,                \
+  .set_filesystem_configuration = plugin_set_configuration,                \
+  .get_filesystem_configuration_option = objstore_fs_get_option,           \
+  .set_filesystem_configuration_option = plugin_set_configuration_option, \
+  .get_filesystem_configuration_keys = plugin_get_configuration_keys
 
 /* The TF_FilesystemOps entries of the namespace, for a store's table. */
 #define OBJSTORE_NAMESPACE_OPS                                                                  \

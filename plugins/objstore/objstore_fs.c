@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdio.h>
+#include <string.h>
 
 #include "objstore.h"
 #include "plugin_paths.h"
@@ -187,4 +188,19 @@ int objstore_fs_explain_missing(objstore_fs* fs, const char* path, const char* w
   }
   objstore_fs_end(fs, &t);
   return there;
+}
+
+void objstore_fs_get_option(const TF_Filesystem* filesystem, const char* key,
+                            TF_Filesystem_Option** option, TF_Status* status) {
+  objstore_fs* fs = fs_of(filesystem);
+  void* config;
+  char source[700];
+  if (strcmp(key, "credential_source") != 0 || fs->credential_source == NULL) {
+    plugin_get_configuration_option(filesystem, key, option, status);
+    return;
+  }
+  config = plugin_config_acquire(&fs->base.config);
+  fs->credential_source(fs, config, source, sizeof source);
+  plugin_config_release(&fs->base.config, config);
+  plugin_report_text(option, key, "where requests' credentials come from (read-only)", source, status);
 }

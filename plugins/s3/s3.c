@@ -36,6 +36,7 @@ static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
   fs->store.hooks = &s3_tree_hooks;
   fs->store.scheme = "s3";
   fs->store.transport_offset = offsetof(s3_config, transport);
+  fs->store.credential_source = s3_credential_source;
   fs->store.engine = objstore_engine_new(&s3_store, fs);
   if (fs->store.engine == NULL) {
     plugin_fs_free(filesystem);
@@ -117,7 +118,7 @@ static const TF_FilesystemOps s3_filesystem_ops = {
     .abort_incomplete_write = s3_abort_incomplete_write,
     .read_files = s3_read_files,
     .write_files = s3_write_files,
-    PLUGIN_CONFIGURATION_OPS};
+    OBJSTORE_CONFIGURATION_OPS};
 
 static const plugin_scheme s3_schemes[] = {
     {"s3", &s3_filesystem_ops, &objstore_file_ops,

@@ -758,3 +758,18 @@ int s3_credentials_acquire(s3_fs* fs, const s3_config* cfg, s3_credentials* borr
   *out = c;
   return 0;
 }
+
+void s3_credential_source(objstore_fs* store, const void* config, char* out, size_t cap) {
+  s3_fs* fs = (s3_fs*)store;
+  const s3_config* cfg = config;
+  s3_credentials borrowed;
+  const s3_credentials* c = NULL;
+  TF_Status* status = TF_NewStatus();
+  if (cfg->anonymous) snprintf(out, cap, "anonymous (the anonymous option)");
+  else if (s3_credentials_acquire(fs, cfg, &borrowed, &c, status) != 0)
+    snprintf(out, cap, "none found: %s", TF_Message(status));
+  else
+    snprintf(out, cap, "%s", c != NULL ? c->source : "anonymous");
+  s3_credentials_release(c);
+  TF_DeleteStatus(status);
+}

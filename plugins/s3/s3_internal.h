@@ -105,6 +105,8 @@ void s3_credentials_destroy(s3_fs* fs);
 int s3_credentials_acquire(s3_fs* fs, const s3_config* cfg, s3_credentials* borrowed,
                            const s3_credentials** out, TF_Status* status);
 void s3_credentials_release(const s3_credentials* credentials);
+/* objstore_fs's credential_source: the source the chain chose, in words. */
+void s3_credential_source(objstore_fs* store, const void* config, char* out, size_t cap);
 /* "default" unless the settings name a profile. */
 const char* s3_profile_name(const s3_config* cfg);
 /* The shared config file's text (AWS_CONFIG_FILE, ~/.aws/config), malloc'd,

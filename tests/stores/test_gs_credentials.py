@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -279,3 +281,19 @@ def test_off_gce_the_metadata_probe_gives_up_quickly(clean_env: pytest.MonkeyPat
     with pytest.raises(asyncfs.UnauthenticatedError, match="metadata server"):
         fs.stat("gs://some-bucket/some-key")
     assert time.monotonic() - started < 10
+
+
+def test_doctor_says_where_the_credentials_come_from(
+    clean_env: pytest.MonkeyPatch, service: TokenService, key: object, tmp_path: Path
+) -> None:
+    """The read-only option credential_source, which asyncfs doctor prints
+    for every network plugin, asks the chain and names its choice."""
+    fs = asyncfs.Registry().get("gs")
+    assert "NO_GCE_CHECK" in fs.get_option("credential_source").value.decode()
+    fs.set_option("credentials_file", str(service_account_file(tmp_path, key, f"{service.url}/token")).encode())
+    assert fs.get_option("credential_source").value.decode().startswith(f"service account {EMAIL}")
+    clean_env.setenv("GOOGLE_AUTH_TOKEN_FOR_TESTING", "t")
+    done = subprocess.run([sys.executable, "-m", "asyncfs", "doctor"], capture_output=True, text=True, check=True)
+    assert "credentials: GOOGLE_AUTH_TOKEN_FOR_TESTING" in done.stdout
+    with pytest.raises(asyncfs.StatusError):
+        fs.set_option("credential_source", b"x")  # read-only
