@@ -134,7 +134,8 @@ done:
 }
 
 /* What the session holds, as its status query says: 0 with *held set
- * (-1: the upload is complete), or -1 with status set. */
+ * (-1: the upload is complete; -2: the session is gone, a 404, as after
+ * it completed on some servers or expired), or -1 with status set. */
 static int session_status(gs_writer* w, int64_t total, int64_t* held, TF_Status* status) {
   objstore_exchange x;
   objstore_response resp;
@@ -148,10 +149,31 @@ static int session_status(gs_writer* w, int64_t total, int64_t* held, TF_Status*
     x.body_len = 0;
     rc = objstore_run(w->fs->store.engine, &w->cfg->transport, &x, status);
     if (rc == 0) *held = c->incomplete ? resp.range_end + 1 : -1;
+    if (rc != 0 && resp.http == 404) {
+      *held = -2;
+      rc = 0;
+      TF_SetStatus(status, TF_OK, "");
+    }
   }
   gs_release_request(w->fs, &x);
   objstore_response_free(&resp);
   return rc;
+}
+
+/* The size of the object the writer writes, as stored now; -1 when
+ * there is none (or it cannot be asked). */
+static int64_t object_size(gs_writer* w) {
+  objstore_tree t;
+  TF_FileStatistics stats;
+  TF_Status* status = TF_NewStatus();
+  int64_t size = -1;
+  objstore_fs_begin(&w->fs->store, &t);
+  objstore_forget(t.engine, w->path);
+  objstore_tree_stat(&t, w->path, &stats, status);
+  if (TF_GetCode(status) == TF_OK && !stats.is_directory) size = stats.length;
+  objstore_fs_end(&w->fs->store, &t);
+  TF_DeleteStatus(status);
+  return size;
 }
 
 /* Sends buf[0, n) at w->sent, the last bytes of the object when total >=
@@ -165,7 +187,7 @@ static int send_chunk(gs_writer* w, size_t n, int64_t total, TF_Status* status) 
     objstore_response resp;
     gs_call* c = session_call(w, &x, &resp, status);
     char range[96];
-    int rc = -1, done = 0;
+    int rc = -1, done = 0, unanswered = 0;
     int64_t first = w->sent + (int64_t)from, held;
     if (n > from)
       snprintf(range, sizeof range, "bytes %lld-%lld/", (long long)first,
@@ -180,6 +202,7 @@ static int send_chunk(gs_writer* w, size_t n, int64_t total, TF_Status* status) 
       x.max_attempts = 1; /* a retry resumes from what the session holds */
       rc = objstore_run(w->fs->store.engine, &w->cfg->transport, &x, status);
       done = rc == 0 && (total >= 0 ? !c->incomplete : c->incomplete);
+      unanswered = x.transport_error != 0; /* no whole answer: what arrived is unknown */
     }
     gs_release_request(w->fs, &x);
     objstore_response_free(&resp);
@@ -193,12 +216,19 @@ static int send_chunk(gs_writer* w, size_t n, int64_t total, TF_Status* status) 
                               : "gs: the resumable upload ended before the file did");
       return -1;
     }
-    if (objstore_code_for_http(resp.http) != TF_UNAVAILABLE && resp.http != 0) return -1;
+    if (!unanswered && objstore_code_for_http(resp.http) != TF_UNAVAILABLE) return -1;
     /* What arrived stays: ask, then send the rest. */
     if (session_status(w, total, &held, status) != 0) return -1;
-    if (held < 0) { /* the last chunk arrived after all */
+    if (held == -2 && total >= 0 && object_size(w) == total) held = -1; /* it completed */
+    if (held == -1) { /* the last chunk arrived after all */
       w->sent += (int64_t)n;
       return 0;
+    }
+    if (held == -2) {
+      TF_SetStatus(status, TF_UNAVAILABLE,
+                   "gs: the resumable upload's session is gone (HTTP 404) before the file was whole; "
+                   "write the file again");
+      return -1;
     }
     if (held < w->sent || held > w->sent + (int64_t)n) {
       TF_SetStatus(status, TF_DATA_LOSS, "gs: the resumable session holds bytes this file never sent");

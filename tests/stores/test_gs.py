@@ -12,7 +12,8 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from support.gcs_emulator import GcsEmulator
+from support.fault_proxy import FaultProxy
+from support.gcs_emulator import GcsEmulator, python_emulator_missing_reason, start_python_emulator
 from support.races import make_dir_race, transaction_commits_and_rolls_back
 
 import asyncfs
@@ -193,3 +194,46 @@ def test_gcsfs_options_asyncfs_cannot_honour_are_refused() -> None:
         plugin_options("gs", {"requester_pays": True})
     with pytest.raises(asyncfs.InvalidArgumentError, match="file's path"):
         plugin_options("gs", {"token": {"type": "service_account"}})
+
+
+# ---- resuming a failed chunk (gcp-storage-emulator, which answers the status query) ----
+
+
+@pytest.fixture(scope="module")
+def python_emulator() -> Iterator[GcsEmulator]:
+    reason = python_emulator_missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    emulator = start_python_emulator()
+    yield emulator
+    emulator.stop.close()
+
+
+@pytest.mark.parametrize(("fault", "before"), [("drop", 2), ("cut", 6)])
+def test_a_failed_chunk_resumes_from_what_the_session_holds(
+    gs_fs: asyncfs.ModularFileSystem, python_emulator: GcsEmulator, fault: str, before: int
+) -> None:
+    """A chunk fails: the second, dropped before the server saw it; or the
+    last, its answer cut after the server stored it. The writer asks the
+    session what it holds and sends only the rest (or nothing); the object
+    is whole."""
+    bucket = f"r-{uuid.uuid4().hex[:10]}"
+    python_emulator.create_bucket(bucket)
+    proxy = FaultProxy(python_emulator.endpoint)
+    try:
+        fs = asyncfs.Registry().get("gs")
+        for name, value in {
+            "endpoint": proxy.endpoint.encode(),
+            "upload_threshold": 256 * 1024,
+            "chunk_size": 256 * 1024,
+            "retry_base_ms": 1,
+        }.items():
+            fs.set_option(name, value)
+        data = pattern(5 * 256 * 1024 + 123)
+        proxy.inject(["pass"] * before + [fault])  # the session, then chunks 1 to 5, then the rest
+        fs.write_file(f"gs://{bucket}/resumed", data)
+        asked = [head for head in proxy.heads if b"Content-Range: bytes */" in head]
+        assert len(asked) == 1, [(line[-40:], what) for line, what in proxy.requests]  # one status query
+        assert fs.read_file(f"gs://{bucket}/resumed") == data
+    finally:
+        proxy.close()

