@@ -71,6 +71,11 @@ typedef struct gs_writer {
   int64_t sent;   /* bytes the session holds */
   char* session;  /* the resumable session's URL, once there is one */
   TF_Status* error; /* a failed send: every later call reports it */
+  /* An append by compose: the new bytes go to key (a temporary object),
+   * then target becomes [target at generation, key]; base is its size. */
+  char* target;
+  char generation[64];
+  int64_t base;
 } gs_writer;
 
 static int failed(gs_writer* w, TF_Status* status) {
@@ -279,7 +284,7 @@ static void writer_append(const TF_WritableFile* file, const char* data, size_t 
 static int64_t writer_tell(const TF_WritableFile* file, TF_Status* status) {
   gs_writer* w = file->plugin_file;
   TF_SetStatus(status, TF_OK, "");
-  return w->sent + (int64_t)w->buf.len;
+  return w->base + w->sent + (int64_t)w->buf.len;
 }
 
 /* An object appears only whole, at close: flush and sync keep buffering. */
@@ -305,9 +310,67 @@ static void cancel_session(gs_writer* w) {
   w->session = NULL;
 }
 
+/* An object request of the writer's bucket: method on /storage/v1/b/B/o/key
+ * + rest. */
+static int object_request(gs_writer* w, const char* method, const char* key, const char* rest,
+                          objstore_exchange* x, objstore_response* resp, TF_Status* status) {
+  gs_call* c;
+  objstore_exchange_init(x, resp, method, NULL);
+  c = gs_call_bind(w->fs, method, w->bucket, key, x, status);
+  if (c == NULL) return -1;
+  if (gs_url_text(c, "/storage/v1/b/") != 0 || gs_url_encoded(c, w->bucket) != 0 ||
+      gs_url_text(c, "/o/") != 0 || gs_url_encoded(c, key) != 0 || gs_url_text(c, rest) != 0) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    return -1;
+  }
+  return 0;
+}
+
+static int text(plugin_buf* b, const char* s) { return plugin_buf_append(b, s, strlen(s)); }
+
+/* target = [target at the generation the append saw, the temporary
+ * object]; then the temporary object goes, whatever happened. */
+static int compose(gs_writer* w, TF_Status* status) {
+  objstore_exchange x;
+  objstore_response resp;
+  plugin_buf body = {0};
+  int rc = -1;
+  TF_Status* ignored = TF_NewStatus();
+  if (text(&body, "{\"sourceObjects\":[{\"name\":") != 0 || gs_json_string(&body, w->target) != 0 ||
+      text(&body, ",\"objectPrecondition\":{\"ifGenerationMatch\":") != 0 ||
+      text(&body, w->generation) != 0 || text(&body, "}},{\"name\":") != 0 ||
+      gs_json_string(&body, w->key) != 0 || text(&body, "}],\"destination\":{}}") != 0) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+  } else if (object_request(w, "POST", w->target, "/compose", &x, &resp, status) == 0 &&
+             gs_header((gs_call*)x.store_request, "Content-Type", "application/json") == 0) {
+    x.body = body.data;
+    x.body_len = body.len;
+    rc = objstore_run(w->fs->store.engine, &w->cfg->transport, &x, status);
+    if (rc != 0 && resp.http == 412) {
+      char msg[700];
+      snprintf(msg, sizeof msg, "append gs:/%s: the object changed since it was opened for append", w->path);
+      TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+    }
+  }
+  gs_release_request(w->fs, &x);
+  objstore_response_free(&resp);
+  plugin_buf_free(&body);
+  if (object_request(w, "DELETE", w->key, "", &x, &resp, ignored) == 0)
+    objstore_run(w->fs->store.engine, &w->cfg->transport, &x, ignored);
+  gs_release_request(w->fs, &x);
+  objstore_response_free(&resp);
+  TF_DeleteStatus(ignored);
+  return rc;
+}
+
 static void writer_close(const TF_WritableFile* file, TF_Status* status) {
   gs_writer* w = file->plugin_file;
   if (failed(w, status) != 0) goto done;
+  if (w->target != NULL && w->sent + (int64_t)w->buf.len == 0) { /* nothing appended */
+    TF_SetStatus(w->error, TF_FAILED_PRECONDITION, "gs: the file is closed");
+    TF_SetStatus(status, TF_OK, "");
+    goto done;
+  }
   if (w->session != NULL) {
     if (send_chunk(w, w->buf.len, w->sent + (int64_t)w->buf.len, status) == 0) {
       free(w->session);
@@ -322,6 +385,7 @@ static void writer_close(const TF_WritableFile* file, TF_Status* status) {
     gs_release_request(w->fs, &x);
     objstore_response_free(&resp);
   }
+  if (w->target != NULL && TF_GetCode(status) == TF_OK) compose(w, status);
   if (TF_GetCode(status) != TF_OK) keep_error(w, status);
   else TF_SetStatus(w->error, TF_FAILED_PRECONDITION, "gs: the file is closed");
 done:
@@ -333,6 +397,7 @@ static void writer_free(gs_writer* w) {
   if (w->session != NULL) cancel_session(w); /* dropped without close: nothing appears */
   plugin_buf_free(&w->buf);
   free(w->path);
+  if (w->target != NULL) free(w->key); /* the temporary object's own */
   free(w->bucket);
   gs_config_release(w->fs, w->cfg);
   if (w->error != NULL) TF_DeleteStatus(w->error);
@@ -379,6 +444,28 @@ void gs_new_writable_file(const TF_Filesystem* filesystem, const char* path, TF_
   file->plugin_file = writer_new(filesystem, path, "write", status);
 }
 
+/* An append to an object of size bytes at generation: the new bytes go
+ * to a temporary object beside it (in ".tmpcompose/", as TensorFlow's GCS
+ * filesystem names them), composed onto it at close. 0, or -1 with status
+ * set. */
+static int compose_mode(gs_writer* w, int64_t size, const char* generation, TF_Status* status) {
+  char hex[17];
+  const char* slash = strrchr(w->key, '/');
+  size_t dir = slash != NULL ? (size_t)(slash - w->key) + 1 : 0, n = strlen(w->key) + 40;
+  char* tmp = malloc(n);
+  if (tmp == NULL || plugin_random_hex(hex, sizeof hex) != 0) {
+    free(tmp);
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    return -1;
+  }
+  snprintf(tmp, n, "%.*s.tmpcompose/%s.%s", (int)dir, w->key, w->key + dir, hex);
+  w->target = w->key;
+  w->key = tmp;
+  w->base = size;
+  snprintf(w->generation, sizeof w->generation, "%s", generation);
+  return 0;
+}
+
 void gs_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
                             TF_WritableFile* file, TF_Status* status) {
   gs_writer* w = writer_new(filesystem, path, "append", status);
@@ -396,9 +483,14 @@ void gs_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
     }
     return;
   }
-  /* The old bytes first, a chunk at a time through the writer. */
   size = objstore_reader_size(r);
   file->plugin_file = w;
+  if (size >= w->cfg->upload_threshold && *objstore_reader_version(r) != '\0' &&
+      compose_mode(w, size, objstore_reader_version(r), status) == 0) {
+    objstore_reader_free(r);
+    return;
+  }
+  /* The old bytes first, a chunk at a time through the writer. */
   for (at = 0; at < size && TF_GetCode(status) == TF_OK;) {
     size_t want = (size_t)(size - at < (int64_t)w->chunk ? size - at : (int64_t)w->chunk);
     char* piece = malloc(want);

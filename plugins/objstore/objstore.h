@@ -266,6 +266,9 @@ objstore_reader* objstore_reader_open(objstore_engine* engine, const objstore_se
                                       const char* path, int64_t read_ahead, int64_t part_size,
                                       const char* what, TF_Status* status);
 int64_t objstore_reader_size(const objstore_reader* r);
+/* The version the open saw, which later reads are pinned to (the ETag, or
+ * what the store's read_answer put there: gs's generation); "" if none. */
+const char* objstore_reader_version(const objstore_reader* r);
 /* The TF_RandomAccessFile read: up to n bytes at offset into buffer. */
 int64_t objstore_reader_read(objstore_reader* r, uint64_t offset, size_t n, char* buffer,
                              TF_Status* status);

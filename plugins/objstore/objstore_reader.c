@@ -58,6 +58,8 @@ void objstore_reader_free(objstore_reader* r) {
 
 int64_t objstore_reader_size(const objstore_reader* r) { return r->size; }
 
+const char* objstore_reader_version(const objstore_reader* r) { return r->etag; }
+
 /* Whether this open should try a plain GET (see the top of this file). */
 static int try_plain_get(objstore_opens* o) {
   uint64_t n = __atomic_add_fetch(&o->opens, 1, __ATOMIC_RELAXED);

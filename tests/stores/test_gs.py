@@ -237,3 +237,22 @@ def test_a_failed_chunk_resumes_from_what_the_session_holds(
         assert fs.read_file(f"gs://{bucket}/resumed") == data
     finally:
         proxy.close()
+
+
+def test_append_to_a_big_object_composes_instead_of_rewriting(gcs_emulator: GcsEmulator, bucket: str) -> None:
+    """At upload_threshold and above, the new bytes go to a temporary
+    object that compose puts after the old ones (pinned to the generation
+    the append saw); the temporary object is gone after close."""
+    fs = own_gs(gcs_emulator, upload_threshold=256 * 1024, chunk_size=256 * 1024)
+    uri = f"gs://{bucket}/logs/events"
+    old = pattern(300 * 1024)
+    fs.write_file(uri, old)
+    with fs.new_appendable_file(uri) as f:
+        assert f.tell() == len(old)
+        f.append(b"one more record\n")
+        assert f.tell() == len(old) + 16
+    assert fs.read_file(uri) == old + b"one more record\n"
+    with fs.new_appendable_file(uri) as f:
+        pass  # nothing appended: the object stays as it is
+    assert fs.read_file(uri) == old + b"one more record\n"
+    assert fs.get_children(f"gs://{bucket}/logs") == ["events"]  # no .tmpcompose left
