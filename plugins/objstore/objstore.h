@@ -150,7 +150,6 @@ typedef struct objstore_exchange {
   char* url;
   struct curl_slist* headers;
   uint64_t authorized_until_ms; /* a try after this is authorized afresh; 0: never stale */
-  void* authorization;          /* the store's, released by unauthorize */
   /* the engine's */
   struct objstore_try* try_; /* while a try is under way */
   struct objstore_exchange* next;

@@ -602,7 +602,6 @@ static void unauthorize(objstore_engine* e, objstore_exchange* x) {
   if (e->store->unauthorize != NULL) e->store->unauthorize(e->store_ctx, x);
   x->url = NULL;
   x->headers = NULL;
-  x->authorization = NULL;
 }
 
 /* The first try of x, authorized: 0, or -1 with status set. */
