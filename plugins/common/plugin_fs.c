@@ -38,6 +38,25 @@ void plugin_fs_free(TF_Filesystem* filesystem) {
   filesystem->plugin_filesystem = NULL;
 }
 
+int plugin_run_listing(plugin_list_fn list, const TF_Filesystem* filesystem, const char* path,
+                       char*** entries, TF_FileStatistics** stats, int** kinds,
+                       TF_Status* status) {
+  plugin_listing listing;
+  int count;
+  memset(&listing, 0, sizeof listing);
+  listing.with_stats = stats != NULL;
+  *entries = NULL;
+  if (stats != NULL) *stats = NULL;
+  if (kinds != NULL) *kinds = NULL;
+  if (list(filesystem, path, &listing, status) != 0) {
+    plugin_listing_free(&listing);
+    return -1;
+  }
+  count = plugin_listing_release(&listing, entries, stats, kinds);
+  if (count < 0) plugin_set_oom(status);
+  return count;
+}
+
 /* A plugin-allocated copy of size bytes of table. */
 static void* copy_table(const void* table, size_t size) {
   void* copy = plugin_memory_allocate(size);

@@ -94,45 +94,37 @@ void plugin_fs_free(TF_Filesystem* filesystem);
     transfer(filesystem, src, dst, 0, status);                             \
   }
 
+/* A plugin's listing of a directory: list(filesystem, path, listing,
+ * status) returns 0 with status OK or -1 with status set. */
+typedef int (*plugin_list_fn)(const TF_Filesystem* filesystem, const char* path,
+                              plugin_listing* listing, TF_Status* status);
+
+/* The get_children ops' common work over list: names (and stats and
+ * kinds, when not NULL) handed to the core; the count, or -1 with status
+ * set. */
+int plugin_run_listing(plugin_list_fn list, const TF_Filesystem* filesystem, const char* path,
+                       char*** entries, TF_FileStatistics** stats, int** kinds,
+                       TF_Status* status);
+
 /* Defines fs_get_children, fs_get_children_stats and fs_get_children_kinds
- * over one function that lists a directory, list(filesystem, path,
- * listing, status), returning 0 with status OK or -1 with status set. */
+ * over one function that lists a directory (a plugin_list_fn). */
 #define PLUGIN_DEFINE_LISTING(list)                                           \
-  static int plugin_run_listing(const TF_Filesystem* filesystem,             \
-                                const char* path, char*** entries,           \
-                                TF_FileStatistics** stats, int** kinds,      \
-                                TF_Status* status) {                         \
-    plugin_listing listing;                                                  \
-    int count;                                                               \
-    memset(&listing, 0, sizeof listing);                                     \
-    listing.with_stats = stats != NULL;                                      \
-    *entries = NULL;                                                         \
-    if (stats != NULL) *stats = NULL;                                        \
-    if (kinds != NULL) *kinds = NULL;                                        \
-    if (list(filesystem, path, &listing, status) != 0) {                     \
-      plugin_listing_free(&listing);                                         \
-      return -1;                                                             \
-    }                                                                        \
-    count = plugin_listing_release(&listing, entries, stats, kinds);         \
-    if (count < 0) plugin_set_oom(status);                                   \
-    return count;                                                            \
-  }                                                                          \
   static int fs_get_children(const TF_Filesystem* filesystem,                \
                              const char* path, char*** entries,              \
                              TF_Status* status) {                            \
-    return plugin_run_listing(filesystem, path, entries, NULL, NULL, status); \
+    return plugin_run_listing(list, filesystem, path, entries, NULL, NULL, status); \
   }                                                                          \
   static int fs_get_children_stats(const TF_Filesystem* filesystem,          \
                                    const char* path, char*** entries,        \
                                    TF_FileStatistics** stats,                \
                                    TF_Status* status) {                      \
-    return plugin_run_listing(filesystem, path, entries, stats, NULL, status); \
+    return plugin_run_listing(list, filesystem, path, entries, stats, NULL, status); \
   }                                                                          \
   static int fs_get_children_kinds(const TF_Filesystem* filesystem,          \
                                    const char* path, char*** entries,        \
                                    TF_FileStatistics** stats, int** kinds,   \
                                    TF_Status* status) {                      \
-    return plugin_run_listing(filesystem, path, entries, stats, kinds, status); \
+    return plugin_run_listing(list, filesystem, path, entries, stats, kinds, status); \
   }
 
 /* One scheme a plugin serves, and its operation tables. */

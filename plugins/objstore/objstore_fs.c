@@ -94,38 +94,20 @@ static int list(const TF_Filesystem* filesystem, const char* path, plugin_listin
   return rc;
 }
 
-static int run_listing(const TF_Filesystem* filesystem, const char* path, char*** entries,
-                       TF_FileStatistics** stats, int** kinds, TF_Status* status) {
-  plugin_listing listing;
-  int count;
-  memset(&listing, 0, sizeof listing);
-  listing.with_stats = stats != NULL;
-  *entries = NULL;
-  if (stats != NULL) *stats = NULL;
-  if (kinds != NULL) *kinds = NULL;
-  if (list(filesystem, path, &listing, status) != 0) {
-    plugin_listing_free(&listing);
-    return -1;
-  }
-  count = plugin_listing_release(&listing, entries, stats, kinds);
-  if (count < 0) plugin_set_oom(status);
-  return count;
-}
-
 int objstore_fs_get_children(const TF_Filesystem* filesystem, const char* path, char*** entries,
                              TF_Status* status) {
-  return run_listing(filesystem, path, entries, NULL, NULL, status);
+  return plugin_run_listing(list, filesystem, path, entries, NULL, NULL, status);
 }
 
 int objstore_fs_get_children_stats(const TF_Filesystem* filesystem, const char* path,
                                    char*** entries, TF_FileStatistics** stats, TF_Status* status) {
-  return run_listing(filesystem, path, entries, stats, NULL, status);
+  return plugin_run_listing(list, filesystem, path, entries, stats, NULL, status);
 }
 
 int objstore_fs_get_children_kinds(const TF_Filesystem* filesystem, const char* path,
                                    char*** entries, TF_FileStatistics** stats, int** kinds,
                                    TF_Status* status) {
-  return run_listing(filesystem, path, entries, stats, kinds, status);
+  return plugin_run_listing(list, filesystem, path, entries, stats, kinds, status);
 }
 
 int objstore_fs_get_matching_paths(const TF_Filesystem* filesystem, const char* pattern,
