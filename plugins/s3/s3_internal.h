@@ -315,7 +315,6 @@ void s3_batch_end(s3_batch* b);
 /* A ListObjectsV2 page's request and what it points into. */
 typedef struct s3_list_call {
   s3_request req;
-  s3_response resp;
   s3_param params[6];
   char max[16];
 } s3_list_call;

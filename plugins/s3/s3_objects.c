@@ -46,7 +46,7 @@ void s3_path_free(s3_path* p) {
 void s3_list_request(s3_list_call* c, const char* bucket, const char* prefix, const char* delimiter,
                      int max_keys, const char* token) {
   int n = 0;
-  s3_request_init(&c->req, &c->resp, "GET", bucket, NULL);
+  s3_request_init(&c->req, NULL, "GET", bucket, NULL);
   snprintf(c->max, sizeof c->max, "%d", max_keys);
   c->params[n++] = (s3_param){"list-type", "2"};
   c->params[n++] = (s3_param){"prefix", prefix};
