@@ -69,32 +69,10 @@ class GcsEmulator:
         urllib.request.urlopen(request, timeout=10).close()
 
 
-def start_fake_gcs() -> GcsEmulator:
-    binary = _binary()
-    assert binary is not None, emulator_missing_reason()
-    port = _free_port()
-    address = f"127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [
-            str(binary),
-            "-backend",
-            "memory",
-            "-scheme",
-            "http",
-            "-host",
-            "127.0.0.1",
-            "-port",
-            str(port),
-            "-external-url",
-            f"http://{address}",
-            "-public-host",
-            address,
-            "-log-level",
-            "error",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+def _start(command: list[str], port: int, ready: str, timeout: float) -> GcsEmulator:
+    """command, listening on port, once GET ready (a path) answers; stopped
+    with the emulator's stop."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     stop = contextlib.ExitStack()
 
     def end() -> None:
@@ -106,57 +84,50 @@ def start_fake_gcs() -> GcsEmulator:
             process.wait()
 
     stop.callback(end)
+    endpoint = f"http://127.0.0.1:{port}"
     try:
-        _wait_for(port)
-        deadline = time.monotonic() + 10
+        _wait_for(port, timeout=timeout)
+        deadline = time.monotonic() + timeout
         while True:  # listening is not yet serving
             with contextlib.suppress(OSError):
-                urllib.request.urlopen(f"http://{address}/storage/v1/b", timeout=1).close()
+                urllib.request.urlopen(f"{endpoint}{ready}", timeout=1).close()
                 break
             if time.monotonic() > deadline:
-                raise RuntimeError("fake-gcs-server did not answer within 10 s")
+                raise RuntimeError(f"{command[0]} did not answer within {timeout} s")
             time.sleep(0.05)
     except BaseException:
         stop.close()
         raise
-    return GcsEmulator(f"http://{address}", stop, process.pid)
+    return GcsEmulator(endpoint, stop, process.pid)
+
+
+def start_fake_gcs() -> GcsEmulator:
+    binary = _binary()
+    assert binary is not None, emulator_missing_reason()
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    command = [str(binary), "-backend", "memory", "-scheme", "http", "-host", "127.0.0.1", "-port", str(port)]
+    command += ["-external-url", f"http://{address}", "-public-host", address, "-log-level", "error"]
+    return _start(command, port, "/storage/v1/b", timeout=10)
+
+
+def _python_emulator() -> str | None:
+    """gcp-storage-emulator's command, beside this interpreter or on PATH."""
+    here = str(Path(sys.executable).parent)
+    return shutil.which("gcp-storage-emulator", path=here) or shutil.which("gcp-storage-emulator")
 
 
 def python_emulator_missing_reason() -> str | None:
-    if (
-        shutil.which("gcp-storage-emulator", path=str(Path(sys.executable).parent)) is None
-        and shutil.which("gcp-storage-emulator") is None
-    ):
+    if _python_emulator() is None:
         return "gcp-storage-emulator is not installed (pip install gcp-storage-emulator)"
     return None
 
 
 def start_python_emulator() -> GcsEmulator:
     """gcp-storage-emulator, in memory, on a free loopback port."""
-    command = shutil.which("gcp-storage-emulator", path=str(Path(sys.executable).parent)) or shutil.which(
-        "gcp-storage-emulator"
-    )
+    command = _python_emulator()
     assert command is not None, python_emulator_missing_reason()
     port = _free_port()
-    process = subprocess.Popen(
-        [command, "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory", "-q"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    return _start(
+        [command, "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory", "-q"], port, "/", timeout=30
     )
-    stop = contextlib.ExitStack()
-
-    def end() -> None:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-    stop.callback(end)
-    try:
-        _wait_for(port, timeout=30)
-    except BaseException:
-        stop.close()
-        raise
-    return GcsEmulator(f"http://127.0.0.1:{port}", stop, process.pid)
