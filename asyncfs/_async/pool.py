@@ -1145,7 +1145,15 @@ class WorkerPool:
             batcher.submit(work)
         else:  # parked: it starts when there is room, unless its caller has left by then
             batcher.blocked.append(work)
-        result: T = await backend.wait(waiter)
+        try:
+            result: T = await backend.wait(waiter)
+        except BaseException:
+            if waiter.delivered and discard is not None and work.error is None:
+                # The result came, but its task was cancelled before it could
+                # take it (cancelled in the same loop turn, or shielded work
+                # whose cancellation is raised once it is done): release it.
+                self.release_later(work)
+            raise
         return result
 
     def submit(self, fn: Callable[..., T], *args: Any, discard: Any = None) -> Pending[T] | None:

@@ -61,6 +61,8 @@ async def _in_executor(
                 raise
             cancelled = exc  # keep waiting: the call must not be left half done
     if cancelled is not None:
+        if discard is not None:  # done, but its caller left: nobody will take it
+            executor.submit(call_quietly, discard, result)
         raise cancelled
     return result
 

@@ -167,6 +167,31 @@ async def test_a_cancelled_open_leaks_no_descriptor(tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
+@needs_proc
+async def test_an_open_cancelled_as_its_result_comes_leaks_no_descriptor(tmp_path: Path) -> None:
+    """The race CI once lost: the opens' results reach their futures, and
+    their tasks are cancelled in the same loop turn, before they run to take
+    them (asyncio then raises the cancellation and drops the result)."""
+    paths = [tmp_path / f"f{i}" for i in range(50)]
+    for path in paths:
+        path.write_bytes(b"x" * 100)
+    before = open_fds()
+    tasks = [asyncio.ensure_future(ours.open(p, mode)) for p in paths for mode in ("rb", "w")]
+    for _ in range(3):
+        await asyncio.sleep(0)  # the opens go to the workers
+    time.sleep(0.5)  # the loop held while they finish: their results wait for its next turn
+    await asyncio.sleep(0)  # that turn hands them over, then runs this task before theirs
+    for task in tasks:
+        task.cancel()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    for result in results:
+        if not isinstance(result, BaseException):  # a read opened at hand, on the loop's thread
+            await result.close()
+    assert all(isinstance(result, asyncio.CancelledError) for result in results[1::2])  # the writes: the race
+    await _settle(before)
+
+
+@pytest.mark.asyncio
 async def test_a_cancelled_write_still_lands_whole(tmp_path: Path) -> None:
     async with ours.open(tmp_path / "out.bin", "wb") as f:
         task = asyncio.ensure_future(f.write(b"x" * 1_000_000))  # big: goes to a worker
