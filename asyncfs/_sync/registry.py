@@ -36,7 +36,7 @@ __all__ = [
 
 BUILTIN_PLUGINS = ("posix", "memory")
 # Built only when the system has their libraries (see Registry.unavailable).
-OPTIONAL_PLUGINS = ("s3", "http", "gs")
+OPTIONAL_PLUGINS = ("s3", "http", "gs", "az")
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,7 @@ static void set_error(const s3_config* cfg, const s3_credentials* creds,
                       TF_Status* status) {
   char what[600], msg[1400], tries[48] = "";
   char* message = resp->body.data != NULL
-                      ? s3_xml_find(resp->body.data, resp->body.len, "Message")
+                      ? objstore_xml_find(resp->body.data, resp->body.len, "Message")
                       : NULL;
   describe(req, what, sizeof what);
   if (message != NULL && *message == '\0') {
@@ -242,7 +242,7 @@ static void s3_read_answer(void* store, objstore_exchange* x) {
   if (resp->body.len == 0 ||
       (resp->http / 100 == 2 && strcmp(x->method, "POST") != 0 && call->req->copy_source == NULL))
     return;
-  code = s3_xml_find(resp->body.data, resp->body.len, "Code");
+  code = objstore_xml_find(resp->body.data, resp->body.len, "Code");
   if (code != NULL && (resp->http / 100 != 2 || strstr(resp->body.data, "<Error>") != NULL)) {
     snprintf(resp->error_code, sizeof resp->error_code, "%s", code);
     if (resp->http / 100 == 2) resp->http = 500;

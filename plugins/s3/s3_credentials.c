@@ -303,8 +303,8 @@ static int web_identity(chain* ch) {
   if (fetch(ch, "POST", url, NULL, form.data, 5000, 3, 0, &f) != 0) {
     rc = fail(ch, TF_UNAVAILABLE, "s3: web identity: STS at %s did not answer: %s", url, f.error);
   } else if (f.http != 200) {
-    char* code = s3_xml_find(f.body.data, f.body.len, "Code");
-    char* message = s3_xml_find(f.body.data, f.body.len, "Message");
+    char* code = objstore_xml_find(f.body.data, f.body.len, "Code");
+    char* message = objstore_xml_find(f.body.data, f.body.len, "Message");
     char detail[600];
     snprintf(detail, sizeof detail, "HTTP %ld %s: %s", f.http, code ? code : "",
              message ? message : "");
@@ -315,10 +315,10 @@ static int web_identity(chain* ch) {
     free(message);
   } else {
     const char* xml = f.body.data;
-    rc = take(ch, s3_xml_find(xml, f.body.len, "AccessKeyId"),
-              s3_xml_find(xml, f.body.len, "SecretAccessKey"),
-              s3_xml_find(xml, f.body.len, "SessionToken"),
-              s3_xml_find(xml, f.body.len, "Expiration"), "web identity (STS)");
+    rc = take(ch, objstore_xml_find(xml, f.body.len, "AccessKeyId"),
+              objstore_xml_find(xml, f.body.len, "SecretAccessKey"),
+              objstore_xml_find(xml, f.body.len, "SessionToken"),
+              objstore_xml_find(xml, f.body.len, "Expiration"), "web identity (STS)");
   }
 done:
   plugin_buf_free(&form);

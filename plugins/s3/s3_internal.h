@@ -27,6 +27,7 @@
 #include "asyncfs/filesystem_interface.h"
 #include "plugin_common.h"
 #include "objstore.h"
+#include "objstore_xml.h"
 #include "plugin_fs.h"
 #include "s3_parts.h"
 
@@ -256,13 +257,6 @@ void s3_listing_free(s3_listing* l);
 /* Parses a ListObjectsV2, ListBuckets or ListMultipartUploads answer
  * (keys, their upload ids and Initiated times), appending to l. */
 int s3_parse_listing(const char* xml, size_t len, s3_listing* l);
-/* The text of the first element named name (e.g. "UploadId"), or NULL. */
-char* s3_xml_find(const char* xml, size_t len, const char* name);
-/* Appends s to b with XML's five special characters escaped. */
-/* Whether XML 1.0 can carry s: no control character but tab, newline
- * and carriage return (which s3_xml_escape_into writes as references). */
-int s3_xml_can_carry(const char* s);
-void s3_xml_escape_into(plugin_buf* b, const char* s);
 /* DeleteObjects: the count of <Error> entries, the first one's key and code
  * copied into key/code. */
 int s3_parse_delete_errors(const char* xml, size_t len, char* key,

@@ -21,7 +21,7 @@ char* s3_create_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
   req.content_type = s3_content_type(cfg, attributes, dst->key);
   req.attributes = attributes;
   if (s3_execute(fs, cfg, &req, &resp, status) == 0) {
-    upload_id = s3_xml_find(resp.body.data, resp.body.len, "UploadId");
+    upload_id = objstore_xml_find(resp.body.data, resp.body.len, "UploadId");
     if (upload_id == NULL)
       TF_SetStatus(status, TF_INTERNAL, "s3: CreateMultipartUpload gave no UploadId");
   }
@@ -57,7 +57,7 @@ int s3_upload_part(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
                   &req, &resp);
   rc = s3_execute(fs, cfg, &req, &resp, status);
   if (rc == 0) {
-    char* etag = copy_source != NULL ? s3_xml_find(resp.body.data, resp.body.len, "ETag") : NULL;
+    char* etag = copy_source != NULL ? objstore_xml_find(resp.body.data, resp.body.len, "ETag") : NULL;
     snprintf(etag_out, etag_cap, "%s", etag != NULL ? etag : resp.etag);
     free(etag);
   }
@@ -78,7 +78,7 @@ int s3_complete_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
     char part[256];
     snprintf(part, sizeof part, "<Part><PartNumber>%d</PartNumber><ETag>", i + 1);
     plugin_buf_append(&body, part, strlen(part));
-    s3_xml_escape_into(&body, etags[i]);
+    objstore_xml_escape_into(&body, etags[i]);
     plugin_buf_append(&body, "</ETag></Part>", 14);
   }
   if (plugin_buf_append(&body, "</CompleteMultipartUpload>", 26) != 0) {
@@ -158,7 +158,7 @@ int s3_copy_parts(s3_fs* fs, const s3_config* cfg, const s3_path* src, int64_t l
     goto done;
   }
   for (i = 0; i < n; ++i) {
-    char* etag = s3_xml_find(resps[i].body.data, resps[i].body.len, "ETag");
+    char* etag = objstore_xml_find(resps[i].body.data, resps[i].body.len, "ETag");
     etags[i] = strdup(etag != NULL ? etag : resps[i].etag);
     free(etag);
     if (etags[i] == NULL) {

@@ -196,7 +196,7 @@ static int prepare_batch(s3_fs* fs, const s3_config* cfg, const char* bucket, ch
   b->params[0] = (s3_param){"delete", NULL};
   plugin_buf_append(&b->body, "<Delete><Quiet>true</Quiet>", 27);
   for (i = 0; i < count; ++i) {
-    if (!s3_xml_can_carry(keys[i])) {
+    if (!objstore_xml_can_carry(keys[i])) {
       if (s3_simple_request(fs, cfg, "DELETE", bucket, keys[i], NULL, status) != 0) {
         ++failed;
         s3_first_error_record(error, status);
@@ -205,7 +205,7 @@ static int prepare_batch(s3_fs* fs, const s3_config* cfg, const char* bucket, ch
     }
     ++b->in_body;
     plugin_buf_append(&b->body, "<Object><Key>", 13);
-    s3_xml_escape_into(&b->body, keys[i]);
+    objstore_xml_escape_into(&b->body, keys[i]);
     plugin_buf_append(&b->body, "</Key></Object>", 15);
   }
   plugin_buf_append(&b->body, "</Delete>", 9);
