@@ -27,6 +27,7 @@ from typing import Any
 import anyio
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
+from support.azurite import Azurite, azurite_missing_reason, start_azurite
 from support.ceph_gateway import Gateway, missing_reason, start_gateway
 from support.facade import BlockingFacade
 from support.fault_proxy import FaultProxy
@@ -149,6 +150,7 @@ def _plugins(config: pytest.Config) -> list[PluginUnderTest]:
         PluginUnderTest("demo", "demo", REPO / "plugins/examples/demo_fs.c", None),
         PluginUnderTest("s3", "s3", None, "s3://asyncfs-conformance"),
         PluginUnderTest("gs", "gs", None, "gs://asyncfs-conformance"),
+        PluginUnderTest("az", "az", None, "az://asyncfs-conformance"),
         PluginUnderTest("http", "http", None, None, read_only=True),
     ]
     for spec in config.getoption("--plugin"):
@@ -380,6 +382,30 @@ def gs_fs(registry: asyncfs.Registry, gcs_emulator: GcsEmulator) -> asyncfs.Modu
     return fs
 
 
+@pytest.fixture(scope="session")
+def azurite() -> Iterator[Azurite]:
+    """Azurite's blob service on loopback for the session (skips, saying
+    why, when it is not installed or the az plugin is not built)."""
+    reason = _libs.unavailable_reason("az") or azurite_missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    emulator = start_azurite()
+    yield emulator
+    emulator.stop.close()
+
+
+def configure_az(fs: asyncfs.ModularFileSystem, emulator: Azurite) -> None:
+    fs.set_option("connection_string", emulator.connection_string.encode())
+
+
+@pytest.fixture(scope="session")
+def az_fs(registry: asyncfs.Registry, azurite: Azurite) -> asyncfs.ModularFileSystem:
+    """The registry's az filesystem, configured for Azurite."""
+    fs = registry.get("az")
+    configure_az(fs, azurite)
+    return fs
+
+
 @pytest.fixture
 def bucket(s3_fs: asyncfs.ModularFileSystem) -> Iterator[str]:
     """A fresh bucket on the session's gateway, removed afterwards."""
@@ -393,7 +419,7 @@ def bucket(s3_fs: asyncfs.ModularFileSystem) -> Iterator[str]:
 def sync_fs(
     plugin: PluginUnderTest, registry: asyncfs.Registry, request: pytest.FixtureRequest
 ) -> asyncfs.ModularFileSystem:
-    if plugin.scheme in ("s3", "gs"):
+    if plugin.scheme in ("s3", "gs", "az"):
         return request.getfixturevalue(f"{plugin.scheme}_fs")  # type: ignore[no-any-return]
     if plugin.read_only:
         request.getfixturevalue("nginx")  # skips without it

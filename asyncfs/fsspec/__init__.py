@@ -928,6 +928,9 @@ S3FileSystem = filesystem_class("s3")
 HttpFileSystem = filesystem_class("http")
 HttpsFileSystem = filesystem_class("https")
 GsFileSystem = filesystem_class("gs")
+AzFileSystem = filesystem_class("az")
+AbfsFileSystem = filesystem_class("abfs")
+AbfssFileSystem = filesystem_class("abfss")
 
 register()
 

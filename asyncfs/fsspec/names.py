@@ -1,9 +1,10 @@
 """Storage options as fsspec's own filesystems spell them, for the bridge:
-s3fs's names for the s3 plugin's options and gcsfs's for the gs plugin's,
-so that ``storage_options`` written for ``s3://`` or ``gs://`` (pandas,
-Dask, zarr, a team's config file) work unchanged with ``asyncfs+s3://``
-and ``asyncfs+gs://``. Every other scheme's options are its plugin's names
-as they are."""
+s3fs's names for the s3 plugin's options, gcsfs's for the gs plugin's and
+adlfs's for the az plugin's, so that ``storage_options`` written for
+``s3://``, ``gs://`` or ``az://`` (pandas, Dask, zarr, a team's config
+file) work unchanged with ``asyncfs+s3://``, ``asyncfs+gs://`` and
+``asyncfs+az://``. Every other scheme's options are its plugin's names as
+they are."""
 
 from __future__ import annotations
 
@@ -60,11 +61,23 @@ _GCSFS_REFUSED = {
     "session_kwargs": "requests go through the plugin's own HTTP engine, not aiohttp",
 }
 
+# adlfs's keyword arguments, by the az plugin option each sets (anon is
+# read by _adlfs); the schemes adlfs serves
+_ADLFS = {"account_name": "account", "account_key": "account_key", "sas_token": "sas_token"}
+_ADLFS |= {"connection_string": "connection_string", "tenant_id": "tenant_id", "client_id": "client_id"}
+_ADLFS |= {"client_secret": "client_secret"}
+_AZURE = ("az", "abfs", "abfss")
+_ADLFS_REFUSED = {
+    "credential": "credentials come from the plugin's own chain (pass account_key, sas_token or a token instead)",
+    "location_mode": "requests go to the primary endpoint only",
+}
+
 # the names each scheme takes besides its plugin's own, and whose they
 # are, for error messages
 FOREIGN_NAMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "s3": ("s3fs", (*_S3FS, "client_kwargs", "config_kwargs")),
     "gs": ("gcsfs", (*_GCSFS, "token")),
+    **{scheme: ("adlfs", (*_ADLFS, "anon", "account_host")) for scheme in _AZURE},
 }
 
 
@@ -73,6 +86,8 @@ def plugin_options(scheme: str, options: Mapping[str, Any]) -> dict[str, Any]:
     given twice, under two names, is an InvalidArgumentError."""
     if scheme == "gs":
         return _gcsfs(options)
+    if scheme in _AZURE:
+        return _adlfs(options)
     if scheme != "s3":
         return dict(options)
     out: dict[str, Any] = {}
@@ -187,3 +202,23 @@ def _gcsfs_token(token: Any) -> dict[str, Any]:
         f"asyncfs+gs takes gcsfs's token as None, 'anon', 'google_default', 'cloud', a credentials file's path "
         f"or a bearer token, not a {type(token).__name__} (pass the service account file's path instead)"
     )
+
+
+def _adlfs(options: Mapping[str, Any]) -> dict[str, Any]:
+    """adlfs's names as the az plugin's; the plugin's own pass as they are."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if key in _ADLFS_REFUSED:
+            raise InvalidArgumentError(f"asyncfs+az cannot honour adlfs's {key!r}: {_ADLFS_REFUSED[key]}")
+        if key == "anon":
+            name, value = "anonymous", int(bool(value))
+        elif key == "account_host":  # adlfs: the blob endpoint's host
+            name, value = "endpoint", f"https://{value}"
+        else:
+            name = _ADLFS.get(key, key)
+        if value is None:
+            continue  # adlfs's default: the plugin's
+        if name in out and out[name] != value:
+            raise InvalidArgumentError(f"asyncfs+az: {key} and another name both set {name!r}, to different values")
+        out[name] = value
+    return out

@@ -462,7 +462,7 @@ const objstore_store az_store = {
     az_authorize,           NULL,                   az_read_answer,
     NULL,                   az_set_error,           az_describe,
     az_object_request,      az_release_request,     az_explain_missing,
-    az_name_object};
+    az_name_object,         "x-ms-error-code"};
 
 /* ---- the namespace's requests ----------------------------------------------------------- */
 

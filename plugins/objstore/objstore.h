@@ -208,6 +208,10 @@ typedef struct objstore_store {
                          const objstore_exchange* x, TF_Status* status);
   /* "s3://bucket/key": the object at path, in messages. */
   void (*name_object)(void* store, const char* path, char* out, size_t cap);
+  /* A header that names an error answer's kind (Azure's x-ms-error-code,
+   * which a HEAD carries without a body), read into resp->error_code;
+   * NULL: none. (Read only when the table's size reaches it.) */
+  const char* error_header;
 } objstore_store;
 
 typedef struct objstore_engine objstore_engine;

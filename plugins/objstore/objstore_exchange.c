@@ -232,6 +232,9 @@ static size_t on_header(char* line, size_t size, size_t n, void* arg) {
   } else if (store->capture_header != NULL &&
              header_is(line, name_len, store->capture_header)) {
     snprintf(resp->captured, sizeof resp->captured, "%.63s", value);
+  } else if (store->size > offsetof(objstore_store, error_header) && store->error_header != NULL &&
+             header_is(line, name_len, store->error_header)) {
+    snprintf(resp->error_code, sizeof resp->error_code, "%.63s", value);
   }
   return len;
 }

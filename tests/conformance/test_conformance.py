@@ -37,7 +37,7 @@ Expected = Code | type[StatusError]
 # the posix plugin's). Another plugin's message may not (TensorFlow's
 # convention is the path alone): its plain FailedPreconditionError passes,
 # a wrong kind does not.
-OURS = frozenset({"", "file", "mem", "demo", "s3", "http", "gs"})
+OURS = frozenset({"", "file", "mem", "demo", "s3", "http", "gs", "az"})
 
 # The cases that change the tree. A read-only plugin (http) must refuse
 # them with UnimplementedError naming its scheme, checked before the case
@@ -104,7 +104,7 @@ def expect(code: Expected, fn: Callable[..., Any], *args: Any) -> StatusError:
 # write, so there a new file needs no parent, may share its name with a
 # prefix, and may sit "inside" another object's key. These cases assert that
 # behaviour instead (docs/s3.md, "What differs from a local filesystem").
-OBJECT_STORES = frozenset({"s3", "gs"})
+OBJECT_STORES = frozenset({"s3", "gs", "az"})
 
 
 def expect_unless_object_store(fs: ModularFileSystem, code: Expected, fn: Callable[..., Any], uri: str) -> None:
@@ -135,7 +135,7 @@ def make_dir(fs: ModularFileSystem, uri: str) -> str:
 # Object stores whose keys keep ".." as a name, as s3fs sends them: no path
 # leaves its bucket or a prefix a wrapper confines it to (docs/uris.md). On
 # every other plugin ".." climbs, as TensorFlow's TranslateName has it.
-KEYS_AS_WRITTEN = frozenset({"s3", "gs"})
+KEYS_AS_WRITTEN = frozenset({"s3", "gs", "az"})
 
 
 def test_translate_name(fs: ModularFileSystem) -> None:

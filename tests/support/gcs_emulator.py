@@ -16,14 +16,12 @@ import importlib.util
 import json
 import os
 import shutil
-import subprocess
 import sys
-import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from .http_servers import _free_port, _wait_for
+from .http_servers import _free_port, start_process
 
 __all__ = [
     "GcsEmulator",
@@ -70,35 +68,8 @@ class GcsEmulator:
 
 
 def _start(command: list[str], port: int, ready: str, timeout: float) -> GcsEmulator:
-    """command, listening on port, once GET ready (a path) answers; stopped
-    with the emulator's stop."""
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    stop = contextlib.ExitStack()
-
-    def end() -> None:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-    stop.callback(end)
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        _wait_for(port, timeout=timeout)
-        deadline = time.monotonic() + timeout
-        while True:  # listening is not yet serving
-            with contextlib.suppress(OSError):
-                urllib.request.urlopen(f"{endpoint}{ready}", timeout=1).close()
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{command[0]} did not answer within {timeout} s")
-            time.sleep(0.05)
-    except BaseException:
-        stop.close()
-        raise
-    return GcsEmulator(endpoint, stop, process.pid)
+    process = start_process(command, port, ready, timeout)
+    return GcsEmulator(f"http://127.0.0.1:{port}", process.stop, process.pid)
 
 
 def start_fake_gcs() -> GcsEmulator:

@@ -16,6 +16,8 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,3 +156,47 @@ def start_python_server(root: Path) -> HttpServer:
     stop.callback(server.server_close)
     stop.callback(server.shutdown)
     return HttpServer(f"http://127.0.0.1:{server.server_address[1]}", root, stop, server.seen)  # type: ignore[attr-defined]
+
+
+@dataclass
+class Process:
+    """A server process started by :func:`start_process`: stopped with stop."""
+
+    stop: contextlib.ExitStack
+    pid: int
+
+
+def start_process(command: list[str], port: int, ready: str, timeout: float) -> Process:
+    """command, listening on loopback port, once GET ready (a path) gets an
+    HTTP answer (any status: a store refuses an unsigned request); stopped
+    with the returned stop."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stop = contextlib.ExitStack()
+
+    def end() -> None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    stop.callback(end)
+    try:
+        _wait_for(port, timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while True:  # listening is not yet serving
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}{ready}", timeout=1).close()
+                break
+            except urllib.error.HTTPError:
+                break  # answered
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{command[0]} did not answer within {timeout} s")
+            time.sleep(0.05)
+    except BaseException:
+        stop.close()
+        raise
+    return Process(stop, process.pid)
