@@ -81,6 +81,7 @@ void az_parse_connection_string(const char* text, az_account* out) {
 typedef struct asking {
   az_fs* fs;
   const az_config* cfg;
+  objstore_token_fetch source; /* from_tenant or from_metadata */
 } asking;
 
 static int form_pair(plugin_buf* b, const char* name, const char* value) {
@@ -166,11 +167,28 @@ static int from_metadata(void* arg, objstore_token* out, TF_Status* status) {
   return rc;
 }
 
+/* The source's token, or UNAUTHENTICATED naming every source tried
+ * (kept so by the cache, for doctor and for the calls within its wait). */
+static int from_chain(void* arg, objstore_token* out, TF_Status* status) {
+  asking* a = arg;
+  char msg[1400];
+  if (a->source(arg, out, status) == 0) return 0;
+  snprintf(msg, sizeof msg,
+           "az: no credentials: tried a connection string (connection_string, "
+           "AZURE_STORAGE_CONNECTION_STRING), an account key (account_key, AZURE_STORAGE_KEY), a "
+           "SAS (sas_token, AZURE_STORAGE_SAS_TOKEN), the token option, %s (%.500s); for a public "
+           "container set anonymous=1",
+           a->source == from_tenant ? "Entra ID (AZURE_TENANT_ID, AZURE_CLIENT_ID, AZURE_CLIENT_SECRET or "
+                                      "AZURE_FEDERATED_TOKEN_FILE)"
+                                    : "and managed identity, as no client secret or federated token is set",
+           TF_Message(status));
+  TF_SetStatus(status, TF_UNAUTHENTICATED, msg);
+  return -1;
+}
+
 int az_bearer(az_fs* fs, const az_config* cfg, char* out, size_t cap, TF_Status* status) {
-  asking a = {fs, cfg};
+  asking a = {fs, cfg, from_metadata};
   char key[700];
-  objstore_token_fetch fetch;
-  int rc;
   *out = '\0';
   if (*cfg->token) {
     snprintf(out, cap, "%s", cfg->token);
@@ -179,26 +197,11 @@ int az_bearer(az_fs* fs, const az_config* cfg, char* out, size_t cap, TF_Status*
   if (*cfg->tenant_id && *cfg->client_id && (*cfg->client_secret || *cfg->federated_token_file)) {
     snprintf(key, sizeof key, "tenant %s %s %s", cfg->tenant_id, cfg->client_id,
              *cfg->client_secret ? "secret" : cfg->federated_token_file);
-    fetch = from_tenant;
+    a.source = from_tenant;
   } else {
     snprintf(key, sizeof key, "metadata %s %s", cfg->msi_endpoint, cfg->client_id);
-    fetch = from_metadata;
   }
-  rc = objstore_token_get(&fs->entra, key, fetch, &a, out, cap, status);
-  if (rc != 0 && strncmp(TF_Message(status), "az: no credentials", 18) != 0) {
-    char msg[1400];
-    snprintf(msg, sizeof msg,
-             "az: no credentials: tried a connection string (connection_string, "
-             "AZURE_STORAGE_CONNECTION_STRING), an account key (account_key, AZURE_STORAGE_KEY), a "
-             "SAS (sas_token, AZURE_STORAGE_SAS_TOKEN), the token option, %s (%.500s); for a public "
-             "container set anonymous=1",
-             fetch == from_tenant ? "Entra ID (AZURE_TENANT_ID, AZURE_CLIENT_ID, AZURE_CLIENT_SECRET or "
-                                    "AZURE_FEDERATED_TOKEN_FILE)"
-                                  : "and managed identity, as no client secret or federated token is set",
-             TF_Message(status));
-    TF_SetStatus(status, TF_UNAUTHENTICATED, msg);
-  }
-  return rc;
+  return objstore_token_get(&fs->entra, key, from_chain, &a, out, cap, status);
 }
 
 void az_credential_source(objstore_fs* store, const void* config, char* out, size_t cap) {

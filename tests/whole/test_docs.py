@@ -126,6 +126,12 @@ def test_the_example_runs(block: Block, tmp_path: Path, request: pytest.FixtureR
         bucket = f"docs-{uuid.uuid4().hex[:12]}"
         emulator.create_bucket(bucket)
         code = code.replace("my-bucket", bucket).replace("http://127.0.0.1:4443", emulator.endpoint)
+    if "az://my-container" in code or "asyncfs+az://" in code:  # Azure: the session's Azurite
+        azurite = request.getfixturevalue("azurite")
+        container = f"docs-{uuid.uuid4().hex[:12]}"
+        request.getfixturevalue("az_fs").create_dir(f"az://{container}")
+        root = azurite.endpoint.rsplit("/", 1)[0]  # without the account
+        code = code.replace("my-container", container).replace("http://127.0.0.1:10000", root)
     if "http://127.0.0.1:8080/" in code:  # a web server: the session's nginx
         server: HttpServer = request.getfixturevalue("nginx")
         (server.root / "data").mkdir(exist_ok=True)
