@@ -16,7 +16,7 @@
  *      gives up after PROBE_MS so that a laptop does not wait
  *
  * Tokens from 5 and 6 are kept per filesystem and fetched again
- * REFRESH_S before they expire. Nothing found is UNAUTHENTICATED, naming
+ * before they expire (objstore_token.h). Nothing found is UNAUTHENTICATED, naming
  * what was tried. Requests to token services go through the engine, with
  * its retry policy. */
 #define _POSIX_C_SOURCE 200809L
@@ -33,25 +33,14 @@
 #include "gs_internal.h"
 #include "objstore_formats.h"
 
-#define REFRESH_S 240    /* a token with less life than this is fetched again */
 #define PROBE_MS 500     /* the metadata server's connect limit, off GCE */
-#define RETRY_AFTER_MS 30000 /* a chain that found nothing is asked again after this */
 #define MAX_DOCUMENT (1 << 20)
 #define SCOPE "https://www.googleapis.com/auth/cloud-platform"
 #define GOOGLE_TOKEN_URI "https://oauth2.googleapis.com/token"
 
-void gs_credentials_init(gs_fs* fs) {
-  pthread_mutex_init(&fs->token_lock, NULL);
-  fs->failure = TF_NewStatus();
-}
+void gs_credentials_init(gs_fs* fs) { objstore_token_cache_init(&fs->token); }
 
-void gs_credentials_destroy(gs_fs* fs) {
-  if (fs->token != NULL) memset(fs->token, 0, strlen(fs->token));
-  free(fs->token);
-  free(fs->token_file);
-  if (fs->failure != NULL) TF_DeleteStatus(fs->failure);
-  pthread_mutex_destroy(&fs->token_lock);
-}
+void gs_credentials_destroy(gs_fs* fs) { objstore_token_cache_destroy(&fs->token); }
 
 /* ---- documents ----------------------------------------------------------------------- */
 
@@ -72,74 +61,7 @@ static int base64url(plugin_buf* out, const unsigned char* data, size_t n) {
   return 0;
 }
 
-/* application/x-www-form-urlencoded value. */
-static int form_value(plugin_buf* out, const char* s) {
-  static const char hex[] = "0123456789ABCDEF";
-  for (; *s; ++s) {
-    unsigned char c = (unsigned char)*s;
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-        c == '.' || c == '_' || c == '~') {
-      if (plugin_buf_append(out, s, 1) != 0) return -1;
-    } else {
-      char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
-      if (plugin_buf_append(out, esc, 3) != 0) return -1;
-    }
-  }
-  return 0;
-}
-
 /* ---- asking a token service ------------------------------------------------------------ */
-
-typedef struct found {
-  char* token;
-  int64_t expires; /* Unix seconds */
-  char source[300];
-} found;
-
-/* A token service's answer: {"access_token", "expires_in"}. */
-static int take_token(const objstore_response* resp, found* out, TF_Status* status) {
-  char* token = objstore_json_get(resp->body.data, resp->body.len, "access_token");
-  char* expires_in = objstore_json_get(resp->body.data, resp->body.len, "expires_in");
-  if (token == NULL || *token == '\0') {
-    char msg[500];
-    snprintf(msg, sizeof msg, "gs: %s answered without an access_token", out->source);
-    TF_SetStatus(status, TF_UNAUTHENTICATED, msg);
-    free(token);
-    free(expires_in);
-    return -1;
-  }
-  out->token = token;
-  out->expires = (int64_t)time(NULL) + (expires_in != NULL ? strtoll(expires_in, NULL, 10) : 3600);
-  free(expires_in);
-  return 0;
-}
-
-/* POSTs form (or GETs, when NULL) to url with headers; the token from
- * the answer. settings limit the tries (a probe's are short). */
-static int ask(gs_fs* fs, const objstore_settings* settings, const char* url, const char* form,
-               struct curl_slist* headers, int direct, found* out, TF_Status* status) {
-  objstore_exchange x;
-  objstore_response resp;
-  int rc;
-  objstore_exchange_init(&x, &resp, form != NULL ? "POST" : "GET", NULL);
-  x.url = (char*)url;
-  x.headers = headers;
-  x.body = form;
-  x.body_len = form != NULL ? strlen(form) : 0;
-  x.max_body = MAX_DOCUMENT;
-  x.direct = direct;
-  rc = objstore_fetch(fs->store.engine, settings, &x, status);
-  if (rc == 0 && resp.http / 100 != 2) {
-    char msg[900];
-    snprintf(msg, sizeof msg, "gs: %s refused: HTTP %ld %.300s", out->source, resp.http,
-             resp.body.data != NULL ? resp.body.data : "");
-    TF_SetStatus(status, TF_UNAUTHENTICATED, msg);
-    rc = -1;
-  }
-  if (rc == 0) rc = take_token(&resp, out, status);
-  objstore_response_free(&resp);
-  return rc;
-}
 
 /* The signed JWT a service account exchanges for a token. */
 static int signed_jwt(const char* doc, const char* email, const char* audience, plugin_buf* jwt,
@@ -194,7 +116,7 @@ done:
 }
 
 /* A token from the credentials file at path: 0, or -1 with status set. */
-static int from_file(gs_fs* fs, const gs_config* cfg, const char* path, found* out, TF_Status* status) {
+static int from_file(gs_fs* fs, const gs_config* cfg, const char* path, objstore_token* out, TF_Status* status) {
   char* doc = plugin_read_text(path, MAX_DOCUMENT);
   char* type = json_member(doc, "type");
   char* token_uri = json_member(doc, "token_uri");
@@ -213,7 +135,7 @@ static int from_file(gs_fs* fs, const gs_config* cfg, const char* path, found* o
     if (email != NULL && signed_jwt(doc, email, uri, &jwt, status) == 0 &&
         plugin_buf_append(&form, "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=", 75) == 0 &&
         plugin_buf_append(&form, jwt.data, jwt.len) == 0)
-      rc = ask(fs, &cfg->transport, uri, form.data, headers, 0, out, status);
+      rc = objstore_token_ask(fs->store.engine, &cfg->transport, uri, form.data, headers, 0, out, status);
     else if (email == NULL)
       TF_SetStatus(status, TF_UNAUTHENTICATED, "gs: the service account file has no client_email");
     free(email);
@@ -226,10 +148,10 @@ static int from_file(gs_fs* fs, const gs_config* cfg, const char* path, found* o
     if (id == NULL || secret == NULL || refresh == NULL) {
       TF_SetStatus(status, TF_UNAUTHENTICATED,
                    "gs: the authorized_user file lacks client_id, client_secret or refresh_token");
-    } else if (plugin_buf_append(&form, "grant_type=refresh_token&client_id=", 35) == 0 && form_value(&form, id) == 0 &&
-               plugin_buf_append(&form, "&client_secret=", 15) == 0 && form_value(&form, secret) == 0 &&
-               plugin_buf_append(&form, "&refresh_token=", 15) == 0 && form_value(&form, refresh) == 0) {
-      rc = ask(fs, &cfg->transport, uri, form.data, headers, 0, out, status);
+    } else if (plugin_buf_append(&form, "grant_type=refresh_token&client_id=", 35) == 0 && objstore_form_value(&form, id) == 0 &&
+               plugin_buf_append(&form, "&client_secret=", 15) == 0 && objstore_form_value(&form, secret) == 0 &&
+               plugin_buf_append(&form, "&refresh_token=", 15) == 0 && objstore_form_value(&form, refresh) == 0) {
+      rc = objstore_token_ask(fs->store.engine, &cfg->transport, uri, form.data, headers, 0, out, status);
     }
     free(id);
     if (secret != NULL) memset(secret, 0, strlen(secret));
@@ -275,7 +197,7 @@ static void credentials_file(const gs_config* cfg, char* out, size_t cap) {
   else *out = '\0';
 }
 
-static int from_metadata(gs_fs* fs, const gs_config* cfg, found* out, TF_Status* status) {
+static int from_metadata(gs_fs* fs, const gs_config* cfg, objstore_token* out, TF_Status* status) {
   const char* host = getenv("GCE_METADATA_HOST");
   objstore_settings probe = cfg->transport;
   struct curl_slist* headers = curl_slist_append(NULL, "Metadata-Flavor: Google");
@@ -286,19 +208,25 @@ static int from_metadata(gs_fs* fs, const gs_config* cfg, found* out, TF_Status*
   snprintf(out->source, sizeof out->source, "the metadata server at %s", host);
   probe.connect_timeout_ms = PROBE_MS;
   probe.max_attempts = 2;
-  rc = ask(fs, &probe, url, NULL, headers, 1, out, status);
+  rc = objstore_token_ask(fs->store.engine, &probe, url, NULL, headers, 1, out, status);
   curl_slist_free_all(headers);
   return rc;
 }
 
-/* Sources 5 and 6, the result kept in fs (its lock held). */
-static int refresh(gs_fs* fs, const gs_config* cfg, const char* file, TF_Status* status) {
-  found got = {NULL, 0, ""};
+/* Sources 5 and 6 (the token cache keeps what this gives). */
+typedef struct asking {
+  gs_fs* fs;
+  const gs_config* cfg;
+  const char* file;
+} asking;
+
+static int fetch(void* arg, objstore_token* out, TF_Status* status) {
+  asking* a = arg;
   const char* no_gce = getenv("NO_GCE_CHECK");
   char tried[1100];
   int rc;
-  if (*file) {
-    rc = from_file(fs, cfg, file, &got, status);
+  if (*a->file) {
+    rc = from_file(a->fs, a->cfg, a->file, out, status);
   } else if (no_gce != NULL && strcasecmp(no_gce, "true") == 0) {
     rc = -1;
     snprintf(tried, sizeof tried,
@@ -307,7 +235,7 @@ static int refresh(gs_fs* fs, const gs_config* cfg, const char* file, TF_Status*
              "gcloud's application-default file (none set or found); the metadata server is skipped "
              "(NO_GCE_CHECK=true)");
     TF_SetStatus(status, TF_UNAUTHENTICATED, tried);
-  } else if ((rc = from_metadata(fs, cfg, &got, status)) != 0) {
+  } else if ((rc = from_metadata(a->fs, a->cfg, out, status)) != 0) {
     snprintf(tried, sizeof tried,
              "gs: no credentials: tried anonymous, the token option, GOOGLE_AUTH_TOKEN_FOR_TESTING, "
              "an emulator endpoint, the credentials_file option, GOOGLE_APPLICATION_CREDENTIALS, "
@@ -315,22 +243,13 @@ static int refresh(gs_fs* fs, const gs_config* cfg, const char* file, TF_Status*
              TF_Message(status));
     TF_SetStatus(status, TF_UNAUTHENTICATED, tried);
   }
-  free(fs->token_file);
-  fs->token_file = strdup(file);
-  if (fs->token != NULL) memset(fs->token, 0, strlen(fs->token));
-  free(fs->token);
-  fs->token = got.token;
-  fs->token_expires = got.expires;
-  snprintf(fs->token_source, sizeof fs->token_source, "%s", got.source);
-  TF_SetStatus(fs->failure, TF_GetCode(status), rc == 0 ? "" : TF_Message(status));
-  fs->asked_ms = objstore_now_ms();
   return rc;
 }
 
 int gs_bearer(gs_fs* fs, const gs_config* cfg, char* out, size_t cap, TF_Status* status) {
   const char* testing = getenv("GOOGLE_AUTH_TOKEN_FOR_TESTING");
   char file[1024];
-  int rc = 0, fresh;
+  asking a = {fs, cfg, file};
   *out = '\0';
   if (cfg->anonymous) return 0;
   if (*cfg->token) {
@@ -343,18 +262,7 @@ int gs_bearer(gs_fs* fs, const gs_config* cfg, char* out, size_t cap, TF_Status*
   }
   if (gs_emulator_endpoint(cfg)) return 0;
   credentials_file(cfg, file, sizeof file);
-  pthread_mutex_lock(&fs->token_lock);
-  fresh = fs->token_file != NULL && strcmp(fs->token_file, file) == 0;
-  if (fresh && fs->token != NULL && fs->token_expires - (int64_t)time(NULL) > REFRESH_S) {
-    snprintf(out, cap, "%s", fs->token);
-  } else if (fresh && fs->token == NULL && objstore_now_ms() - fs->asked_ms < RETRY_AFTER_MS) {
-    TF_SetStatus(status, TF_GetCode(fs->failure), TF_Message(fs->failure)); /* asked just now */
-    rc = -1;
-  } else if ((rc = refresh(fs, cfg, file, status)) == 0) {
-    snprintf(out, cap, "%s", fs->token);
-  }
-  pthread_mutex_unlock(&fs->token_lock);
-  return rc;
+  return objstore_token_get(&fs->token, file, fetch, &a, out, cap, status);
 }
 
 void gs_credential_source(objstore_fs* store, const void* config, char* out, size_t cap) {
@@ -370,10 +278,5 @@ void gs_credential_source(objstore_fs* store, const void* config, char* out, siz
   else if (*cfg->token) snprintf(out, cap, "the token option");
   else if (testing != NULL && *testing) snprintf(out, cap, "GOOGLE_AUTH_TOKEN_FOR_TESTING");
   else if (gs_emulator_endpoint(cfg)) snprintf(out, cap, "none: the endpoint is an emulator's (http://)");
-  else {
-    pthread_mutex_lock(&fs->token_lock);
-    if (fs->token != NULL) snprintf(out, cap, "%s", fs->token_source);
-    else snprintf(out, cap, "none found: %s", TF_Message(fs->failure));
-    pthread_mutex_unlock(&fs->token_lock);
-  }
+  else objstore_token_describe(&fs->token, out, cap);
 }

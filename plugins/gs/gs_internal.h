@@ -21,6 +21,7 @@
 
 #include "asyncfs/filesystem_interface.h"
 #include "objstore.h"
+#include "objstore_token.h"
 #include "plugin_common.h"
 #include "plugin_fs.h"
 
@@ -42,15 +43,8 @@ typedef struct gs_config {
 typedef struct gs_fs {
   objstore_fs store; /* settings, engine, namespace: the engine's ops find them */
   /* The token a credentials file or the metadata server gave
-   * (gs_credentials.c), for token_file ("" : the metadata server); the
-   * last asking's failure (or OK), and when that was. */
-  pthread_mutex_t token_lock;
-  char* token;
-  int64_t token_expires; /* Unix seconds */
-  char* token_file;
-  char token_source[300];
-  TF_Status* failure;
-  uint64_t asked_ms;
+   * (gs_credentials.c), for the file it came from ("": the metadata server). */
+  objstore_token_cache token;
 } gs_fs;
 
 static inline gs_config* gs_config_acquire(gs_fs* fs) {

@@ -258,7 +258,7 @@ const objstore_store gs_store = {
     gs_authorize,           NULL,                   gs_read_answer,
     NULL,                   gs_set_error,           gs_describe,
     gs_object_request,      gs_release_request,     gs_explain_missing,
-    gs_name_object};
+    gs_name_object,         NULL};
 
 /* ---- the namespace's requests ----------------------------------------------------------- */
 
