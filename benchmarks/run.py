@@ -10,7 +10,7 @@ the whole selection runs N times and the table gives each row's median run
 within one run, never absolute numbers across machines. Peers that are not
 installed are reported as such. Each suite is a module of this package
 (local_bench, latency_bench, records_bench, responsiveness, s3_bench,
-gs_bench, http_bench, fsspec_bench, aiofiles_bench); this one runs the selected ones and prints.
+gs_bench, az_bench, http_bench, fsspec_bench, aiofiles_bench); this one runs the selected ones and prints.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import asyncfs
 
 from . import responsiveness
 from .aiofiles_bench import bench_aiofiles
+from .az_bench import bench_az
 from .datasets import make_big_file, make_lines, make_small_files, make_tfrecords, make_tree
 from .fsspec_bench import bench_fsspec
 from .gs_bench import bench_gs
@@ -89,6 +90,8 @@ def measure(only: set[str], data: Path, repeat: int, quick: bool) -> list[Row]:
         rows.extend(bench_s3(repeat, quick))
     if "gs" in only:
         rows.extend(bench_gs(repeat, quick))
+    if "az" in only:
+        rows.extend(bench_az(repeat, quick))
     if "http" in only:
         rows.extend(bench_http(repeat, quick))
     if "stacks" in only:
@@ -112,7 +115,7 @@ def main() -> int:
     parser.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "asyncfs-bench"))
     parser.add_argument(
         "--only",
-        default="import,small,pool,streams,big,glob,exists,latency,lines,tfrecord,prefetch,s3,gs,http,stacks,fsspec,aiofiles",
+        default="import,small,pool,streams,big,glob,exists,latency,lines,tfrecord,prefetch,s3,gs,az,http,stacks,fsspec,aiofiles",
     )
     args = parser.parse_args()
     if args.runs < 1:

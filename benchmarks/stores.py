@@ -120,3 +120,54 @@ def verdict(row: Row, target: float, peer: str | None = None) -> None:
     ratio = row.ratio = row.results["asyncfs"] / peers[best_peer]
     which = best_peer if peer is not None or len(peers) == 1 else f"{best_peer}, the faster peer"
     row.verdict = f"{ratio:.2f}× {which} ({'met' if ratio >= target else 'missed'})"
+
+
+# ---- the standard rows of an object store's suite --------------------------------------------
+
+# (operation, what the row says, its unit, whether it counts requests, target)
+STANDARD = (
+    ("get", "GET {small} × 4 KiB, {in_flight} in flight", "objects/s", True, 1.2),
+    ("prefetch", "prefetch {prefetch} × 4 KiB, {in_flight} in flight", "objects/s", True, 1.2),
+    ("put", "PUT {small} × 4 KiB, {in_flight} in flight", "objects/s", True, 1.2),
+    ("head", "HEAD {small} (stat), {in_flight} in flight", "objects/s", True, 1.2),
+    ("list", "LIST {listed} keys (one folder)", "keys/s", False, 1.2),
+    ("put_big", "PUT {big} MiB", "MiB/s", False, 1.0),
+    ("get_big", "GET {big} MiB", "MiB/s", False, 1.0),
+)
+
+
+def standard_rows(
+    label: str,
+    counts: dict[str, int],
+    clients: dict[str, Clients],
+    notes: dict[str, str],
+    *,
+    repeat: int,
+    cpu: Cpu,
+    server: str,
+    before: dict[str, Callable[[], None]] | None = None,
+) -> list[Row]:
+    """The rows every store's suite measures, each with the clients that
+    can do its operation (clients[operation]: name -> work), timed in turns;
+    counts: small, prefetch, listed, big (bytes), in_flight. before[op]
+    runs untimed before that row (the object a GET reads)."""
+    rows: list[Row] = []
+    words = {**counts, "big": counts["big"] // (1 << 20)}
+    units = {"get": "small", "prefetch": "prefetch", "put": "small", "head": "small", "list": "listed"}
+    for op, title, unit, counted, target in STANDARD:
+        if op not in clients:
+            continue
+        if before is not None and op in before:
+            before[op]()
+        row = Row(f"{label} {title.format(**words)}", unit)
+        amount = counts[units[op]] if op in units else counts["big"] / (1 << 20)
+        requests = int(amount) if counted else 0
+        times = in_turns(clients[op], repeat, cpu=cpu if counted else None, requests=requests)
+        row.results = {name: amount / seconds for name, seconds in times.items()}
+        if counted:
+            cpu.note(row, server)
+        row.notes.append(notes.get(op, f"best of {repeat} rounds, the clients in turn"))
+        row.target = f"≥ {target}× the faster peer"
+        verdict(row, target)
+        rows.append(row)
+    return rows

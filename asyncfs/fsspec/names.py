@@ -207,17 +207,17 @@ def _gcsfs_token(token: Any) -> dict[str, Any]:
 def _adlfs(options: Mapping[str, Any]) -> dict[str, Any]:
     """adlfs's names as the az plugin's; the plugin's own pass as they are."""
     out: dict[str, Any] = {}
-    for key, value in options.items():
+    for key, given in options.items():
         if key in _ADLFS_REFUSED:
             raise InvalidArgumentError(f"asyncfs+az cannot honour adlfs's {key!r}: {_ADLFS_REFUSED[key]}")
-        if key == "anon":
-            name, value = "anonymous", int(bool(value))
-        elif key == "account_host":  # adlfs: the blob endpoint's host
-            name, value = "endpoint", f"https://{value}"
-        else:
-            name = _ADLFS.get(key, key)
-        if value is None:
+        if given is None:
             continue  # adlfs's default: the plugin's
+        if key == "anon":
+            name, value = "anonymous", int(bool(given))
+        elif key == "account_host":  # adlfs: the blob endpoint's host
+            name, value = "endpoint", f"https://{given}"
+        else:
+            name, value = _ADLFS.get(key, key), given
         if name in out and out[name] != value:
             raise InvalidArgumentError(f"asyncfs+az: {key} and another name both set {name!r}, to different values")
         out[name] = value

@@ -111,7 +111,7 @@ static void fs_cleanup(TF_Filesystem* filesystem) {
 
 static const TF_FilesystemOps az_filesystem_ops = {
     .init = fs_init, .cleanup = fs_cleanup, PLUGIN_FILE_CONSTRUCTORS(az_), OBJSTORE_NAMESPACE_OPS,
-    .read_files = az_read_files, OBJSTORE_CONFIGURATION_OPS};
+    .read_files = az_read_files, .write_files = az_write_files, OBJSTORE_CONFIGURATION_OPS};
 
 static const plugin_scheme az_schemes[] = {
     {"az", &az_filesystem_ops, &objstore_file_ops, &az_writable_file_ops, &objstore_region_ops},

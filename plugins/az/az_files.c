@@ -227,17 +227,10 @@ static int commit(az_writer* w, TF_Status* status) {
 static int put_blob(az_writer* w, TF_Status* status) {
   objstore_exchange x;
   objstore_response resp;
-  az_call* c;
   int rc = -1;
-  if (az_object_call(w->fs, "PUT", w->bucket, w->key, &x, &resp, &c, status) == 0) {
-    if (az_header(c, "x-ms-blob-type", "BlockBlob") != 0) {
-      TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "az: out of memory");
-    } else {
-      x.body = w->buf.len > 0 ? w->buf.data : "";
-      x.body_len = w->buf.len;
-      rc = objstore_run(w->fs->store.engine, &c->cfg->transport, &x, status);
-    }
-  }
+  objstore_exchange_init(&x, &resp, "PUT", NULL);
+  if (az_put_request(w->fs, w->path, w->buf.data, w->buf.len, &x, status) == 0)
+    rc = objstore_run(w->fs->store.engine, &w->cfg->transport, &x, status);
   az_release_request(w->fs, &x);
   objstore_response_free(&resp);
   return rc;
@@ -352,3 +345,14 @@ void az_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
 
 const TF_WritableFileOps az_writable_file_ops = {writer_cleanup, writer_append, writer_tell,
                                                  writer_flush,   writer_flush,  writer_close};
+
+/* Each blob up to upload_threshold in one Put Blob, all in flight at once;
+ * larger ones as writable files (blocks in flight), one after another. */
+void az_write_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
+                    const char* const* datas, const size_t* lengths, TF_Status** statuses) {
+  az_fs* fs = filesystem->plugin_filesystem;
+  az_config* cfg = az_config_acquire(fs);
+  objstore_write_objects(fs->store.engine, &cfg->transport, filesystem, paths, n, datas, lengths, statuses,
+                         (size_t)cfg->upload_threshold, az_new_writable_file, &az_writable_file_ops);
+  az_config_release(fs, cfg);
+}

@@ -122,6 +122,10 @@ az_call* az_call_bind(az_fs* fs, const char* method, const char* bucket, const c
 int az_param(az_call* c, const char* name, const char* value);
 int az_header(az_call* c, const char* name, const char* value);
 void az_release_request(void* store, objstore_exchange* x);
+/* Put Blob of data as the object at path ("/container/blob"), the
+ * store's put_request: 0, or -1 with status set. */
+int az_put_request(void* store, const char* path, const char* data, size_t len, objstore_exchange* x,
+                   TF_Status* status);
 /* A fresh exchange and call on a writer's object, for az_files.c. */
 int az_object_call(az_fs* fs, const char* method, const char* bucket, const char* key,
                    objstore_exchange* x, objstore_response* resp, az_call** out, TF_Status* status);
@@ -139,6 +143,8 @@ void az_parse_connection_string(const char* text, az_account* out);
 PLUGIN_DECLARE_FILE_CONSTRUCTORS(az_);
 void az_read_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
                    char* const* buffers, const size_t* caps, int64_t* sizes, TF_Status** statuses);
+void az_write_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
+                    const char* const* datas, const size_t* lengths, TF_Status** statuses);
 extern const TF_WritableFileOps az_writable_file_ops;
 
 /* The size of block `number` (1-based) of a file whose length is not

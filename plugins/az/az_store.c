@@ -446,6 +446,34 @@ static int az_object_request(void* store, const char* path, const char* range,
   return 0;
 }
 
+int az_put_request(void* store, const char* path, const char* data, size_t len, objstore_exchange* x,
+                   TF_Status* status) {
+  char* copy = strdup(path);
+  char *bucket, *key;
+  az_call* c;
+  if (copy == NULL) {
+    OOM(status);
+    return -1;
+  }
+  if (split(copy, &bucket, &key) != 0) {
+    char msg[600];
+    snprintf(msg, sizeof msg, "write az:/%s: a container is a directory, not a file", path);
+    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+    free(copy);
+    return -1;
+  }
+  c = az_call_bind(store, "PUT", bucket, key, x, status);
+  free(copy);
+  if (c == NULL) return -1;
+  if (az_header(c, "x-ms-blob-type", "BlockBlob") != 0) {
+    OOM(status);
+    return -1;
+  }
+  x->body = len > 0 ? data : "";
+  x->body_len = len;
+  return 0;
+}
+
 static int az_explain_missing(void* store, const char* path, const char* what,
                               const objstore_exchange* x, TF_Status* status) {
   (void)x;
@@ -462,7 +490,7 @@ const objstore_store az_store = {
     az_authorize,           NULL,                   az_read_answer,
     NULL,                   az_set_error,           az_describe,
     az_object_request,      az_release_request,     az_explain_missing,
-    az_name_object,         "x-ms-error-code"};
+    az_name_object,         "x-ms-error-code",      az_put_request};
 
 /* ---- the namespace's requests ----------------------------------------------------------- */
 
@@ -504,7 +532,7 @@ static int list_request(void* store, const void* config, const char* bucket, con
   int failed;
   (void)config;
   if (c == NULL) return -1;
-  snprintf(number, sizeof number, "%d", max > 5000 ? 5000 : max);
+  snprintf(number, sizeof number, "%d", max);
   /* in the order Shared Key sorts them */
   failed = az_param(c, "comp", "list") != 0 ||
            (delimiter != NULL && *bucket && az_param(c, "delimiter", delimiter) != 0) ||
@@ -625,4 +653,5 @@ static int copy(void* store, const void* config, const char* src_bucket, const c
 }
 
 const objstore_tree_hooks az_tree_hooks = {tree_request, stat_answer, list_request,
-                                           list_answer,  copy,        NULL};
+                                           list_answer,  copy,        NULL,
+                                           5000};

@@ -93,7 +93,7 @@ static void fs_cleanup(TF_Filesystem* filesystem) {
 
 static const TF_FilesystemOps gs_filesystem_ops = {
     .init = fs_init, .cleanup = fs_cleanup, PLUGIN_FILE_CONSTRUCTORS(gs_), OBJSTORE_NAMESPACE_OPS,
-    .read_files = gs_read_files, OBJSTORE_CONFIGURATION_OPS};
+    .read_files = gs_read_files, .write_files = gs_write_files, OBJSTORE_CONFIGURATION_OPS};
 
 static const plugin_scheme gs_schemes[] = {
     {"gs", &gs_filesystem_ops, &objstore_file_ops, &gs_writable_file_ops, &objstore_region_ops}};

@@ -510,3 +510,15 @@ void gs_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
 
 const TF_WritableFileOps gs_writable_file_ops = {writer_cleanup, writer_append, writer_tell,
                                                  writer_flush,   writer_flush,  writer_close};
+
+/* Each object up to upload_threshold in one multipart upload, all in
+ * flight at once; larger ones as writable files (resumable sessions), one
+ * after another. */
+void gs_write_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
+                    const char* const* datas, const size_t* lengths, TF_Status** statuses) {
+  gs_fs* fs = filesystem->plugin_filesystem;
+  gs_config* cfg = gs_config_acquire(fs);
+  objstore_write_objects(fs->store.engine, &cfg->transport, filesystem, paths, n, datas, lengths, statuses,
+                         (size_t)cfg->upload_threshold, gs_new_writable_file, &gs_writable_file_ops);
+  gs_config_release(fs, cfg);
+}

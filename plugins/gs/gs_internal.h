@@ -113,6 +113,8 @@ int gs_emulator_endpoint(const gs_config* cfg);
 PLUGIN_DECLARE_FILE_CONSTRUCTORS(gs_);
 void gs_read_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
                    char* const* buffers, const size_t* caps, int64_t* sizes, TF_Status** statuses);
+void gs_write_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
+                    const char* const* datas, const size_t* lengths, TF_Status** statuses);
 extern const TF_WritableFileOps gs_writable_file_ops;
 
 #endif /* ASYNCFS_GS_INTERNAL_H_ */

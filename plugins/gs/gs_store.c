@@ -241,6 +241,28 @@ static int gs_object_request(void* store, const char* path, const char* range,
   return 0;
 }
 
+/* The store's put_request: one multipart upload of data as path. */
+static int gs_put_request(void* store, const char* path, const char* data, size_t len,
+                          objstore_exchange* x, TF_Status* status) {
+  char* copy = strdup(path);
+  char *bucket, *key;
+  int rc;
+  if (copy == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    return -1;
+  }
+  if (split(copy, &bucket, &key) != 0) {
+    char msg[600];
+    snprintf(msg, sizeof msg, "write gs:/%s: a bucket is a directory, not a file", path);
+    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+    free(copy);
+    return -1;
+  }
+  rc = gs_upload_request(store, bucket, key, data, len, 0, x, status);
+  free(copy);
+  return rc;
+}
+
 /* A read answered 404: what is there instead, as stat sees it. */
 static int gs_explain_missing(void* store, const char* path, const char* what,
                               const objstore_exchange* x, TF_Status* status) {
@@ -258,7 +280,7 @@ const objstore_store gs_store = {
     gs_authorize,           NULL,                   gs_read_answer,
     NULL,                   gs_set_error,           gs_describe,
     gs_object_request,      gs_release_request,     gs_explain_missing,
-    gs_name_object,         NULL};
+    gs_name_object,         NULL,                   gs_put_request};
 
 /* ---- the namespace's requests ----------------------------------------------------------- */
 
@@ -475,4 +497,5 @@ static int copy(void* store, const void* config, const char* src_bucket, const c
 }
 
 const objstore_tree_hooks gs_tree_hooks = {tree_request, stat_answer, list_request,
-                                           list_answer,  copy,        NULL};
+                                           list_answer,  copy,        NULL,
+                                           1000};

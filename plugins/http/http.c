@@ -258,7 +258,7 @@ static const objstore_store http_store = {
     http_authorize,         NULL,                   http_read_answer,
     NULL,                   http_set_error,         http_describe,
     http_object_request,    http_release_request,   http_explain_missing,
-    http_name_object,       NULL};
+    http_name_object,       NULL,                   NULL};
 
 /* ---- lifecycle ------------------------------------------------------------------------ */
 

@@ -212,6 +212,12 @@ typedef struct objstore_store {
    * which a HEAD carries without a body), read into resp->error_code;
    * NULL: none. (Read only when the table's size reaches it.) */
   const char* error_header;
+  /* Makes x (initialized) the upload of data (len bytes) as the object at
+   * path in one request (a Put Blob, a multipart upload); what it
+   * allocates, release_request frees. 0, or -1 with status set. NULL: no
+   * objstore_write_objects. (Read only when the table's size reaches it.) */
+  int (*put_request)(void* store, const char* path, const char* data, size_t len, objstore_exchange* x,
+                     TF_Status* status);
 } objstore_store;
 
 typedef struct objstore_engine objstore_engine;
@@ -293,6 +299,21 @@ void objstore_read_objects(objstore_engine* engine, const objstore_settings* set
                            const char* const* paths, int n, char* const* buffers,
                            const size_t* caps, int64_t* sizes, TF_Status** statuses);
 
+/* ---- writing many whole objects at once (objstore_writes.c) ---- */
+
+/* The write_files op: each object of at most single_max bytes in one
+ * request (the store's put_request), all in flight at once; larger ones
+ * one after another through the plugin's own writable files (new_writable
+ * and ops: blocks or chunks in flight). statuses[i] is each one's outcome;
+ * the stat cache forgets every path. */
+void objstore_write_objects(objstore_engine* engine, const objstore_settings* settings,
+                            const TF_Filesystem* filesystem, const char* const* paths, int n,
+                            const char* const* datas, const size_t* lengths, TF_Status** statuses,
+                            size_t single_max,
+                            void (*new_writable)(const TF_Filesystem*, const char*, TF_WritableFile*,
+                                                 TF_Status*),
+                            const TF_WritableFileOps* ops);
+
 /* ---- a namespace of buckets and keys (objstore_tree.c) ---- */
 
 /* Directories over a flat store, as every object store's users expect
@@ -352,6 +373,9 @@ typedef struct objstore_tree_hooks {
    * failure in status. NULL: one DELETE per key, all in flight. */
   int (*delete_keys)(void* store, const void* config, const char* bucket, char** keys, int count,
                      TF_Status* status);
+  /* The most entries a listing page may hold (S3 and GCS: 1000; Azure:
+   * 5000); 0: 1000. */
+  int page_size;
 } objstore_tree_hooks;
 
 /* One call's view of a store's namespace. */

@@ -180,7 +180,8 @@ static int list_all(const objstore_tree* t, const char* bucket, const char* pref
   char* token = NULL;
   do {
     char* next;
-    if (list_page(t, bucket, prefix, delimiter, 1000, token, l, status) != 0) {
+    if (list_page(t, bucket, prefix, delimiter, t->hooks->page_size > 0 ? t->hooks->page_size : 1000, token, l,
+                  status) != 0) {
       free(token);
       return -1;
     }

@@ -271,7 +271,7 @@ const objstore_store s3_store = {
     OBJSTORE_STORE_VERSION, sizeof(objstore_store), "s3", "x-amz-meta-", "x-amz-bucket-region",
     s3_authorize,      s3_unauthorize,     s3_read_answer,     s3_retryable,  s3_set_error,
     s3_describe,       s3_object_request,  s3_release_request, s3_explain_missing,
-    s3_name_object,    NULL};
+    s3_name_object,    NULL,               NULL};
 
 /* ---- requests --------------------------------------------------------------------- */
 

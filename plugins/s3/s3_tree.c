@@ -312,4 +312,5 @@ static int delete_keys(void* store, const void* config, const char* bucket, char
 }
 
 const objstore_tree_hooks s3_tree_hooks = {tree_request, stat_answer, list_request,
-                                           list_answer,  copy,        delete_keys};
+                                           list_answer,  copy,        delete_keys,
+                                           1000};

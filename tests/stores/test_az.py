@@ -73,6 +73,20 @@ def test_block_sizes_reach_the_service_limit() -> None:
     assert total > 175 * (1 << 40)  # what az_block_size gives, written out
 
 
+def test_write_files_puts_small_blobs_at_once_and_big_ones_in_blocks(azurite: Azurite, container: str) -> None:
+    """The bulk write (what concurrent write_file calls become): one Put
+    Blob each up to the threshold, all in flight; a bigger one in blocks;
+    each path's own outcome (a container is no file)."""
+    fs = own_az(azurite, upload_threshold=1024 * 1024, block_size=1024 * 1024)
+    uris = [f"az://{container}/bulk/{i}" for i in range(20)] + [f"az://{container}/bulk/big", f"az://{container}"]
+    datas = [pattern(100 + i) for i in range(20)] + [pattern(3 * 1024 * 1024 + 5), b"not a file"]
+    errors = fs.write_files(uris, datas)
+    assert errors[:-1] == [None] * 21
+    assert isinstance(errors[-1], asyncfs.FailedPreconditionError) and "container" in str(errors[-1])
+    for uri, data in zip(uris[:-1], datas, strict=False):
+        assert fs.read_file(uri) == data
+
+
 def test_a_file_dropped_without_close_leaves_nothing(azurite: Azurite, container: str) -> None:
     fs = own_az(azurite, upload_threshold=1024 * 1024, block_size=1024 * 1024)
     uri = f"az://{container}/dropped"
@@ -193,9 +207,7 @@ def test_azure_storage_blob_and_asyncfs_read_each_other(
         f"from-asyncfs/{n}" for n in ODD
     )
     big = pattern(5 * 1024 * 1024 + 3)  # blocks, committed by asyncfs
-    own_az(azurite, upload_threshold=1024 * 1024, block_size=1024 * 1024).write_file(
-        f"az://{container}/big", big
-    )
+    own_az(azurite, upload_threshold=1024 * 1024, block_size=1024 * 1024).write_file(f"az://{container}/big", big)
     assert theirs.download_blob("big").readall() == big
 
 

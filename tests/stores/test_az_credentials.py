@@ -65,7 +65,7 @@ class Fakes:
                     self._json(token)
                     return
                 fakes.authorizations.append(self.headers.get("Authorization", ""))
-                body = b'<?xml version="1.0" encoding="utf-8"?><EnumerationResults><Blobs/><NextMarker/></EnumerationResults>'
+                body = b"<?xml version='1.0'?><EnumerationResults><Blobs/><NextMarker/></EnumerationResults>"
                 self.send_response(200)  # a listing: empty
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()

@@ -37,9 +37,7 @@ class Azurite:
 
     @property
     def connection_string(self) -> str:
-        return (
-            f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={KEY};BlobEndpoint={self.endpoint};"
-        )
+        return f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={KEY};BlobEndpoint={self.endpoint};"
 
 
 def start_azurite() -> Azurite:
