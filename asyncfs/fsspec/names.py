@@ -212,6 +212,7 @@ def _adlfs(options: Mapping[str, Any]) -> dict[str, Any]:
             raise InvalidArgumentError(f"asyncfs+az cannot honour adlfs's {key!r}: {_ADLFS_REFUSED[key]}")
         if given is None:
             continue  # adlfs's default: the plugin's
+        value: Any
         if key == "anon":
             name, value = "anonymous", int(bool(given))
         elif key == "account_host":  # adlfs: the blob endpoint's host
