@@ -21,7 +21,7 @@ from typing import Any
 from tests.support.gcs_emulator import GcsEmulator, emulator_missing_reason, start_fake_gcs
 
 from .harness import IN_FLIGHT, Row, bounded, optional, started_env
-from .stores import Clients, Cpu, in_turns, verdict
+from .stores import Clients, Cpu, standard_rows
 
 MiB = 1 << 20
 BUCKET = "asyncfs-bench"
@@ -83,142 +83,79 @@ def _obstore(emulator: GcsEmulator, scratch: Path) -> Any:
 
 def _bench(emulator: GcsEmulator, scratch: Path, repeat: int, quick: bool) -> list[Row]:
     small_count, big_size, list_count = (500, 32 * MiB, 2000) if quick else (2000, 256 * MiB, 10_000)
+    counts = {"small": small_count, "prefetch": small_count, "listed": list_count, "big": big_size}
+    counts["in_flight"] = IN_FLIGHT
     env = started_env()
     env.filesystem("gs://").wrapped.set_option("endpoint", emulator.endpoint.encode())
     gcsfs_run = _gcsfs(emulator)
     store = _obstore(emulator, scratch)
     obstore = optional("obstore")
-    cpu = Cpu([emulator.pid])
-    rows: list[Row] = []
 
     small = [f"small-{i:05d}" for i in range(small_count)]
     listed = [f"list/k{i:05d}" for i in range(list_count)]
     payload = b"x" * 4096
+    big = bytes(range(256)) * (big_size // 256)
     emulator.create_bucket(BUCKET)
 
+    def uris(keys: list[str]) -> list[str]:
+        return [f"gs://{BUCKET}/{k}" for k in keys]
+
     async def setup() -> None:
-        await bounded(lambda key: env.write_file(f"gs://{BUCKET}/{key}", payload), small + listed)
+        await bounded(lambda uri: env.write_file(uri, payload), uris(small + listed))
 
     asyncio.run(setup())
 
-    def row_of(row: Row, clients: Clients, *, requests: int, units: float, target: float, note: str = "") -> None:
-        times = in_turns(clients, repeat, cpu=cpu if requests else None, requests=requests)
-        row.results = {name: units / seconds for name, seconds in times.items()}
-        if requests:
-            cpu.note(row, "emulator")
-        row.notes.append(note or f"best of {repeat} rounds, the clients in turn")
-        row.target = f"≥ {target}× the faster peer"
-        verdict(row, target)
-        rows.append(row)
+    async def asyncfs_prefetch() -> None:
+        async for _ in env.prefetch(uris(small), in_flight=IN_FLIGHT):
+            pass
 
-    # ---- GET, prefetch, PUT and HEAD of small objects --------------------------------
-    gets: Clients = {"asyncfs": lambda: bounded(env.read_file, [f"gs://{BUCKET}/{k}" for k in small])}
+    clients: dict[str, Clients] = {
+        "get": {"asyncfs": lambda: bounded(env.read_file, uris(small))},
+        "prefetch": {"asyncfs": asyncfs_prefetch},
+        "put": {"asyncfs": lambda: bounded(lambda k: env.write_file(f"gs://{BUCKET}/put-asyncfs/{k}", payload), small)},
+        "head": {"asyncfs": lambda: bounded(env.stat, uris(small))},
+        "list": {"asyncfs": lambda: env.listdir(f"gs://{BUCKET}/list")},
+        "put_big": {"asyncfs": lambda: env.write_file(f"gs://{BUCKET}/big-asyncfs", big)},
+        "get_big": {"asyncfs": lambda: env.read_file(f"gs://{BUCKET}/big")},
+    }
     if store is not None:
 
         async def obs_get(key: str) -> bytes:
             return bytes(await (await obstore.get_async(store, key)).bytes_async())
 
-        gets["obstore"] = lambda: bounded(obs_get, small)
+        clients["get"]["obstore"] = lambda: bounded(obs_get, small)
+        clients["prefetch"]["obstore"] = lambda: bounded(obs_get, small)
+        clients["head"]["obstore"] = lambda: bounded(lambda k: obstore.head_async(store, k), small)
+        clients["list"]["obstore"] = lambda: obstore.list_with_delimiter_async(store, "list/")
+        clients["get_big"]["obstore"] = lambda: obs_get("big")
     if gcsfs_run is not None:
-        gets["gcsfs"] = lambda: gcsfs_run(lambda fs: bounded(lambda k: fs._cat_file(f"{BUCKET}/{k}"), small))
-    row_of(
-        Row(f"gs GET {small_count} × 4 KiB, {IN_FLIGHT} in flight", "objects/s"),
-        gets,
-        requests=small_count,
-        units=small_count,
-        target=1.2,
-    )
-
-    async def asyncfs_prefetch() -> None:
-        async for _ in env.prefetch([f"gs://{BUCKET}/{k}" for k in small], in_flight=IN_FLIGHT):
-            pass
-
-    prefetches: Clients = {"asyncfs": asyncfs_prefetch}
-    if store is not None:
-        prefetches["obstore"] = lambda: bounded(obs_get, small)
-    if gcsfs_run is not None:
-        prefetches["gcsfs"] = lambda: gcsfs_run(lambda fs: fs._cat([f"{BUCKET}/{k}" for k in small]))
-    row_of(
-        Row(f"gs prefetch {small_count} × 4 KiB, {IN_FLIGHT} in flight", "objects/s"),
-        prefetches,
-        requests=small_count,
-        units=small_count,
-        target=1.2,
-        note=f"asyncfs: env.prefetch, in order; obstore: get_async in {IN_FLIGHT} lanes; gcsfs: cat of the list; "
-        f"best of {repeat} rounds",
-    )
-
-    puts: Clients = {
-        "asyncfs": lambda: bounded(lambda k: env.write_file(f"gs://{BUCKET}/put-asyncfs/{k}", payload), small)
-    }
-    if gcsfs_run is not None:
-        puts["gcsfs"] = lambda: gcsfs_run(
+        clients["get"]["gcsfs"] = lambda: gcsfs_run(lambda fs: bounded(lambda k: fs._cat_file(f"{BUCKET}/{k}"), small))
+        clients["prefetch"]["gcsfs"] = lambda: gcsfs_run(lambda fs: fs._cat([f"{BUCKET}/{k}" for k in small]))
+        clients["put"]["gcsfs"] = lambda: gcsfs_run(
             lambda fs: bounded(lambda k: fs._pipe_file(f"{BUCKET}/put-gcsfs/{k}", payload), small)
         )
-    row_of(
-        Row(f"gs PUT {small_count} × 4 KiB, {IN_FLIGHT} in flight", "objects/s"),
-        puts,
-        requests=small_count,
-        units=small_count,
-        target=1.2,
-        note=f"best of {repeat} rounds; obstore: the emulator takes no XML uploads",
-    )
-
-    heads: Clients = {"asyncfs": lambda: bounded(env.stat, [f"gs://{BUCKET}/{k}" for k in small])}
-    if store is not None:
-        heads["obstore"] = lambda: bounded(lambda k: obstore.head_async(store, k), small)
-    if gcsfs_run is not None:
-        heads["gcsfs"] = lambda: gcsfs_run(lambda fs: bounded(lambda k: fs._info(f"{BUCKET}/{k}"), small))
-    row_of(
-        Row(f"gs HEAD {small_count} (stat), {IN_FLIGHT} in flight", "objects/s"),
-        heads,
-        requests=small_count,
-        units=small_count,
-        target=1.2,
-    )
-
-    # ---- LIST one folder -------------------------------------------------------------------
-    lists: Clients = {"asyncfs": lambda: env.listdir(f"gs://{BUCKET}/list")}
-    if store is not None:
-        lists["obstore"] = lambda: obstore.list_with_delimiter_async(store, "list/")
-    if gcsfs_run is not None:
-        lists["gcsfs"] = lambda: gcsfs_run(lambda fs: fs._ls(f"{BUCKET}/list", refresh=True))
-    row_of(
-        Row(f"gs LIST {list_count} keys (one folder)", "keys/s"),
-        lists,
-        requests=0,
-        units=list_count,
-        target=1.2,
-        note=f"best of {repeat} rounds; obstore lists through the XML API, which this emulator answers in one "
+        clients["head"]["gcsfs"] = lambda: gcsfs_run(lambda fs: bounded(lambda k: fs._info(f"{BUCKET}/{k}"), small))
+        clients["list"]["gcsfs"] = lambda: gcsfs_run(lambda fs: fs._ls(f"{BUCKET}/list", refresh=True))
+        clients["put_big"]["gcsfs"] = lambda: gcsfs_run(lambda fs: fs._pipe_file(f"{BUCKET}/big-gcsfs", big))
+        clients["get_big"]["gcsfs"] = lambda: gcsfs_run(lambda fs: fs._cat_file(f"{BUCKET}/big"))
+    notes = {
+        "prefetch": f"asyncfs: env.prefetch, in order; obstore: get_async in {IN_FLIGHT} lanes; gcsfs: cat of the "
+        f"list; best of {repeat} rounds",
+        "put": f"best of {repeat} rounds; obstore: the emulator takes no XML uploads",
+        "list": f"best of {repeat} rounds; obstore lists through the XML API, which this emulator answers in one "
         "page whatever max-keys asks; asyncfs and gcsfs page the JSON API by 1000, as GCS caps it, and the "
         "emulator scans the whole bucket for each page",
+        "put_big": f"best of {repeat} rounds; asyncfs: a resumable upload in 64 MiB chunks; obstore: no XML uploads "
+        "here",
+    }
+    cpu = Cpu([emulator.pid])
+
+    def write_big() -> None:
+        asyncio.run(env.write_file(f"gs://{BUCKET}/big", big))
+
+    rows = standard_rows(
+        "gs", counts, clients, notes, repeat=repeat, cpu=cpu, server="emulator", before={"get_big": write_big}
     )
-
-    # ---- one big object, PUT then GET ------------------------------------------------------
-    big = bytes(range(256)) * (big_size // 256)
-    mib = big_size / MiB
-    writes: Clients = {"asyncfs": lambda: env.write_file(f"gs://{BUCKET}/big-asyncfs", big)}
-    if gcsfs_run is not None:
-        writes["gcsfs"] = lambda: gcsfs_run(lambda fs: fs._pipe_file(f"{BUCKET}/big-gcsfs", big))
-    row_of(
-        Row(f"gs PUT {big_size // MiB} MiB", "MiB/s"),
-        writes,
-        requests=0,
-        units=mib,
-        target=1.0,
-        note=f"best of {repeat} rounds; asyncfs: a resumable upload in 64 MiB chunks; obstore: no XML uploads here",
-    )
-    asyncio.run(env.write_file(f"gs://{BUCKET}/big", big))
-    reads: Clients = {"asyncfs": lambda: env.read_file(f"gs://{BUCKET}/big")}
-    if store is not None:
-
-        async def obs_big() -> bytes:
-            return bytes(await (await obstore.get_async(store, "big")).bytes_async())
-
-        reads["obstore"] = obs_big
-    if gcsfs_run is not None:
-        reads["gcsfs"] = lambda: gcsfs_run(lambda fs: fs._cat_file(f"{BUCKET}/big"))
-    row_of(Row(f"gs GET {big_size // MiB} MiB", "MiB/s"), reads, requests=0, units=mib, target=1.0)
     rows.extend(cpu.rows(0.35))
     env.close()
     return rows
