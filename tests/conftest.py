@@ -95,6 +95,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="also run the conformance suite against this plugin library; ROOT is the "
         "URI under which test trees are made (default SCHEME:///asyncfs-conformance)",
     )
+    parser.addoption(
+        "--without-stores",
+        action="store_true",
+        help="start no object store (Ceph, the GCS emulators, Azurite): their tests skip. For the runs "
+        "under other Python versions (.ci/pythons), which test what differs between versions; the "
+        "main run tests the stores",
+    )
+
+
+def _stores_wanted(config: pytest.Config) -> None:
+    if config.getoption("--without-stores"):
+        pytest.skip("object stores are not started in this run (--without-stores); the main run tests them")
 
 
 @dataclass(frozen=True)
@@ -184,9 +196,12 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> asyncfs.Registry:
 
 
 @pytest.fixture(scope="session")
-def s3_gateway(tmp_path_factory: pytest.TempPathFactory, s3_plugin: None) -> Iterator[Gateway]:
+def s3_gateway(
+    tmp_path_factory: pytest.TempPathFactory, s3_plugin: None, pytestconfig: pytest.Config
+) -> Iterator[Gateway]:
     """Ceph's S3 gateway on loopback for the session, for the s3 plugin
     (skips, saying why, when Ceph is not installed or the plugin not built)."""
+    _stores_wanted(pytestconfig)
     reason = missing_reason()
     if reason is not None:
         pytest.skip(reason)
@@ -358,9 +373,10 @@ def s3_fs(registry: asyncfs.Registry, s3_plugin: None, request: pytest.FixtureRe
 
 
 @pytest.fixture(scope="session")
-def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GcsEmulator]:
+def gcs_emulator(pytestconfig: pytest.Config) -> Iterator[GcsEmulator]:
     """fake-gcs-server on loopback for the session (skips, saying why, when
     it is not installed or the gs plugin is not built)."""
+    _stores_wanted(pytestconfig)
     reason = _libs.unavailable_reason("gs") or emulator_missing_reason()
     if reason is not None:
         pytest.skip(reason)
@@ -383,9 +399,10 @@ def gs_fs(registry: asyncfs.Registry, gcs_emulator: GcsEmulator) -> asyncfs.Modu
 
 
 @pytest.fixture(scope="session")
-def azurite() -> Iterator[Azurite]:
+def azurite(pytestconfig: pytest.Config) -> Iterator[Azurite]:
     """Azurite's blob service on loopback for the session (skips, saying
     why, when it is not installed or the az plugin is not built)."""
+    _stores_wanted(pytestconfig)
     reason = _libs.unavailable_reason("az") or azurite_missing_reason()
     if reason is not None:
         pytest.skip(reason)

@@ -9,6 +9,7 @@ tokens only over HTTPS with its OAuth mode)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from collections.abc import Iterator
@@ -17,6 +18,8 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.azurite import ACCOUNT, KEY, Azurite
 
 import asyncfs
@@ -220,3 +223,49 @@ def test_the_connection_string_from_the_environment(azurite: Azurite, monkeypatc
     fs.create_dir("az://from-env-string")
     assert fs.exists("az://from-env-string")
     fs.delete_dir("az://from-env-string")
+
+
+# ---- connection strings, parsed (property-based) ------------------------------------------
+
+_NAMES = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=3, max_size=24)
+_KEYS = st.binary(min_size=16, max_size=64).map(lambda raw: base64.b64encode(raw).decode())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    name=_NAMES,
+    key=_KEYS,
+    order=st.permutations(["AccountName", "AccountKey", "DefaultEndpointsProtocol", "EndpointSuffix"]),
+    upper=st.booleans(),
+    trailing=st.booleans(),
+)
+def test_a_connection_string_in_any_order_and_case_names_its_account(
+    name: str, key: str, order: list[str], upper: bool, trailing: bool
+) -> None:
+    """Keys in any order and case, a key's "=" padding kept, a trailing ";"
+    or none: the account and its Shared Key are what the string says."""
+    values = {"AccountName": name, "AccountKey": key, "DefaultEndpointsProtocol": "https"}
+    values["EndpointSuffix"] = "core.windows.net"
+    text = ";".join(f"{k.upper() if upper else k}={values[k]}" for k in order) + (";" if trailing else "")
+    fs = _bare()
+    fs.set_option("connection_string", text.encode())
+    assert fs.get_option("credential_source").value.decode() == f"Shared Key of account {name} (the connection string)"
+
+
+def _bare() -> asyncfs.ModularFileSystem:
+    fs = asyncfs.Registry().get("az")
+    for option in ("account", "account_key", "sas_token", "endpoint"):
+        fs.set_option(option, b"")
+    return fs
+
+
+@settings(max_examples=100, deadline=None)
+@given(name=_NAMES, sas=st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789=&%-", min_size=1, max_size=80))
+def test_a_connection_string_with_a_sas_uses_the_sas(name: str, sas: str) -> None:
+    fs = _bare()
+    fs.set_option(
+        "connection_string", f"BlobEndpoint=https://{name}.blob.core.windows.net/;SharedAccessSignature=?{sas}".encode()
+    )
+    assert (
+        fs.get_option("credential_source").value.decode() == f"a SAS token for account {name} (the connection string)"
+    )
