@@ -24,6 +24,7 @@ The map of the public API:
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
@@ -225,3 +226,8 @@ __all__ = [
     "IgnoredOptionWarning",
     "PluginAPIMismatchWarning",
 ]
+
+# A library's loggers stay silent until the application configures logging
+# (docs/observability.md): asyncfs, and a child per area (asyncfs.pool,
+# asyncfs.plugins, asyncfs.transactions, asyncfs.s3, asyncfs.az, ...).
+logging.getLogger(__name__).addHandler(logging.NullHandler())

@@ -28,6 +28,7 @@ resolution or ``to_thread`` users for threads.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import queue
 import sys
@@ -55,6 +56,8 @@ __all__ = [
     "default_workers",
     "shared_network_pool",
 ]
+
+_log = logging.getLogger("asyncfs.pool")
 
 T = TypeVar("T")
 # What a slow call did with its thread (see WorkerPool._verdict).
@@ -453,6 +456,9 @@ DELIVERY_INTERVAL = 1e-3
 STUCK_AFTER = 0.05
 _MONITOR_PERIOD = 0.01
 _SPARE_IDLE = 2.0  # seconds a spare thread waits for work before it leaves
+# A call running this long is worth a warning in the log (asyncfs.pool):
+# a plugin blocked, or a store that does not answer.
+LONG_CALL = 30.0
 NETWORK_IDLE = 30.0  # seconds a shared network pool's thread waits for work before it leaves
 _CLOSED = "the Env is closed (close() or aclose() shut its worker pool down): make a new Env"
 
@@ -462,7 +468,7 @@ class _WorkerState:
     is inside (since when, in which batch) and what it finished but has not
     handed to the loop yet."""
 
-    __slots__ = ("batch", "busy_since", "done", "lock", "stuck", "thread", "work")
+    __slots__ = ("batch", "busy_since", "done", "lock", "stuck", "thread", "told_long", "work")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -471,6 +477,7 @@ class _WorkerState:
         self.batch: _Batch | None = None
         self.done: list[_Work] = []
         self.stuck = False
+        self.told_long = False  # its call's LONG_CALL warning was logged
         self.thread: threading.Thread | None = None
 
     def take_done(self) -> list[_Work]:
@@ -954,7 +961,7 @@ class WorkerPool:
                 alone = [*alone, after]
             end = clock()
             with state.lock:
-                state.work, state.busy_since = None, 0.0
+                state.work, state.busy_since, state.told_long = None, 0.0, False
                 for done in work.delivered():
                     if work.orphaned:  # given up at shutdown: its caller was told already
                         done.release()
@@ -1054,6 +1061,19 @@ class WorkerPool:
                 stuck += 1
                 newly = not state.stuck
                 state.stuck = True
+                work = state.work
+                long_now = now - since >= LONG_CALL and not state.told_long
+                state.told_long |= long_now
+            level = logging.WARNING if long_now else logging.DEBUG
+            if (newly or long_now) and _log.isEnabledFor(level):
+                _log.log(
+                    level,
+                    "a plugin call has run for %.1f s on %s: %s%s",
+                    now - since,
+                    state.thread.name if state.thread is not None else "a worker",
+                    work.describe() if work is not None else "(between calls)",
+                    "" if long_now else "; the calls queued behind it move to other threads",
+                )
             # what it finished before the call that hangs goes out now
             if batch is not None:
                 self._hand_over(state, batch)
@@ -1066,6 +1086,7 @@ class WorkerPool:
                 not self._closed and len(self._states) - stuck < self.workers and len(self._states) < self.max_threads
             ):
                 self._spawn(spare=True)
+                _log.debug("started a spare thread: %d threads, %d in a long call", len(self._states), stuck)
         if self._idle():
             self._active.clear()
             if not self._idle():  # work came meanwhile: look again
@@ -1305,6 +1326,7 @@ class WorkerPool:
                 works = [done for work in rest for done in work.delivered()]
                 _fail(queued, works, "no worker thread was free to run this call")
         if abandoned:
+            _log.warning("left %d blocked plugin call(s) running at shutdown: %s", len(abandoned), ", ".join(abandoned))
             warnings.warn(
                 AbandonedOperationWarning(
                     f"{len(abandoned)} plugin call(s) were still blocked at shutdown and are left running on "

@@ -31,6 +31,7 @@ from typing import Any
 from .. import _uri
 from .._native import CData, ffi
 from .._native import binding as _ffi
+from .._native import logs as _logs
 from ..errors import (
     ABIMismatchError,
     CoreABIRangeError,
@@ -380,6 +381,7 @@ def open_plugin(library: str) -> LoadedPlugin:
     """Load a plugin library and validate every scheme it provides, without
     initialising any filesystem yet (see :func:`init_filesystems`)."""
     where: dict[str, Any] = {"library": library}
+    _logs.forward()  # what the plugin logs, from its init on, reaches Python's logging
     try:
         # a private copy bound to the runtime, globally visible first (copies.py)
         with _plugin_copy.loadable(library, _ffi.runtime_provides(), _open) as path:

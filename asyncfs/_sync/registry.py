@@ -8,6 +8,7 @@ Plugins are never unloaded.
 from __future__ import annotations
 
 import copyreg
+import logging
 import os
 import threading
 import weakref
@@ -33,6 +34,8 @@ __all__ = [
     "get_filesystem",
     "load_plugin",
 ]
+
+_log = logging.getLogger("asyncfs.plugins")
 
 BUILTIN_PLUGINS = ("posix", "memory")
 # Built only when the system has their libraries (see Registry.unavailable).
@@ -133,6 +136,9 @@ class Registry:
                 self._filesystems[tables.scheme] = ModularFileSystem(tables, plugin.metadata, plugin.memory_free)
             info = PluginInfo(plugin.metadata, tuple(schemes))
             self._plugins.append(info)
+        if _log.isEnabledFor(logging.INFO):
+            served = ", ".join(f"{s}://" if s else "bare paths" for s in schemes)
+            _log.info("loaded plugin %s from %s: %s", plugin_name or "(no metadata)", path, served)
         for listener in list(_load_listeners):
             listener(info)
         return info

@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import logging
 import os
 import socket
 import time
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
     from typing_extensions import Buffer
 else:
     Buffer = object
+
+_log = logging.getLogger("asyncfs.transactions")
 
 
 class Siblings:
@@ -466,6 +469,7 @@ def recover_generic(fs: ModularFileSystem, root: str) -> None:
         except (ValueError, KeyError, TypeError):
             whole = False  # torn: a journal is written whole (by rename), so it never was one
         if not whole:
+            _log.warning("transaction on %s: a torn journal (never whole) is discarded", root)
             fs.delete_file(journal)
         elif not _plan_inside(names, plan) or (
             not fs.metadata.network
@@ -479,6 +483,7 @@ def recover_generic(fs: ModularFileSystem, root: str) -> None:
                 path=journal,
             )
         else:
+            _log.warning("transaction on %s: a committed transaction's journal is carried out (rolled forward)", root)
             apply_journal(fs, root, plan)
     parent = names.parent
     if not fs.isdir(parent):
@@ -486,4 +491,5 @@ def recover_generic(fs: ModularFileSystem, root: str) -> None:
     debris = names.debris()
     for entry in fs.get_children(parent):
         if entry.startswith(debris):
+            _log.warning("transaction on %s: what an unfinished transaction left (%s) is removed", root, entry)
             fs.delete_recursively(_uri.join(parent, entry))

@@ -34,7 +34,7 @@
 #define AUTHORITY "https://login.microsoftonline.com"
 #define IMDS "http://169.254.169.254/metadata/identity/oauth2/token"
 
-void az_credentials_init(az_fs* fs) { objstore_token_cache_init(&fs->entra); }
+void az_credentials_init(az_fs* fs) { objstore_token_cache_init(&fs->entra, "az"); }
 
 void az_credentials_destroy(az_fs* fs) { objstore_token_cache_destroy(&fs->entra); }
 

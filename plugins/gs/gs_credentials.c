@@ -38,7 +38,7 @@
 #define SCOPE "https://www.googleapis.com/auth/cloud-platform"
 #define GOOGLE_TOKEN_URI "https://oauth2.googleapis.com/token"
 
-void gs_credentials_init(gs_fs* fs) { objstore_token_cache_init(&fs->token); }
+void gs_credentials_init(gs_fs* fs) { objstore_token_cache_init(&fs->token, "gs"); }
 
 void gs_credentials_destroy(gs_fs* fs) { objstore_token_cache_destroy(&fs->token); }
 

@@ -349,6 +349,30 @@ static int transport_retryable(CURLcode rc) {
 
 static int http_retryable(long http) { return http == 408 || http == 429 || http >= 500; }
 
+/* "az: GET az://c/b: HTTP 503; try 2 of 10 in 87 ms", to the plugin's log
+ * (Python's logging, under asyncfs.<store>): what was retried, why, and
+ * when. A credential service's request is named by its host alone (a
+ * query may carry a secret). */
+static void log_retry(const objstore_store* store, void* store_ctx, const objstore_exchange* x, CURLcode rc,
+                      int64_t most, uint64_t delay) {
+  char what[400], why[300];
+  if (!x->raw && store->describe != NULL) {
+    store->describe(store_ctx, x, what, sizeof what);
+  } else {
+    const char* host = x->url != NULL ? strstr(x->url, "://") : NULL;
+    snprintf(what, sizeof what, "%s %.*s", x->method, host != NULL ? (int)strcspn(host + 3, "/?") : 0,
+             host != NULL ? host + 3 : "");
+  }
+  if (rc == CURLE_OK) {
+    snprintf(why, sizeof why, "HTTP %ld%s%s", x->resp->http, *x->resp->error_code ? " " : "",
+             x->resp->error_code);
+  } else {
+    snprintf(why, sizeof why, "%s", *x->detail ? x->detail : curl_easy_strerror(rc));
+  }
+  TF_Log(TF_INFO, "%s: %s: %s; try %d of %lld in %llu ms", store->name, what, why, x->attempts + 1,
+         (long long)most, (unsigned long long)delay);
+}
+
 /* The longest backoff between two tries, whatever the doubling says. */
 #define BACKOFF_CEILING_MS 5000
 
@@ -399,6 +423,7 @@ int objstore_try_finish(void* store_ctx, objstore_try* t, CURLcode rc) {
     uint64_t now = objstore_now_ms(), delay = backoff_ms(x);
     if (now + delay - x->started_ms <= (uint64_t)x->settings->retry_budget_ms) {
       x->due_ms = now + delay;
+      log_retry(store, store_ctx, x, rc, most, delay);
       return 1;
     }
   }

@@ -19,8 +19,9 @@ static void forget_value(objstore_token* t) {
   t->value = NULL;
 }
 
-void objstore_token_cache_init(objstore_token_cache* c) {
+void objstore_token_cache_init(objstore_token_cache* c, const char* store) {
   memset(c, 0, sizeof *c);
+  c->store = store;
   pthread_mutex_init(&c->lock, NULL);
   c->failure = TF_NewStatus();
 }
@@ -53,7 +54,16 @@ int objstore_token_get(objstore_token_cache* c, const char* key, objstore_token_
     c->token = got;
     TF_SetStatus(c->failure, TF_GetCode(status), rc == 0 ? "" : TF_Message(status));
     c->asked_ms = objstore_now_ms();
-    if (rc == 0) snprintf(out, cap, "%s", c->token.value);
+    if (rc == 0) {
+      snprintf(out, cap, "%s", c->token.value);
+      TF_Log(TF_INFO, "%s: credentials: a token from %s, valid for %lld s", c->store, c->token.source,
+             (long long)(c->token.expires - (int64_t)time(NULL)));
+    } else {
+      const char* why = TF_Message(status);
+      size_t k = strlen(c->store);
+      if (strncmp(why, c->store, k) == 0 && why[k] == ':' && why[k + 1] == ' ') why += k + 2;
+      TF_Log(TF_WARNING, "%s: %s", c->store, why);
+    }
   }
   pthread_mutex_unlock(&c->lock);
   return rc;

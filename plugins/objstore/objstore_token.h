@@ -29,13 +29,16 @@ typedef struct objstore_token {
  * credentials file's path, say: another key fetches afresh). */
 typedef struct objstore_token_cache {
   pthread_mutex_t lock;
+  const char* store; /* "az": the store's name, in its log lines */
   char* key;
   objstore_token token;
   TF_Status* failure; /* the last fetch's, OK after a success */
   uint64_t asked_ms;
 } objstore_token_cache;
 
-void objstore_token_cache_init(objstore_token_cache* c);
+/* A cache of store's (its name, static, in log lines: each fetch says
+ * where the token came from, or why none came, to the plugin's log). */
+void objstore_token_cache_init(objstore_token_cache* c, const char* store);
 void objstore_token_cache_destroy(objstore_token_cache* c);
 
 /* Fills out (source set first, for messages) with a fresh token: 0, or

@@ -45,6 +45,15 @@ char* AF_GetTempFileName(const char* extension);
 void AF_Log(TF_LogLevel level, const char* fmt, ...);
 void AF_VLog(int level, const char* fmt, ...);
 
+/* Plugins' log lines go into a bounded queue (on) instead of stderr: lines
+ * below least (a TF_LogLevel) are not even formatted, TF_VLog lines up to
+ * verbose are kept (log.c). */
+void ASYNCFS_LogToQueue(int on, int least, int verbose);
+/* The next queued line into out (NUL-terminated, cut to cap) and its
+ * level (a TF_LogLevel, -1 for TF_VLog): 1; 0 when none came within
+ * timeout_ms or the queue was turned off. */
+int ASYNCFS_NextLogLine(char* out, size_t cap, int* level, int timeout_ms);
+
 /* n fresh statuses, all OK; NULL when out of memory. */
 TF_Status** ASYNCFS_NewStatusArray(int n);
 void ASYNCFS_DeleteStatusArray(TF_Status** statuses, int n);

@@ -1,6 +1,6 @@
 /*
  * The status runtime plugins link: TF_Status and the few helpers plugins
- * import (time, threads, temporary names, logging).
+ * import (time, threads, temporary names; logging is log.c's).
  *
  * Each TF_X a plugin imports is exported here as AF_X, a name TensorFlow
  * never uses: the loader opens this library with RTLD_GLOBAL before any
@@ -187,37 +187,3 @@ RUNTIME_EXPORT char* AF_GetTempFileName(const char* extension) {
            extension != NULL ? extension : "");
   return strdup(buf);
 }
-
-/* Log lines go to stderr. ASYNCFS_LOG_LEVEL (TF_LogLevel, default
- * TF_WARNING) filters TF_Log; ASYNCFS_VLOG (default 0) enables TF_VLog up to
- * that verbosity. */
-static int env_int(const char* name, int fallback) {
-  const char* v = getenv(name);
-  return (v != NULL && v[0] != '\0') ? atoi(v) : fallback;
-}
-
-static void vlog_line(const char* tag, const char* fmt, va_list ap) {
-  char buf[2048];
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  fprintf(stderr, "asyncfs plugin %s: %s\n", tag, buf);
-}
-
-RUNTIME_EXPORT void AF_Log(TF_LogLevel level, const char* fmt, ...) {
-  static const char* const tags[] = {"info", "warning", "error", "fatal"};
-  va_list ap;
-  if ((int)level < env_int("ASYNCFS_LOG_LEVEL", TF_WARNING)) return;
-  va_start(ap, fmt);
-  vlog_line(tags[(level >= TF_INFO && level <= TF_FATAL) ? level : TF_ERROR],
-            fmt, ap);
-  va_end(ap);
-  if (level == TF_FATAL) abort();
-}
-
-RUNTIME_EXPORT void AF_VLog(int level, const char* fmt, ...) {
-  va_list ap;
-  if (level > env_int("ASYNCFS_VLOG", 0)) return;
-  va_start(ap, fmt);
-  vlog_line("vlog", fmt, ap);
-  va_end(ap);
-}
-
