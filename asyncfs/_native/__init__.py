@@ -5,13 +5,14 @@ status runtime, loaded once, and the one place where a C status becomes a
 Python exception (:mod:`.binding`); where the native libraries and the
 header lie (:mod:`.libraries`); marshalling of strings, arrays and options
 (:mod:`.marshal`); the path rules the runtime holds (:mod:`.paths`); the
-runtime's system calls for the aiofiles drop-in (:mod:`.local`); TFRecord
+runtime's system calls for the aiofiles drop-in (:mod:`.local`); plugins'
+log lines moved into Python's logging (:mod:`.logs`); TFRecord
 framing (:mod:`.records`); and the optional extension module
 ``asyncfs._speedups`` (:mod:`.speedups`). Every layer above reaches C only
 through these names.
 """
 
-from . import binding, libraries, local, speedups
+from . import binding, libraries, local, logs, speedups
 from .binding import UNBOUNDED, CData, check, check_count, error_from, ffi, raise_status, runtime, thread_status
 from .marshal import (
     Option,
@@ -50,6 +51,7 @@ __all__ = [
     "free_options",
     "libraries",
     "local",
+    "logs",
     "option_from_c",
     "option_to_c",
     "raise_status",

@@ -46,7 +46,11 @@ TENSORFLOW_FRAMEWORK = ("libtensorflow_framework.so.2", "libtensorflow_framework
 CACHE_DIR_ENV = "ASYNCFS_CACHE_DIR"
 
 _fallback: list[Path] = []  # a private temporary folder, made on first need
-_held: list[int] = []  # descriptors loaded plugins were opened by
+# the descriptors loaded plugins were opened by, by the copy's (device,
+# inode): a registry that loads the same copy again reuses its descriptor
+# (the dynamic loader finds the library it has) instead of holding one
+# more for good
+_held: dict[tuple[int, int], int] = {}
 
 
 class CopyError(Exception):
@@ -84,16 +88,34 @@ def loadable(library: str, provided: Collection[str], preload: Callable[[str], o
     for dependency in _beside(Path(library).resolve().parent, tables):
         preload(str(dependency))
     fd, path = _cached(bound, Path(library).name)
+    stat = os.fstat(fd)
+    copy = (stat.st_dev, stat.st_ino)
+    held = _held.get(copy)
+    if held is not None and _names(held, copy):  # loaded before, through a descriptor kept open
+        os.close(fd)
+        fd = held
+    else:
+        held = None
     try:
         by_descriptor = f"/proc/self/fd/{fd}"
         yield by_descriptor if os.path.exists(by_descriptor) else str(path)
     except BaseException:
-        os.close(fd)
+        if held is None:
+            os.close(fd)
         raise
     # kept open for good, as the plugin stays loaded: the dynamic loader
     # knows a library by the name it was opened by, so that name must never
     # come to mean another file
-    _held.append(fd)
+    _held[copy] = fd
+
+
+def _names(fd: int, copy: tuple[int, int]) -> bool:
+    """Whether fd is still open on copy (device, inode)."""
+    try:
+        stat = os.fstat(fd)
+    except OSError:
+        return False
+    return (stat.st_dev, stat.st_ino) == copy
 
 
 def _beside(origin: Path, tables: DynamicTables) -> list[Path]:

@@ -42,7 +42,7 @@ void objstore_write_objects(objstore_engine* e, const objstore_settings* setting
     if (lengths[i] > single_max) continue; /* below, alone */
     objstore_exchange_init(&xs[count], &resps[count], "PUT", NULL);
     if (store->put_request(ctx, paths[i], datas[i], lengths[i], &xs[count], statuses[i]) != 0) {
-      store->release_request(ctx, &xs[count]);
+      if (xs[count].store_request != NULL) store->release_request(ctx, &xs[count]);
       continue;
     }
     sent[count++] = statuses[i];

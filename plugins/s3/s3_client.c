@@ -26,38 +26,6 @@ void s3_request_init(s3_request* req, s3_response* resp, const char* method,
   req->key = key;
 }
 
-/* ---- parallel helper -------------------------------------------------------- */
-
-typedef struct parallel_job {
-  void (*fn)(void* ctx, int i);
-  void* ctx;
-  int n;
-  int next;
-} parallel_job;
-
-static void* parallel_worker(void* arg) {
-  parallel_job* job = arg;
-  int i;
-  while ((i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED)) < job->n)
-    job->fn(job->ctx, i);
-  return NULL;
-}
-
-void s3_parallel(int n, int concurrency, void (*fn)(void* ctx, int i),
-                 void* ctx) {
-  parallel_job job = {fn, ctx, n, 0};
-  pthread_t threads[256];
-  int started = 0, t;
-  int want = concurrency < n ? concurrency : n;
-  if (want > 256) want = 256;
-  /* The calling thread is one of the workers. */
-  for (t = 1; t < want; ++t)
-    if (pthread_create(&threads[started], NULL, parallel_worker, &job) == 0)
-      ++started;
-  parallel_worker(&job);
-  for (t = 0; t < started; ++t) pthread_join(threads[t], NULL);
-}
-
 void s3_first_error_init(s3_first_error* e) {
   pthread_mutex_init(&e->lock, NULL);
   e->status = TF_NewStatus();
@@ -74,14 +42,6 @@ void s3_first_error_record(s3_first_error* e, const TF_Status* failure) {
   if (TF_GetCode(e->status) == TF_OK)
     TF_SetStatus(e->status, TF_GetCode(failure), TF_Message(failure));
   pthread_mutex_unlock(&e->lock);
-}
-
-int s3_first_error_failed(s3_first_error* e) {
-  int failed;
-  pthread_mutex_lock(&e->lock);
-  failed = TF_GetCode(e->status) != TF_OK;
-  pthread_mutex_unlock(&e->lock);
-  return failed;
 }
 
 int s3_first_error_take(s3_first_error* e, TF_Status* status) {
@@ -271,7 +231,7 @@ const objstore_store s3_store = {
     OBJSTORE_STORE_VERSION, sizeof(objstore_store), "s3", "x-amz-meta-", "x-amz-bucket-region",
     s3_authorize,      s3_unauthorize,     s3_read_answer,     s3_retryable,  s3_set_error,
     s3_describe,       s3_object_request,  s3_release_request, s3_explain_missing,
-    s3_name_object,    NULL,               NULL};
+    s3_name_object,    NULL,               s3_put_request};
 
 /* ---- requests --------------------------------------------------------------------- */
 

@@ -413,54 +413,15 @@ static s3_writer* writer_new(const TF_Filesystem* filesystem, const char* path,
 
 /* ---- many whole objects written at once ------------------------------------------- */
 
-typedef struct write_job {
-  const TF_Filesystem* filesystem;
-  const char* const* paths;
-  const char* const* datas;
-  const size_t* lengths;
-  TF_Status** statuses;
-} write_job;
-
-/* Object i through a writable file: a multipart upload when it is big. */
-static void write_alone(void* arg, int i) {
-  write_job* job = arg;
-  TF_WritableFile file = {NULL};
-  s3_new_writable_file(job->filesystem, job->paths[i], &file, job->statuses[i]);
-  if (file.plugin_file == NULL) return;
-  writer_append(&file, job->datas[i], job->lengths[i], job->statuses[i]);
-  if (TF_GetCode(job->statuses[i]) == TF_OK) writer_close(&file, job->statuses[i]);
-  writer_cleanup(&file); /* aborts an upload that did not complete */
-}
-
-/* One PUT per object up to part_size, all in flight at once
- * (s3_execute_many); bigger ones go as writable files, `concurrency` at a
- * time. */
+/* One PUT per object up to part_size, all in flight at once; bigger ones
+ * as writable files (multipart uploads), one after another. */
 void s3_write_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
                     const char* const* datas, const size_t* lengths, TF_Status** statuses) {
-  s3_batch b;
-  s3_attributes none;
-  write_job alone = {filesystem, paths, datas, lengths, statuses};
-  int i;
-  memset(&none, 0, sizeof none);
-  if (s3_batch_start(&b, filesystem, n, statuses) != 0) return;
-  for (i = 0; i < n; ++i) {
-    s3_request* req;
-    if ((int64_t)lengths[i] > b.cfg->part_size) {
-      s3_batch_aside(&b, i);
-      continue;
-    }
-    if (s3_batch_parse(&b, i, paths[i]) != 0 || s3_check_object(&b.paths[i], "create", statuses[i]) != 0)
-      continue;
-    req = s3_batch_add(&b, i, "PUT");
-    req->content_type = s3_content_type(b.cfg, &none, b.paths[i].key);
-    req->attributes = &none;
-    req->body = datas[i];
-    req->body_len = lengths[i];
-  }
-  s3_batch_run(&b);
-  s3_batch_settle_aside(&b, write_alone, &alone);
-  s3_batch_end(&b);
-  for (i = 0; i < n; ++i) objstore_forget(s3_fs_of(filesystem)->store.engine, paths[i]);
+  s3_fs* fs = s3_fs_of(filesystem);
+  s3_config* cfg = s3_config_acquire(fs);
+  objstore_write_objects(fs->store.engine, &cfg->transport, filesystem, paths, n, datas, lengths, statuses,
+                         (size_t)cfg->part_size, s3_new_writable_file, &s3_writable_file_ops);
+  s3_config_release(fs, cfg);
 }
 
 /* An object store has no directories to require: the new object's prefix

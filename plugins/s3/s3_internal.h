@@ -13,7 +13,6 @@
  *   s3_multipart.c  multipart uploads and server-side copies
  *   s3_files.c   random-access files, writable files, memory regions,
  *                whole objects read and written many at once
- *   s3_batch.c   the requests of such bulk ops, sent together
  *   s3.c         the filesystem ops and the plugin's registration
  */
 #ifndef ASYNCFS_S3_INTERNAL_H_
@@ -186,10 +185,6 @@ int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
 int s3_execute_many(s3_fs* fs, const s3_config* cfg, int n, const s3_request* reqs,
                     s3_response* resps, TF_Status** statuses);
 
-/* Calls fn(ctx, i) for i in [0, n), on up to `concurrency` threads. */
-void s3_parallel(int n, int concurrency, void (*fn)(void* ctx, int i),
-                 void* ctx);
-
 /* The first failure among requests running in parallel (later ones are
  * dropped); thread-safe, and sticky once set. */
 typedef struct s3_first_error {
@@ -201,7 +196,6 @@ void s3_first_error_init(s3_first_error* e);
 void s3_first_error_destroy(s3_first_error* e);
 /* Keeps failure unless one is kept already; an OK status is ignored. */
 void s3_first_error_record(s3_first_error* e, const TF_Status* failure);
-int s3_first_error_failed(s3_first_error* e);
 /* Copies the failure (or OK) into status; -1 when there was one. */
 int s3_first_error_take(s3_first_error* e, TF_Status* status);
 
@@ -272,39 +266,6 @@ typedef struct s3_path {
 
 int s3_path_parse(const char* path, s3_path* out, TF_Status* status);
 void s3_path_free(s3_path* p);
-
-/* ---- the bulk ops' requests (s3_batch.c) ------------------------------------ */
-
-/* n paths, a request for each that needs one, all sent at once: each
- * path's outcome lands in the caller's statuses[i]. Paths the requests
- * cannot settle are set aside for another way (stat, a writable file). */
-typedef struct s3_batch {
-  s3_fs* fs;
-  s3_config* cfg;
-  int n;
-  s3_path* paths; /* parsed by s3_batch_parse; NULL parts when not */
-  TF_Status** statuses;
-  s3_request* reqs; /* num_sent of them, with their responses */
-  s3_response* resps;
-  TF_Status** sent_statuses; /* per request: its path's status */
-  int* path_of;              /* per request: its path's index */
-  int num_sent;
-  int* aside; /* paths set aside, num_aside of them */
-  int num_aside;
-} s3_batch;
-
-/* 0, or -1 (out of memory: every status set, nothing held). */
-int s3_batch_start(s3_batch* b, const TF_Filesystem* filesystem, int n, TF_Status** statuses);
-/* Parses path i; 0, or -1 with its status set. */
-int s3_batch_parse(s3_batch* b, int i, const char* path);
-/* A request for parsed path i (its bucket and key), to complete. */
-s3_request* s3_batch_add(s3_batch* b, int i, const char* method);
-void s3_batch_aside(s3_batch* b, int i);
-void s3_batch_run(s3_batch* b);
-/* fn(ctx, i) for each path i set aside, `concurrency` at a time. */
-void s3_batch_settle_aside(const s3_batch* b, void (*fn)(void* ctx, int i), void* ctx);
-/* Frees the responses, the paths and the arrays; releases the settings. */
-void s3_batch_end(s3_batch* b);
 
 /* A ListObjectsV2 page's request and what it points into. */
 typedef struct s3_list_call {
@@ -388,6 +349,8 @@ extern const objstore_tree_hooks s3_tree_hooks;
 int s3_object_request(void* store, const char* path, const char* range, const char* if_match,
                       objstore_exchange* x, TF_Status* status);
 void s3_release_request(void* store, objstore_exchange* x);
+int s3_put_request(void* store, const char* path, const char* data, size_t len, objstore_exchange* x,
+                   TF_Status* status);
 int s3_explain_missing(void* store, const char* path, const char* what, const objstore_exchange* x,
                        TF_Status* status);
 void s3_name_object(void* store, const char* path, char* out, size_t cap);

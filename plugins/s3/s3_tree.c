@@ -59,6 +59,7 @@ static void bind(object_call* c, const s3_request* req, objstore_exchange* x) {
 
 void s3_release_request(void* store, objstore_exchange* x) {
   (void)store;
+  if (x->store_request == NULL) return;
   object_call_free((object_call*)x->store_request);
   x->store_request = NULL;
 }
@@ -86,6 +87,30 @@ int s3_object_request(void* store, const char* path, const char* range, const ch
     snprintf(c->if_match, sizeof c->if_match, "%s", if_match);
     c->req.if_match = c->if_match;
   }
+  bind(c, &c->req, x);
+  return 0;
+}
+
+/* ---- the engine's bulk writes ----------------------------------------------------------- */
+
+/* One PUT of data as the object at path (objstore_write_objects). */
+int s3_put_request(void* store, const char* path, const char* data, size_t len, objstore_exchange* x,
+                   TF_Status* status) {
+  static const s3_attributes none;
+  s3_path p = {NULL, NULL};
+  object_call* c;
+  if (s3_path_parse(path, &p, status) != 0 || s3_check_object(&p, "create", status) != 0) {
+    s3_path_free(&p);
+    return -1;
+  }
+  c = call_new(store, p.bucket, p.key, status);
+  s3_path_free(&p);
+  if (c == NULL) return -1;
+  s3_request_init(&c->req, NULL, "PUT", c->path.bucket, c->path.key);
+  c->req.content_type = s3_content_type(c->cfg, &none, c->path.key);
+  c->req.attributes = &none;
+  c->req.body = len > 0 ? data : "";
+  c->req.body_len = len;
   bind(c, &c->req, x);
   return 0;
 }

@@ -295,3 +295,15 @@ def test_copies_unused_for_a_month_are_removed_when_another_is_written(
     assert memory.stat().st_mtime > month_ago and stale.exists()
     copied(_libs.library_path("posix"))  # a new copy
     assert not stale.exists() and not stale.parent.exists() and memory.exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc/self/fd")
+def test_registries_that_load_the_same_plugins_hold_no_more_descriptors() -> None:
+    """Each loaded copy is held open by one descriptor for good; a registry
+    that loads the same copies again reuses them (a test suite or a service
+    that makes many registries would otherwise run out)."""
+    asyncfs.Registry()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(30):
+        asyncfs.Registry().get("mem")
+    assert len(os.listdir("/proc/self/fd")) <= before

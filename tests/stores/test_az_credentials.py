@@ -10,6 +10,7 @@ tokens only over HTTPS with its OAuth mode)."""
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import threading
 from collections.abc import Iterator
@@ -252,7 +253,10 @@ def test_a_connection_string_in_any_order_and_case_names_its_account(
     assert fs.get_option("credential_source").value.decode() == f"Shared Key of account {name} (the connection string)"
 
 
+@functools.cache
 def _bare() -> asyncfs.ModularFileSystem:
+    """One filesystem for every example (a registry each would hold a
+    loaded copy of every plugin per example)."""
     fs = asyncfs.Registry().get("az")
     for option in ("account", "account_key", "sas_token", "endpoint"):
         fs.set_option(option, b"")

@@ -110,6 +110,7 @@ import asyncfs
 
 bucket = sys.argv[1]
 threads = lambda: len(os.listdir("/proc/self/task"))
+asyncfs.default_registry()  # its plugins loaded (and the thread that forwards their log lines started)
 base = threads()
 made = []
 for i in range(10):
