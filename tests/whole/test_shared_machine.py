@@ -719,7 +719,7 @@ def test_a_plugin_cache_others_may_write_is_never_loaded_from(users: tuple[User,
         fs = asyncfs.get_filesystem("mem://")
         fs.recursively_create_dir("mem://x")
         fs.write_file("mem://x/y", b"ok")
-        loaded = [os.readlink(f"/proc/self/fd/{fd}") for fd in asyncfs._plugins.copies._held]
+        loaded = [os.readlink(f"/proc/self/fd/{fd}") for fd in asyncfs._plugins.copies._held.values()]
         print(fs.read_file("mem://x/y").decode(), *loaded)
         """,
         env={"ASYNCFS_CACHE_DIR": str(cache)},
