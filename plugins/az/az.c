@@ -89,6 +89,8 @@ static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
   fs->store.hooks = &az_tree_hooks;
   fs->store.scheme = "az";
   fs->store.transport_offset = offsetof(az_config, transport);
+  fs->store.read_ahead_offset = offsetof(az_config, read_ahead);
+  fs->store.part_size_offset = offsetof(az_config, part_size);
   fs->store.credential_source = az_credential_source;
   fs->store.engine = objstore_engine_new(&az_store, fs);
   if (fs->store.engine == NULL) {
@@ -110,8 +112,9 @@ static void fs_cleanup(TF_Filesystem* filesystem) {
 /* ---- registration ------------------------------------------------------------------------ */
 
 static const TF_FilesystemOps az_filesystem_ops = {
-    .init = fs_init, .cleanup = fs_cleanup, PLUGIN_FILE_CONSTRUCTORS(az_), OBJSTORE_NAMESPACE_OPS,
-    .read_files = az_read_files, .write_files = az_write_files, OBJSTORE_CONFIGURATION_OPS};
+    .init = fs_init, .cleanup = fs_cleanup, OBJSTORE_READER_OPS, .new_writable_file = az_new_writable_file,
+    .new_appendable_file = az_new_appendable_file, .write_files = az_write_files, OBJSTORE_NAMESPACE_OPS,
+    OBJSTORE_CONFIGURATION_OPS};
 
 static const plugin_scheme az_schemes[] = {
     {"az", &az_filesystem_ops, &objstore_file_ops, &az_writable_file_ops, &objstore_region_ops},

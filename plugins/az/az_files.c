@@ -1,8 +1,9 @@
 /* Files on Azure Blob Storage.
  *
- * Reading: the engine's readers on the store's requests
- * (az_object_request): one GET of at most read_ahead bytes at the open,
- * then ranged GETs pinned with If-Match to the ETag it saw.
+ * Reading is the engine's (objstore_fs.c, OBJSTORE_READER_OPS), on the
+ * store's requests (az_object_request): one GET of at most read_ahead
+ * bytes at the open, then ranged GETs pinned with If-Match to the ETag it
+ * saw.
  *
  * Writing: bytes collect in memory. A file that closes within
  * upload_threshold bytes is one Put Blob. A larger one goes up as blocks
@@ -26,38 +27,6 @@
 
 #define MAX_IN_FLIGHT 4
 
-/* ---- reading ------------------------------------------------------------------------- */
-
-static objstore_reader* reader_open(const TF_Filesystem* filesystem, const char* path,
-                                    const char* what, TF_Status* status) {
-  az_fs* fs = filesystem->plugin_filesystem;
-  az_config* cfg = az_config_acquire(fs);
-  objstore_reader* r = objstore_reader_open(fs->store.engine, &cfg->transport, path, cfg->read_ahead,
-                                            cfg->part_size, what, status);
-  az_config_release(fs, cfg);
-  return r;
-}
-
-void az_new_random_access_file(const TF_Filesystem* filesystem, const char* path,
-                               TF_RandomAccessFile* file, TF_Status* status) {
-  file->plugin_file = reader_open(filesystem, path, "open", status);
-}
-
-void az_new_read_only_memory_region_from_file(const TF_Filesystem* filesystem, const char* path,
-                                               TF_ReadOnlyMemoryRegion* region, TF_Status* status) {
-  objstore_reader* r = reader_open(filesystem, path, "map", status);
-  region->plugin_memory_region = NULL;
-  if (r != NULL) objstore_map(r, region, status);
-}
-
-void az_read_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
-                   char* const* buffers, const size_t* caps, int64_t* sizes, TF_Status** statuses) {
-  az_fs* fs = filesystem->plugin_filesystem;
-  az_config* cfg = az_config_acquire(fs);
-  objstore_read_objects(fs->store.engine, &cfg->transport, paths, n, buffers, caps, sizes, statuses);
-  az_config_release(fs, cfg);
-}
-
 /* ---- writing ------------------------------------------------------------------------- */
 
 /* A block on its way (objstore_start) until the writer waits for it. */
@@ -80,19 +49,8 @@ typedef struct az_writer {
   char id_prefix[17];
   block_upload* inflight[MAX_IN_FLIGHT];
   int inflight_count;
-  TF_Status* error; /* a failed block or commit: every later call reports it */
+  objstore_failure error; /* a failed send or commit: every later call reports it */
 } az_writer;
-
-static int failed(az_writer* w, TF_Status* status) {
-  if (TF_GetCode(w->error) == TF_OK) return 0;
-  TF_SetStatus(status, TF_GetCode(w->error), TF_Message(w->error));
-  return -1;
-}
-
-static void keep_error(az_writer* w, const TF_Status* status) {
-  if (TF_GetCode(w->error) == TF_OK && TF_GetCode(status) != TF_OK)
-    TF_SetStatus(w->error, TF_GetCode(status), TF_Message(status));
-}
 
 /* Block number's id, base64 of 32 bytes (44 characters, every block alike). */
 static void block_id(const az_writer* w, int number, char out[48]) {
@@ -104,7 +62,7 @@ static void block_id(const az_writer* w, int number, char out[48]) {
 static void join_oldest(az_writer* w) {
   block_upload* u = w->inflight[0];
   objstore_finish(w->fs->store.engine, &u->x, u->status);
-  keep_error(w, u->status);
+  objstore_failure_record(&w->error, u->status);
   az_release_request(w->fs, &u->x);
   objstore_response_free(&u->resp);
   TF_DeleteStatus(u->status);
@@ -128,7 +86,7 @@ static int start_block(az_writer* w, size_t n, TF_Status* status) {
     return -1;
   }
   while (w->inflight_count >= MAX_IN_FLIGHT) join_oldest(w);
-  if (failed(w, status) != 0) return -1;
+  if (objstore_failure_take(&w->error, status) != 0) return -1;
   u = calloc(1, sizeof *u);
   if (u == NULL || (u->data = malloc(n > 0 ? n : 1)) == NULL || (u->status = TF_NewStatus()) == NULL) {
     if (u != NULL) free(u->data);
@@ -168,14 +126,14 @@ static int ship_blocks(az_writer* w, TF_Status* status) {
 static void writer_append(const TF_WritableFile* file, const char* data, size_t n,
                           TF_Status* status) {
   az_writer* w = file->plugin_file;
-  if (failed(w, status) != 0) return;
+  if (objstore_failure_take(&w->error, status) != 0) return;
   if (plugin_buf_append(&w->buf, data, n) != 0) {
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "az: out of memory");
-    keep_error(w, status);
+    objstore_failure_record(&w->error, status);
     return;
   }
   if ((w->blocks > 0 || (int64_t)w->buf.len > w->cfg->upload_threshold) && ship_blocks(w, status) != 0) {
-    keep_error(w, status);
+    objstore_failure_record(&w->error, status);
     return;
   }
   TF_SetStatus(status, TF_OK, "");
@@ -190,7 +148,7 @@ static int64_t writer_tell(const TF_WritableFile* file, TF_Status* status) {
 /* A blob appears only whole, at close: flush and sync keep buffering. */
 static void writer_flush(const TF_WritableFile* file, TF_Status* status) {
   az_writer* w = file->plugin_file;
-  if (failed(w, status) == 0) TF_SetStatus(status, TF_OK, "");
+  if (objstore_failure_take(&w->error, status) == 0) TF_SetStatus(status, TF_OK, "");
 }
 
 /* Put Block List: the blocks, in order, become the blob. */
@@ -238,17 +196,17 @@ static int put_blob(az_writer* w, TF_Status* status) {
 
 static void writer_close(const TF_WritableFile* file, TF_Status* status) {
   az_writer* w = file->plugin_file;
-  if (failed(w, status) != 0) goto done;
+  if (objstore_failure_take(&w->error, status) != 0) goto done;
   TF_SetStatus(status, TF_OK, "");
   if (w->blocks == 0) {
     put_blob(w, status);
   } else if ((w->buf.len == 0 || start_block(w, w->buf.len, status) == 0)) {
     join_all(w);
-    if (failed(w, status) == 0) commit(w, status);
+    if (objstore_failure_take(&w->error, status) == 0) commit(w, status);
   }
   join_all(w);
-  if (TF_GetCode(status) != TF_OK) keep_error(w, status);
-  else TF_SetStatus(w->error, TF_FAILED_PRECONDITION, "az: the file is closed");
+  if (TF_GetCode(status) != TF_OK) objstore_failure_record(&w->error, status);
+  else objstore_failure_set(&w->error, TF_FAILED_PRECONDITION, "az: the file is closed");
 done:
   objstore_forget(w->fs->store.engine, w->path);
 }
@@ -260,7 +218,7 @@ static void writer_free(az_writer* w) {
   free(w->path);
   free(w->bucket);
   az_config_release(w->fs, w->cfg);
-  if (w->error != NULL) TF_DeleteStatus(w->error);
+  if (w->error.status != NULL) objstore_failure_destroy(&w->error);
   free(w);
 }
 
@@ -276,10 +234,10 @@ static az_writer* writer_new(const TF_Filesystem* filesystem, const char* path, 
   if (w == NULL) goto oom;
   w->fs = filesystem->plugin_filesystem;
   w->cfg = az_config_acquire(w->fs);
-  w->error = TF_NewStatus();
+  objstore_failure_init(&w->error);
   w->path = strdup(path);
   w->bucket = strdup(path + strspn(path, "/"));
-  if (w->error == NULL || w->path == NULL || w->bucket == NULL ||
+  if (w->error.status == NULL || w->path == NULL || w->bucket == NULL ||
       plugin_random_hex(w->id_prefix, sizeof w->id_prefix) != 0)
     goto oom;
   slash = strchr(w->bucket, '/');
@@ -309,11 +267,9 @@ void az_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
                             TF_WritableFile* file, TF_Status* status) {
   az_writer* w = writer_new(filesystem, path, "append", status);
   objstore_reader* r;
-  int64_t size, at;
-  const size_t piece_cap = 8 << 20;
   file->plugin_file = NULL;
   if (w == NULL) return;
-  r = reader_open(filesystem, path, "append", status);
+  r = objstore_fs_open_reader(filesystem, path, "append", status);
   if (r == NULL) {
     if (TF_GetCode(status) == TF_NOT_FOUND) { /* a new file */
       file->plugin_file = w;
@@ -323,24 +279,12 @@ void az_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
     }
     return;
   }
-  size = objstore_reader_size(r);
   file->plugin_file = w;
-  /* The old bytes first, a piece at a time through the writer. */
-  for (at = 0; at < size && TF_GetCode(status) == TF_OK;) {
-    size_t want = (size_t)(size - at < (int64_t)piece_cap ? size - at : (int64_t)piece_cap);
-    char* piece = malloc(want);
-    int64_t got = piece != NULL ? objstore_reader_read(r, (uint64_t)at, want, piece, status) : -1;
-    if (piece == NULL) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "az: out of memory");
-    else if (got == (int64_t)want) writer_append(file, piece, want, status);
-    else if (TF_GetCode(status) == TF_OK) TF_SetStatus(status, TF_DATA_LOSS, "az: the blob shrank while it was read back");
-    free(piece);
-    at += (int64_t)want;
-  }
-  objstore_reader_free(r);
-  if (TF_GetCode(status) != TF_OK) {
+  if (objstore_fs_read_back(r, &az_writable_file_ops, file, status) != 0) { /* the old bytes first */
     writer_free(w);
     file->plugin_file = NULL;
   }
+  objstore_reader_free(r);
 }
 
 const TF_WritableFileOps az_writable_file_ops = {writer_cleanup, writer_append, writer_tell,

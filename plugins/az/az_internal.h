@@ -140,9 +140,10 @@ void az_credential_source(objstore_fs* store, const void* config, char* out, siz
 void az_parse_connection_string(const char* text, az_account* out);
 
 /* Files (az_files.c). */
-PLUGIN_DECLARE_FILE_CONSTRUCTORS(az_);
-void az_read_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
-                   char* const* buffers, const size_t* caps, int64_t* sizes, TF_Status** statuses);
+void az_new_writable_file(const TF_Filesystem* filesystem, const char* path, TF_WritableFile* file,
+                          TF_Status* status);
+void az_new_appendable_file(const TF_Filesystem* filesystem, const char* path, TF_WritableFile* file,
+                            TF_Status* status);
 void az_write_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
                     const char* const* datas, const size_t* lengths, TF_Status** statuses);
 extern const TF_WritableFileOps az_writable_file_ops;

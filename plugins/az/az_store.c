@@ -126,37 +126,14 @@ int az_locate(const az_config* cfg, const char* bucket, az_target* out, TF_Statu
 
 static int text(plugin_buf* b, const char* s) { return plugin_buf_append(b, s, strlen(s)); }
 
-/* s percent-encoded onto b: RFC 3986's unreserved characters kept, and
- * "/" when slash_kept (a blob name's separators). */
-static int encoded(plugin_buf* b, const char* s, int slash_kept) {
-  static const char hex[] = "0123456789ABCDEF";
-  for (; *s != '\0'; ++s) {
-    unsigned char ch = (unsigned char)*s;
-    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-        ch == '-' || ch == '.' || ch == '_' || ch == '~' || (ch == '/' && slash_kept)) {
-      if (plugin_buf_append(b, s, 1) != 0) return -1;
-    } else {
-      char esc[3] = {'%', hex[ch >> 4], hex[ch & 15]};
-      if (plugin_buf_append(b, esc, 3) != 0) return -1;
-    }
-  }
-  return 0;
-}
-
 int az_param(az_call* c, const char* name, const char* value) {
   if (c->query.len > 0 && text(&c->query, "&") != 0) return -1;
   if (text(&c->query, name) != 0 || text(&c->query, "=") != 0) return -1;
-  return encoded(&c->query, value, 0);
+  return objstore_url_encode(&c->query, value, 0);
 }
 
 int az_header(az_call* c, const char* name, const char* value) {
-  char line[2200];
-  struct curl_slist* grown;
-  snprintf(line, sizeof line, "%s: %s", name, value);
-  grown = curl_slist_append(c->headers, line);
-  if (grown == NULL) return -1;
-  c->headers = grown;
-  return 0;
+  return objstore_add_header(&c->headers, name, value);
 }
 
 az_call* az_call_bind(az_fs* fs, const char* method, const char* bucket, const char* key,
@@ -179,8 +156,8 @@ az_call* az_call_bind(az_fs* fs, const char* method, const char* bucket, const c
   snprintf(c->what, n, "%s az://%s%s%s", method, bucket, key != NULL && *key ? "/" : "",
            key != NULL ? key : "");
   if (az_locate(c->cfg, bucket, &c->target, status) != 0) return NULL;
-  if ((*c->target.container && (text(&c->path, "/") != 0 || encoded(&c->path, c->target.container, 0) != 0)) ||
-      (key != NULL && *key && (text(&c->path, "/") != 0 || encoded(&c->path, key, 1) != 0)) ||
+  if ((*c->target.container && (text(&c->path, "/") != 0 || objstore_url_encode(&c->path, c->target.container, 0) != 0)) ||
+      (key != NULL && *key && (text(&c->path, "/") != 0 || objstore_url_encode(&c->path, key, 1) != 0)) ||
       (c->path.len == 0 && text(&c->path, "/") != 0)) {
     OOM(status);
     return NULL;
@@ -406,37 +383,32 @@ static void az_set_error(void* store, const objstore_exchange* x, TF_Status* sta
   TF_SetStatus(status, tf, msg);
 }
 
-/* "/container/blob" split in place, or -1 (no blob: a container is a directory). */
-static int split(char* path, char** bucket, char** key) {
-  char* p = path;
-  char* slash;
-  while (*p == '/') ++p;
-  slash = strchr(p, '/');
-  if (slash == NULL || slash[1] == '\0') return -1;
-  *slash = '\0';
-  *bucket = p;
-  *key = slash + 1;
-  return 0;
-}
-
-static int az_object_request(void* store, const char* path, const char* range,
-                             const char* if_match, objstore_exchange* x, TF_Status* status) {
+/* A call for method on the blob at path ("/container/blob"); what: the
+ * caller's verb, in the error when path names a container. */
+static az_call* bind_blob(void* store, const char* method, const char* path, const char* what,
+                          objstore_exchange* x, TF_Status* status) {
   char* copy = strdup(path);
   char *bucket, *key;
   az_call* c;
   if (copy == NULL) {
     OOM(status);
-    return -1;
+    return NULL;
   }
-  if (split(copy, &bucket, &key) != 0) {
+  if (objstore_split_path(copy, &bucket, &key) != 0) {
     char msg[600];
-    snprintf(msg, sizeof msg, "open az:/%s: a container is a directory", path);
+    snprintf(msg, sizeof msg, "%s az:/%s: a container is a directory, not a file", what, path);
     TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
     free(copy);
-    return -1;
+    return NULL;
   }
-  c = az_call_bind(store, x->method, bucket, key, x, status);
+  c = az_call_bind(store, method, bucket, key, x, status);
   free(copy);
+  return c;
+}
+
+static int az_object_request(void* store, const char* path, const char* range,
+                             const char* if_match, objstore_exchange* x, TF_Status* status) {
+  az_call* c = bind_blob(store, x->method, path, "open", x, status);
   if (c == NULL) return -1;
   if ((range != NULL && az_header(c, "Range", range) != 0) ||
       (if_match != NULL && *if_match && az_header(c, "If-Match", if_match) != 0)) {
@@ -448,22 +420,7 @@ static int az_object_request(void* store, const char* path, const char* range,
 
 int az_put_request(void* store, const char* path, const char* data, size_t len, objstore_exchange* x,
                    TF_Status* status) {
-  char* copy = strdup(path);
-  char *bucket, *key;
-  az_call* c;
-  if (copy == NULL) {
-    OOM(status);
-    return -1;
-  }
-  if (split(copy, &bucket, &key) != 0) {
-    char msg[600];
-    snprintf(msg, sizeof msg, "write az:/%s: a container is a directory, not a file", path);
-    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
-    free(copy);
-    return -1;
-  }
-  c = az_call_bind(store, "PUT", bucket, key, x, status);
-  free(copy);
+  az_call* c = bind_blob(store, "PUT", path, "write", x, status);
   if (c == NULL) return -1;
   if (az_header(c, "x-ms-blob-type", "BlockBlob") != 0) {
     OOM(status);

@@ -71,6 +71,8 @@ static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
   fs->store.hooks = &gs_tree_hooks;
   fs->store.scheme = "gs";
   fs->store.transport_offset = offsetof(gs_config, transport);
+  fs->store.read_ahead_offset = offsetof(gs_config, read_ahead);
+  fs->store.part_size_offset = offsetof(gs_config, part_size);
   fs->store.credential_source = gs_credential_source;
   fs->store.engine = objstore_engine_new(&gs_store, fs);
   if (fs->store.engine == NULL) {
@@ -92,8 +94,9 @@ static void fs_cleanup(TF_Filesystem* filesystem) {
 /* ---- registration ------------------------------------------------------------------------ */
 
 static const TF_FilesystemOps gs_filesystem_ops = {
-    .init = fs_init, .cleanup = fs_cleanup, PLUGIN_FILE_CONSTRUCTORS(gs_), OBJSTORE_NAMESPACE_OPS,
-    .read_files = gs_read_files, .write_files = gs_write_files, OBJSTORE_CONFIGURATION_OPS};
+    .init = fs_init, .cleanup = fs_cleanup, OBJSTORE_READER_OPS, .new_writable_file = gs_new_writable_file,
+    .new_appendable_file = gs_new_appendable_file, .write_files = gs_write_files, OBJSTORE_NAMESPACE_OPS,
+    OBJSTORE_CONFIGURATION_OPS};
 
 static const plugin_scheme gs_schemes[] = {
     {"gs", &gs_filesystem_ops, &objstore_file_ops, &gs_writable_file_ops, &objstore_region_ops}};

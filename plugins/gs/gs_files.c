@@ -1,8 +1,9 @@
 /* Files on GCS.
  *
- * Reading: the engine's readers on the store's media requests
- * (gs_object_request): one GET of at most read_ahead bytes at the open,
- * ranged GETs pinned with ifGenerationMatch to the generation it saw.
+ * Reading is the engine's (objstore_fs.c, OBJSTORE_READER_OPS), on the
+ * store's media requests (gs_object_request): one GET of at most
+ * read_ahead bytes at the open, ranged GETs pinned with ifGenerationMatch
+ * to the generation it saw.
  *
  * Writing: bytes collect in memory. A file that closes within
  * upload_threshold bytes is one multipart upload. A larger one opens a
@@ -26,38 +27,6 @@
 
 #define QUANTUM ((int64_t)256 << 10) /* GCS's chunk unit */
 
-/* ---- reading ------------------------------------------------------------------------- */
-
-static objstore_reader* reader_open(const TF_Filesystem* filesystem, const char* path,
-                                    const char* what, TF_Status* status) {
-  gs_fs* fs = filesystem->plugin_filesystem;
-  gs_config* cfg = gs_config_acquire(fs);
-  objstore_reader* r = objstore_reader_open(fs->store.engine, &cfg->transport, path, cfg->read_ahead,
-                                            cfg->part_size, what, status);
-  gs_config_release(fs, cfg);
-  return r;
-}
-
-void gs_new_random_access_file(const TF_Filesystem* filesystem, const char* path,
-                               TF_RandomAccessFile* file, TF_Status* status) {
-  file->plugin_file = reader_open(filesystem, path, "open", status);
-}
-
-void gs_new_read_only_memory_region_from_file(const TF_Filesystem* filesystem, const char* path,
-                                               TF_ReadOnlyMemoryRegion* region, TF_Status* status) {
-  objstore_reader* r = reader_open(filesystem, path, "map", status);
-  region->plugin_memory_region = NULL;
-  if (r != NULL) objstore_map(r, region, status);
-}
-
-void gs_read_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
-                   char* const* buffers, const size_t* caps, int64_t* sizes, TF_Status** statuses) {
-  gs_fs* fs = filesystem->plugin_filesystem;
-  gs_config* cfg = gs_config_acquire(fs);
-  objstore_read_objects(fs->store.engine, &cfg->transport, paths, n, buffers, caps, sizes, statuses);
-  gs_config_release(fs, cfg);
-}
-
 /* ---- writing ------------------------------------------------------------------------- */
 
 typedef struct gs_writer {
@@ -70,23 +39,13 @@ typedef struct gs_writer {
   size_t chunk;   /* the session's chunk: a multiple of QUANTUM */
   int64_t sent;   /* bytes the session holds */
   char* session;  /* the resumable session's URL, once there is one */
-  TF_Status* error; /* a failed send: every later call reports it */
+  objstore_failure error; /* a failed send or commit: every later call reports it */
   /* An append by compose: the new bytes go to key (a temporary object),
    * then target becomes [target at generation, key]; base is its size. */
   char* target;
   char generation[64];
   int64_t base;
 } gs_writer;
-
-static int failed(gs_writer* w, TF_Status* status) {
-  if (TF_GetCode(w->error) == TF_OK) return 0;
-  TF_SetStatus(status, TF_GetCode(w->error), TF_Message(w->error));
-  return -1;
-}
-
-static void keep_error(gs_writer* w, const TF_Status* status) {
-  if (TF_GetCode(w->error) == TF_OK) TF_SetStatus(w->error, TF_GetCode(status), TF_Message(status));
-}
 
 /* A request to the session's own URL; its answer in resp. */
 static gs_call* session_call(gs_writer* w, objstore_exchange* x, objstore_response* resp,
@@ -267,15 +226,15 @@ static int ship_chunks(gs_writer* w, TF_Status* status) {
 static void writer_append(const TF_WritableFile* file, const char* data, size_t n,
                           TF_Status* status) {
   gs_writer* w = file->plugin_file;
-  if (failed(w, status) != 0) return;
+  if (objstore_failure_take(&w->error, status) != 0) return;
   if (plugin_buf_append(&w->buf, data, n) != 0) {
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
-    keep_error(w, status);
+    objstore_failure_record(&w->error, status);
     return;
   }
   if (w->sent + (int64_t)w->buf.len > w->cfg->upload_threshold && w->buf.len > w->chunk &&
       ship_chunks(w, status) != 0) {
-    keep_error(w, status);
+    objstore_failure_record(&w->error, status);
     return;
   }
   TF_SetStatus(status, TF_OK, "");
@@ -290,7 +249,7 @@ static int64_t writer_tell(const TF_WritableFile* file, TF_Status* status) {
 /* An object appears only whole, at close: flush and sync keep buffering. */
 static void writer_flush(const TF_WritableFile* file, TF_Status* status) {
   gs_writer* w = file->plugin_file;
-  if (failed(w, status) == 0) TF_SetStatus(status, TF_OK, "");
+  if (objstore_failure_take(&w->error, status) == 0) TF_SetStatus(status, TF_OK, "");
 }
 
 static void cancel_session(gs_writer* w) {
@@ -365,9 +324,9 @@ static int compose(gs_writer* w, TF_Status* status) {
 
 static void writer_close(const TF_WritableFile* file, TF_Status* status) {
   gs_writer* w = file->plugin_file;
-  if (failed(w, status) != 0) goto done;
+  if (objstore_failure_take(&w->error, status) != 0) goto done;
   if (w->target != NULL && w->sent + (int64_t)w->buf.len == 0) { /* nothing appended */
-    TF_SetStatus(w->error, TF_FAILED_PRECONDITION, "gs: the file is closed");
+    objstore_failure_set(&w->error, TF_FAILED_PRECONDITION, "gs: the file is closed");
     TF_SetStatus(status, TF_OK, "");
     goto done;
   }
@@ -386,8 +345,8 @@ static void writer_close(const TF_WritableFile* file, TF_Status* status) {
     objstore_response_free(&resp);
   }
   if (w->target != NULL && TF_GetCode(status) == TF_OK) compose(w, status);
-  if (TF_GetCode(status) != TF_OK) keep_error(w, status);
-  else TF_SetStatus(w->error, TF_FAILED_PRECONDITION, "gs: the file is closed");
+  if (TF_GetCode(status) != TF_OK) objstore_failure_record(&w->error, status);
+  else objstore_failure_set(&w->error, TF_FAILED_PRECONDITION, "gs: the file is closed");
 done:
   objstore_forget(w->fs->store.engine, w->path);
 }
@@ -400,7 +359,7 @@ static void writer_free(gs_writer* w) {
   if (w->target != NULL) free(w->key); /* the temporary object's own */
   free(w->bucket);
   gs_config_release(w->fs, w->cfg);
-  if (w->error != NULL) TF_DeleteStatus(w->error);
+  if (w->error.status != NULL) objstore_failure_destroy(&w->error);
   free(w);
 }
 
@@ -416,10 +375,10 @@ static gs_writer* writer_new(const TF_Filesystem* filesystem, const char* path, 
   if (w == NULL) goto oom;
   w->fs = filesystem->plugin_filesystem;
   w->cfg = gs_config_acquire(w->fs);
-  w->error = TF_NewStatus();
+  objstore_failure_init(&w->error);
   w->path = strdup(path);
   w->bucket = strdup(path + strspn(path, "/"));
-  if (w->error == NULL || w->path == NULL || w->bucket == NULL) goto oom;
+  if (w->error.status == NULL || w->path == NULL || w->bucket == NULL) goto oom;
   slash = strchr(w->bucket, '/');
   if (slash == NULL || slash[1] == '\0') {
     char msg[600];
@@ -470,10 +429,10 @@ void gs_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
                             TF_WritableFile* file, TF_Status* status) {
   gs_writer* w = writer_new(filesystem, path, "append", status);
   objstore_reader* r;
-  int64_t size, at;
+  int64_t size;
   file->plugin_file = NULL;
   if (w == NULL) return;
-  r = reader_open(filesystem, path, "append", status);
+  r = objstore_fs_open_reader(filesystem, path, "append", status);
   if (r == NULL) {
     if (TF_GetCode(status) == TF_NOT_FOUND) { /* a new file */
       file->plugin_file = w;
@@ -490,22 +449,11 @@ void gs_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
     objstore_reader_free(r);
     return;
   }
-  /* The old bytes first, a chunk at a time through the writer. */
-  for (at = 0; at < size && TF_GetCode(status) == TF_OK;) {
-    size_t want = (size_t)(size - at < (int64_t)w->chunk ? size - at : (int64_t)w->chunk);
-    char* piece = malloc(want);
-    int64_t got = piece != NULL ? objstore_reader_read(r, (uint64_t)at, want, piece, status) : -1;
-    if (piece == NULL) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
-    else if (got == (int64_t)want) writer_append(file, piece, want, status);
-    else if (TF_GetCode(status) == TF_OK) TF_SetStatus(status, TF_DATA_LOSS, "gs: the object shrank while it was read back");
-    free(piece);
-    at += (int64_t)want;
-  }
-  objstore_reader_free(r);
-  if (TF_GetCode(status) != TF_OK) {
+  if (objstore_fs_read_back(r, &gs_writable_file_ops, file, status) != 0) { /* the old bytes first */
     writer_free(w);
     file->plugin_file = NULL;
   }
+  objstore_reader_free(r);
 }
 
 const TF_WritableFileOps gs_writable_file_ops = {writer_cleanup, writer_append, writer_tell,

@@ -110,9 +110,10 @@ void gs_credential_source(objstore_fs* store, const void* config, char* out, siz
 int gs_emulator_endpoint(const gs_config* cfg);
 
 /* Files (gs_files.c). */
-PLUGIN_DECLARE_FILE_CONSTRUCTORS(gs_);
-void gs_read_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
-                   char* const* buffers, const size_t* caps, int64_t* sizes, TF_Status** statuses);
+void gs_new_writable_file(const TF_Filesystem* filesystem, const char* path, TF_WritableFile* file,
+                          TF_Status* status);
+void gs_new_appendable_file(const TF_Filesystem* filesystem, const char* path, TF_WritableFile* file,
+                            TF_Status* status);
 void gs_write_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
                     const char* const* datas, const size_t* lengths, TF_Status** statuses);
 extern const TF_WritableFileOps gs_writable_file_ops;

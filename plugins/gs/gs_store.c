@@ -28,29 +28,10 @@
 
 int gs_url_text(gs_call* c, const char* s) { return plugin_buf_append(&c->url, s, strlen(s)); }
 
-int gs_url_encoded(gs_call* c, const char* s) {
-  static const char hex[] = "0123456789ABCDEF";
-  for (; *s != '\0'; ++s) {
-    unsigned char ch = (unsigned char)*s;
-    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-        ch == '-' || ch == '.' || ch == '_' || ch == '~') {
-      if (plugin_buf_append(&c->url, s, 1) != 0) return -1;
-    } else {
-      char esc[3] = {'%', hex[ch >> 4], hex[ch & 15]};
-      if (plugin_buf_append(&c->url, esc, 3) != 0) return -1;
-    }
-  }
-  return 0;
-}
+int gs_url_encoded(gs_call* c, const char* s) { return objstore_url_encode(&c->url, s, 0); }
 
 int gs_header(gs_call* c, const char* name, const char* value) {
-  char line[1200];
-  struct curl_slist* grown;
-  snprintf(line, sizeof line, "%s: %s", name, value);
-  grown = curl_slist_append(c->headers, line);
-  if (grown == NULL) return -1;
-  c->headers = grown;
-  return 0;
+  return objstore_add_header(&c->headers, name, value);
 }
 
 /* The endpoint requests go to: the setting, else STORAGE_EMULATOR_HOST
@@ -197,20 +178,6 @@ static void gs_set_error(void* store, const objstore_exchange* x, TF_Status* sta
   TF_SetStatus(status, objstore_code_for_http(http), msg);
 }
 
-/* "/bucket/key" split in place into its two parts, or -1 (no key: a
- * bucket is a directory). */
-static int split(char* path, char** bucket, char** key) {
-  char* p = path;
-  char* slash;
-  while (*p == '/') ++p;
-  slash = strchr(p, '/');
-  if (slash == NULL || slash[1] == '\0') return -1;
-  *slash = '\0';
-  *bucket = p;
-  *key = slash + 1;
-  return 0;
-}
-
 static int gs_object_request(void* store, const char* path, const char* range,
                              const char* if_match, objstore_exchange* x, TF_Status* status) {
   char* copy = strdup(path);
@@ -221,7 +188,7 @@ static int gs_object_request(void* store, const char* path, const char* range,
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
     return -1;
   }
-  if (split(copy, &bucket, &key) != 0) {
+  if (objstore_split_path(copy, &bucket, &key) != 0) {
     char msg[600];
     snprintf(msg, sizeof msg, "open gs:/%s: a bucket is a directory", path);
     TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
@@ -251,7 +218,7 @@ static int gs_put_request(void* store, const char* path, const char* data, size_
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
     return -1;
   }
-  if (split(copy, &bucket, &key) != 0) {
+  if (objstore_split_path(copy, &bucket, &key) != 0) {
     char msg[600];
     snprintf(msg, sizeof msg, "write gs:/%s: a bucket is a directory, not a file", path);
     TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);

@@ -20,6 +20,7 @@
 #ifndef ASYNCFS_OBJSTORE_H_
 #define ASYNCFS_OBJSTORE_H_
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h> /* offsetof, for OBJSTORE_OPTIONS */
 #include <stdint.h>
@@ -299,6 +300,23 @@ void objstore_read_objects(objstore_engine* engine, const objstore_settings* set
                            const char* const* paths, int n, char* const* buffers,
                            const size_t* caps, int64_t* sizes, TF_Status** statuses);
 
+/* ---- a writer's first failure (objstore_writes.c) ---- */
+
+/* The first failure of a writable file, whose parts may fail on other
+ * threads: every later call reports it. Thread-safe, sticky once set. */
+typedef struct objstore_failure {
+  pthread_mutex_t lock;
+  TF_Status* status; /* TF_OK until a failure */
+} objstore_failure;
+
+void objstore_failure_init(objstore_failure* f);
+void objstore_failure_destroy(objstore_failure* f);
+/* Keeps failure unless one is kept already; an OK status is ignored. */
+void objstore_failure_record(objstore_failure* f, const TF_Status* failure);
+void objstore_failure_set(objstore_failure* f, TF_Code code, const char* message);
+/* Copies the failure (or OK) into status; -1 when there was one. */
+int objstore_failure_take(objstore_failure* f, TF_Status* status);
+
 /* ---- writing many whole objects at once (objstore_writes.c) ---- */
 
 /* The write_files op: each object of at most single_max bytes in one
@@ -431,6 +449,10 @@ typedef struct objstore_fs {
   const objstore_tree_hooks* hooks;
   const char* scheme;
   size_t transport_offset;
+  /* The int64_t options a file opened for reading takes: the bytes its
+   * open fetches, and the ranged GETs a large read is cut into. */
+  size_t read_ahead_offset;
+  size_t part_size_offset;
   /* Where requests' credentials come from, in words, asking the store's
    * chain when it has not been (config: a settings snapshot); NULL: the
    * store does not say. Read as the option credential_source. */
@@ -494,6 +516,29 @@ void objstore_fs_get_option(const TF_Filesystem* filesystem, const char* key,
   .get_filesystem_configuration_keys = plugin_get_configuration_keys
 
 /* The TF_FilesystemOps entries of the namespace, for a store's table. */
+/* Reading, on the engine's readers (objstore_reader.c) with the current
+ * settings: an object opened (what: "open", "map", "append", in
+ * messages), the random-access and memory-region constructors, and
+ * read_files (objstore_read_objects). */
+objstore_reader* objstore_fs_open_reader(const TF_Filesystem* filesystem, const char* path, const char* what,
+                                         TF_Status* status);
+void objstore_fs_new_random_access_file(const TF_Filesystem* filesystem, const char* path,
+                                        TF_RandomAccessFile* file, TF_Status* status);
+void objstore_fs_new_read_only_memory_region_from_file(const TF_Filesystem* filesystem, const char* path,
+                                                       TF_ReadOnlyMemoryRegion* region, TF_Status* status);
+void objstore_fs_read_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
+                            char* const* buffers, const size_t* caps, int64_t* sizes, TF_Status** statuses);
+/* What an append to an object of a store that cannot append in place
+ * starts with: the old bytes of r, a piece at a time, through the new
+ * file's append (ops); 0, or -1 with status set. */
+int objstore_fs_read_back(objstore_reader* r, const TF_WritableFileOps* ops, const TF_WritableFile* file,
+                          TF_Status* status);
+
+#define OBJSTORE_READER_OPS                                                                     \
+  .new_random_access_file = objstore_fs_new_random_access_file,                                 \
+  .new_read_only_memory_region_from_file = objstore_fs_new_read_only_memory_region_from_file,   \
+  .read_files = objstore_fs_read_files
+
 #define OBJSTORE_NAMESPACE_OPS                                                                  \
   PLUGIN_NAMESPACE_OPS(objstore_fs_), PLUGIN_QUERY_OPS(objstore_fs_),                         \
       .stat_files = objstore_fs_stat_files, .flush_caches = objstore_fs_flush_caches
@@ -517,6 +562,16 @@ TF_Code objstore_code_for_http(long http);
 
 /* The settings' certificate checks on a curl handle. */
 void objstore_tls_options(const objstore_settings* settings, void* curl_handle);
+
+/* s percent-encoded onto b: RFC 3986's unreserved characters kept, and
+ * "/" too when keep_slash (an object name's separators in a URL path).
+ * 0, or -1 when out of memory. */
+int objstore_url_encode(plugin_buf* b, const char* s, int keep_slash);
+/* "Name: value" appended to *headers; 0, or -1 when out of memory. */
+int objstore_add_header(struct curl_slist** headers, const char* name, const char* value);
+/* "/bucket/key" (the plugins' object path) split in place into its two
+ * parts: 0, or -1 when it names no object (a bucket, the root). */
+int objstore_split_path(char* path, char** bucket, char** key);
 
 /* Whether two absolute URLs have one origin (scheme, host and port). */
 int objstore_same_origin(const char* a, const char* b);

@@ -432,6 +432,46 @@ int objstore_try_finish(void* store_ctx, objstore_try* t, CURLcode rc) {
 
 /* ---- redirects ----------------------------------------------------------------------- */
 
+int objstore_url_encode(plugin_buf* b, const char* s, int keep_slash) {
+  static const char hex[] = "0123456789ABCDEF";
+  for (; *s != '\0'; ++s) {
+    unsigned char ch = (unsigned char)*s;
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+        ch == '.' || ch == '_' || ch == '~' || (ch == '/' && keep_slash)) {
+      if (plugin_buf_append(b, s, 1) != 0) return -1;
+    } else {
+      char esc[3] = {'%', hex[ch >> 4], hex[ch & 15]};
+      if (plugin_buf_append(b, esc, 3) != 0) return -1;
+    }
+  }
+  return 0;
+}
+
+int objstore_add_header(struct curl_slist** headers, const char* name, const char* value) {
+  size_t n = strlen(name) + strlen(value) + 3;
+  char* line = malloc(n);
+  struct curl_slist* grown;
+  if (line == NULL) return -1;
+  snprintf(line, n, "%s: %s", name, value);
+  grown = curl_slist_append(*headers, line);
+  free(line);
+  if (grown == NULL) return -1;
+  *headers = grown;
+  return 0;
+}
+
+int objstore_split_path(char* path, char** bucket, char** key) {
+  char* p = path;
+  char* slash;
+  while (*p == '/') ++p;
+  slash = strchr(p, '/');
+  if (slash == NULL || slash[1] == '\0') return -1;
+  *slash = '\0';
+  *bucket = p;
+  *key = slash + 1;
+  return 0;
+}
+
 int objstore_same_origin(const char* a, const char* b) {
   static const CURLUPart parts[] = {CURLUPART_SCHEME, CURLUPART_HOST, CURLUPART_PORT};
   CURLU* ua = curl_url();

@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "objstore.h"
@@ -185,4 +186,55 @@ void objstore_fs_get_option(const TF_Filesystem* filesystem, const char* key,
   fs->credential_source(fs, config, source, sizeof source);
   plugin_config_release(&fs->base.config, config);
   plugin_report_text(option, key, "where requests' credentials come from (read-only)", source, status);
+}
+
+/* ---- reading ------------------------------------------------------------------------- */
+
+objstore_reader* objstore_fs_open_reader(const TF_Filesystem* filesystem, const char* path, const char* what,
+                                         TF_Status* status) {
+  objstore_fs* fs = fs_of(filesystem);
+  char* config = plugin_config_acquire(&fs->base.config);
+  objstore_reader* r = objstore_reader_open(
+      fs->engine, (const objstore_settings*)(config + fs->transport_offset), path,
+      *(const int64_t*)(config + fs->read_ahead_offset), *(const int64_t*)(config + fs->part_size_offset), what,
+      status);
+  plugin_config_release(&fs->base.config, config);
+  return r;
+}
+
+void objstore_fs_new_random_access_file(const TF_Filesystem* filesystem, const char* path,
+                                        TF_RandomAccessFile* file, TF_Status* status) {
+  file->plugin_file = objstore_fs_open_reader(filesystem, path, "open", status);
+}
+
+void objstore_fs_new_read_only_memory_region_from_file(const TF_Filesystem* filesystem, const char* path,
+                                                       TF_ReadOnlyMemoryRegion* region, TF_Status* status) {
+  objstore_reader* r = objstore_fs_open_reader(filesystem, path, "map", status);
+  region->plugin_memory_region = NULL;
+  if (r != NULL) objstore_map(r, region, status);
+}
+
+void objstore_fs_read_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
+                            char* const* buffers, const size_t* caps, int64_t* sizes, TF_Status** statuses) {
+  objstore_tree t;
+  objstore_fs_begin(fs_of(filesystem), &t);
+  objstore_read_objects(t.engine, t.settings, paths, n, buffers, caps, sizes, statuses);
+  objstore_fs_end(fs_of(filesystem), &t);
+}
+
+int objstore_fs_read_back(objstore_reader* r, const TF_WritableFileOps* ops, const TF_WritableFile* file,
+                          TF_Status* status) {
+  const int64_t piece_cap = 8 << 20;
+  int64_t size = objstore_reader_size(r), at;
+  for (at = 0; at < size && TF_GetCode(status) == TF_OK;) {
+    size_t want = (size_t)(size - at < piece_cap ? size - at : piece_cap);
+    char* piece = malloc(want);
+    int64_t got = piece != NULL ? objstore_reader_read(r, (uint64_t)at, want, piece, status) : -1;
+    if (piece == NULL) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    else if (got == (int64_t)want) ops->append(file, piece, want, status);
+    else if (TF_GetCode(status) == TF_OK) TF_SetStatus(status, TF_DATA_LOSS, "the object shrank while it was read back");
+    free(piece);
+    at += (int64_t)want;
+  }
+  return TF_GetCode(status) == TF_OK ? 0 : -1;
 }

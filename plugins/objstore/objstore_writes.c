@@ -1,11 +1,41 @@
-/* Many whole objects written at once (objstore.h, objstore_write_objects):
- * the write_files op of every store that can upload an object in one
- * request. */
+/* Writing: a writer's first failure (objstore_failure), and many whole
+ * objects written at once (objstore_write_objects), the write_files op of
+ * every store that can upload an object in one request. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdlib.h>
 
 #include "objstore_internal.h"
+
+void objstore_failure_init(objstore_failure* f) {
+  pthread_mutex_init(&f->lock, NULL);
+  f->status = TF_NewStatus();
+}
+
+void objstore_failure_destroy(objstore_failure* f) {
+  pthread_mutex_destroy(&f->lock);
+  TF_DeleteStatus(f->status);
+}
+
+void objstore_failure_set(objstore_failure* f, TF_Code code, const char* message) {
+  if (code == TF_OK) return;
+  pthread_mutex_lock(&f->lock);
+  if (TF_GetCode(f->status) == TF_OK) TF_SetStatus(f->status, code, message);
+  pthread_mutex_unlock(&f->lock);
+}
+
+void objstore_failure_record(objstore_failure* f, const TF_Status* failure) {
+  objstore_failure_set(f, TF_GetCode(failure), TF_Message(failure));
+}
+
+int objstore_failure_take(objstore_failure* f, TF_Status* status) {
+  TF_Code code;
+  pthread_mutex_lock(&f->lock);
+  code = TF_GetCode(f->status);
+  TF_SetStatus(status, code, TF_Message(f->status));
+  pthread_mutex_unlock(&f->lock);
+  return code == TF_OK ? 0 : -1;
+}
 
 /* Object path through the plugin's writable file, as a caller would. */
 static void write_alone(const TF_Filesystem* filesystem, const char* path, const char* data, size_t len,

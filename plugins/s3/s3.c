@@ -36,6 +36,8 @@ static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
   fs->store.hooks = &s3_tree_hooks;
   fs->store.scheme = "s3";
   fs->store.transport_offset = offsetof(s3_config, transport);
+  fs->store.read_ahead_offset = offsetof(s3_config, read_ahead);
+  fs->store.part_size_offset = offsetof(s3_config, part_size);
   fs->store.credential_source = s3_credential_source;
   fs->store.engine = objstore_engine_new(&s3_store, fs);
   if (fs->store.engine == NULL) {
@@ -110,13 +112,14 @@ done:
 static const TF_FilesystemOps s3_filesystem_ops = {
     .init = fs_init,
     .cleanup = fs_cleanup,
-    PLUGIN_FILE_CONSTRUCTORS(s3_),
+    OBJSTORE_READER_OPS,
+    .new_writable_file = s3_new_writable_file,
+    .new_appendable_file = s3_new_appendable_file,
     OBJSTORE_NAMESPACE_OPS,
     .get_incomplete_writes = s3_get_incomplete_writes,
     .new_writable_file_with_attributes = s3_new_writable_file_with_attributes,
     .get_file_attributes = s3_get_file_attributes,
     .abort_incomplete_write = s3_abort_incomplete_write,
-    .read_files = s3_read_files,
     .write_files = s3_write_files,
     OBJSTORE_CONFIGURATION_OPS};
 

@@ -26,33 +26,6 @@ void s3_request_init(s3_request* req, s3_response* resp, const char* method,
   req->key = key;
 }
 
-void s3_first_error_init(s3_first_error* e) {
-  pthread_mutex_init(&e->lock, NULL);
-  e->status = TF_NewStatus();
-}
-
-void s3_first_error_destroy(s3_first_error* e) {
-  pthread_mutex_destroy(&e->lock);
-  TF_DeleteStatus(e->status);
-}
-
-void s3_first_error_record(s3_first_error* e, const TF_Status* failure) {
-  if (TF_GetCode(failure) == TF_OK) return;
-  pthread_mutex_lock(&e->lock);
-  if (TF_GetCode(e->status) == TF_OK)
-    TF_SetStatus(e->status, TF_GetCode(failure), TF_Message(failure));
-  pthread_mutex_unlock(&e->lock);
-}
-
-int s3_first_error_take(s3_first_error* e, TF_Status* status) {
-  TF_Code code;
-  pthread_mutex_lock(&e->lock);
-  code = TF_GetCode(e->status);
-  TF_SetStatus(status, code, TF_Message(e->status));
-  pthread_mutex_unlock(&e->lock);
-  return code == TF_OK ? 0 : -1;
-}
-
 /* ---- errors ------------------------------------------------------------------ */
 
 /* S3's names for "try again" that may come with a 400 or a 200. Not

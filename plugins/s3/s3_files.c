@@ -1,9 +1,9 @@
 /* Files on S3.
  *
- * Reading: the engine's readers (plugins/objstore/objstore_reader.c) on
- * the s3 store's requests for an object (s3_object_request): the open is
- * one GET of at most read_ahead bytes, later reads are ranged GETs pinned
- * with If-Match to the ETag the open saw.
+ * Reading is the engine's (objstore_fs.c, OBJSTORE_READER_OPS) on the s3
+ * store's requests for an object (s3_object_request): the open is one GET
+ * of at most read_ahead bytes, later reads are ranged GETs pinned with
+ * If-Match to the ETag the open saw.
  *
  * Writing: bytes collect in a part-sized buffer. A file that closes within
  * one part is one PUT; a larger one becomes a multipart upload whose parts
@@ -20,48 +20,6 @@
 #include <string.h>
 
 #include "s3_internal.h"
-
-/* ---- reading: the engine's readers, on the s3 store's requests ------------------- */
-
-static objstore_reader* reader_open(const TF_Filesystem* filesystem, const char* path,
-                                    const char* what, TF_Status* status) {
-  s3_fs* fs = s3_fs_of(filesystem);
-  s3_config* cfg = s3_config_acquire(fs);
-  objstore_reader* r =
-      objstore_reader_open(fs->store.engine, &cfg->transport, path, cfg->read_ahead, cfg->part_size, what, status);
-  s3_config_release(fs, cfg);
-  return r;
-}
-
-void s3_new_random_access_file(const TF_Filesystem* filesystem,
-                               const char* path, TF_RandomAccessFile* file,
-                               TF_Status* status) {
-  file->plugin_file = reader_open(filesystem, path, "open", status);
-}
-
-
-/* ---- many whole objects at once ---------------------------------------------- */
-
-/* One plain GET per object, all in flight together, each body straight
- * into its buffer; an object bigger than its buffer stops at the headers
- * and reports its size. */
-void s3_read_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
-                   char* const* buffers, const size_t* caps, int64_t* sizes,
-                   TF_Status** statuses) {
-  s3_fs* fs = s3_fs_of(filesystem);
-  s3_config* cfg = s3_config_acquire(fs);
-  objstore_read_objects(fs->store.engine, &cfg->transport, paths, n, buffers, caps, sizes, statuses);
-  s3_config_release(fs, cfg);
-}
-
-/* ---- memory regions: the object downloaded --------------------------------- */
-
-void s3_new_read_only_memory_region_from_file(const TF_Filesystem* filesystem, const char* path,
-                                               TF_ReadOnlyMemoryRegion* region, TF_Status* status) {
-  objstore_reader* r = reader_open(filesystem, path, "map", status);
-  region->plugin_memory_region = NULL;
-  if (r != NULL) objstore_map(r, region, status);
-}
 
 /* ---- writing ------------------------------------------------------------------- */
 
@@ -111,7 +69,7 @@ struct s3_writer {
   int spare_count;
   size_t spare_cap; /* every spare's capacity */
   int closed;
-  s3_first_error error; /* of the parts uploading in the background */
+  objstore_failure error; /* of the parts uploading in the background */
   s3_attributes attributes; /* the object is created with */
 };
 
@@ -133,7 +91,7 @@ static void part_done(part_upload* u) {
     w->etags[u->number - 1] = strdup(u->resp.etag);
     if (w->etags[u->number - 1] == NULL) TF_SetStatus(u->status, TF_RESOURCE_EXHAUSTED, "out of memory");
   }
-  s3_first_error_record(&w->error, u->status);
+  objstore_failure_record(&w->error, u->status);
   objstore_response_free(&u->resp);
   TF_DeleteStatus(u->status);
 }
@@ -215,7 +173,7 @@ static int start_part(s3_writer* w, const char* data, size_t len, char* buffer, 
   part_upload* u;
   if (ensure_upload(w, status) != 0 || reserve_part(w, status) != 0) goto fail;
   wait_for_parts(w, buffer != NULL ? MAX_BUFFERS_IN_FLIGHT : MAX_PARTS_IN_FLIGHT);
-  if (s3_first_error_take(&w->error, status) != 0) goto fail;
+  if (objstore_failure_take(&w->error, status) != 0) goto fail;
   u = malloc(sizeof *u);
   if (u == NULL) {
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
@@ -271,7 +229,7 @@ static int64_t ship_borrowed(s3_writer* w, const char* data, size_t n, TF_Status
   }
   join_all(w); /* none may still read the caller's bytes */
   if (TF_GetCode(status) != TF_OK) return -1;
-  return s3_first_error_take(&w->error, status) == 0 ? (int64_t)sent : -1;
+  return objstore_failure_take(&w->error, status) == 0 ? (int64_t)sent : -1;
 }
 
 static void writer_append(const TF_WritableFile* file, const char* data, size_t n,
@@ -281,7 +239,7 @@ static void writer_append(const TF_WritableFile* file, const char* data, size_t 
     TF_SetStatus(status, TF_FAILED_PRECONDITION, "append to a closed s3 file");
     return;
   }
-  if (s3_first_error_take(&w->error, status) != 0) return; /* failed before: stays failed */
+  if (objstore_failure_take(&w->error, status) != 0) return; /* failed before: stays failed */
   while (n > 0) {
     size_t take;
     /* A full part waits for more data before it ships, so that a file of
@@ -305,7 +263,7 @@ static void writer_append(const TF_WritableFile* file, const char* data, size_t 
   if (n == 0)
     TF_SetStatus(status, TF_OK, "");
   else /* the file failed: its close reports this, and writes nothing */
-    s3_first_error_record(&w->error, status);
+    objstore_failure_record(&w->error, status);
 }
 
 static int64_t writer_tell(const TF_WritableFile* file, TF_Status* status) {
@@ -316,7 +274,7 @@ static int64_t writer_tell(const TF_WritableFile* file, TF_Status* status) {
 
 /* An object appears only whole, at close: flush and sync keep buffering. */
 static void writer_flush(const TF_WritableFile* file, TF_Status* status) {
-  s3_first_error_take(&((s3_writer*)file->plugin_file)->error, status);
+  objstore_failure_take(&((s3_writer*)file->plugin_file)->error, status);
 }
 
 /* The engine's caches forget what a write changed (path "/bucket/key"). */
@@ -345,7 +303,7 @@ static void writer_finish(s3_writer* w, TF_Status* status) {
   if (w->upload_id == NULL) {
     s3_request req;
     s3_response resp;
-    if (s3_first_error_take(&w->error, status) != 0) return;
+    if (objstore_failure_take(&w->error, status) != 0) return;
     s3_request_init(&req, &resp, "PUT", w->path.bucket, w->path.key);
     req.content_type = s3_content_type(w->cfg, &w->attributes, w->path.key);
     req.attributes = &w->attributes;
@@ -361,7 +319,7 @@ static void writer_finish(s3_writer* w, TF_Status* status) {
     return;
   }
   join_all(w);
-  if (s3_first_error_take(&w->error, status) == 0)
+  if (objstore_failure_take(&w->error, status) == 0)
     s3_complete_multipart(w->fs, w->cfg, &w->path, w->upload_id, w->etags, w->parts,
                           status);
   if (TF_GetCode(status) != TF_OK) s3_abort_multipart(w->fs, w->cfg, &w->path, w->upload_id, NULL);
@@ -382,7 +340,7 @@ static void writer_free(s3_writer* w) {
   while (w->spare_count > 0) free(w->spare[--w->spare_count]);
   s3_path_free(&w->path);
   s3_config_release(w->fs, w->cfg);
-  s3_first_error_destroy(&w->error);
+  objstore_failure_destroy(&w->error);
   objstore_attributes_free(&w->attributes);
   free(w);
 }
@@ -401,7 +359,7 @@ static s3_writer* writer_new(const TF_Filesystem* filesystem, const char* path,
   }
   w->fs = s3_fs_of(filesystem);
   w->cfg = s3_config_acquire(w->fs);
-  s3_first_error_init(&w->error);
+  objstore_failure_init(&w->error);
   if (s3_path_parse(path, &w->path, status) == 0 && s3_check_object(&w->path, what, status) == 0) {
     w->buf = part_buffer(w, 1, &w->cap);
     if (w->buf != NULL) return w;
@@ -455,7 +413,7 @@ void s3_new_appendable_file(const TF_Filesystem* filesystem, const char* path,
   int64_t copy_part, whole, tail, size;
   file->plugin_file = NULL;
   if (w == NULL) return;
-  r = reader_open(filesystem, path, "append", status);
+  r = objstore_fs_open_reader(filesystem, path, "append", status);
   if (r == NULL) {
     if (TF_GetCode(status) == TF_NOT_FOUND) {
       /* A new file; unless the parent is a file, which the open reported. */

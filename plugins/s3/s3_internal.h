@@ -185,20 +185,6 @@ int s3_execute(s3_fs* fs, const s3_config* cfg, const s3_request* req,
 int s3_execute_many(s3_fs* fs, const s3_config* cfg, int n, const s3_request* reqs,
                     s3_response* resps, TF_Status** statuses);
 
-/* The first failure among requests running in parallel (later ones are
- * dropped); thread-safe, and sticky once set. */
-typedef struct s3_first_error {
-  pthread_mutex_t lock;
-  TF_Status* status; /* TF_OK until a failure */
-} s3_first_error;
-
-void s3_first_error_init(s3_first_error* e);
-void s3_first_error_destroy(s3_first_error* e);
-/* Keeps failure unless one is kept already; an OK status is ignored. */
-void s3_first_error_record(s3_first_error* e, const TF_Status* failure);
-/* Copies the failure (or OK) into status; -1 when there was one. */
-int s3_first_error_take(s3_first_error* e, TF_Status* status);
-
 /* ---- signing (s3_sign.c) ------------------------------------------------ */
 
 /* URI-encodes s (RFC 3986 unreserved kept; "/" kept when keep_slash). */
@@ -355,18 +341,16 @@ int s3_explain_missing(void* store, const char* path, const char* what, const ob
                        TF_Status* status);
 void s3_name_object(void* store, const char* path, char* out, size_t cap);
 
-/* The read_files op: whole objects, all requests in flight at once. */
-void s3_read_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
-                   char* const* buffers, const size_t* caps, int64_t* sizes,
-                   TF_Status** statuses);
-
 /* The write_files op: whole objects, all PUTs in flight at once. */
 void s3_write_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
                     const char* const* datas, const size_t* lengths, TF_Status** statuses);
 
 extern const TF_WritableFileOps s3_writable_file_ops;
 
-PLUGIN_DECLARE_FILE_CONSTRUCTORS(s3_);
+void s3_new_writable_file(const TF_Filesystem* filesystem, const char* path, TF_WritableFile* file,
+                          TF_Status* status);
+void s3_new_appendable_file(const TF_Filesystem* filesystem, const char* path, TF_WritableFile* file,
+                            TF_Status* status);
 
 static inline s3_fs* s3_fs_of(const TF_Filesystem* filesystem) {
   return (s3_fs*)filesystem->plugin_filesystem;

@@ -215,7 +215,7 @@ typedef struct delete_batch {
 /* The keys of batch i that XML can carry go in its body; the others are
  * deleted one by one now (a control character). Returns those that failed. */
 static int prepare_batch(s3_fs* fs, const s3_config* cfg, const char* bucket, char** keys, int count,
-                         delete_batch* b, s3_first_error* error) {
+                         delete_batch* b, objstore_failure* error) {
   int i, failed = 0;
   TF_Status* status = TF_NewStatus();
   b->params[0] = (s3_param){"delete", NULL};
@@ -224,7 +224,7 @@ static int prepare_batch(s3_fs* fs, const s3_config* cfg, const char* bucket, ch
     if (!objstore_xml_can_carry(keys[i])) {
       if (s3_simple_request(fs, cfg, "DELETE", bucket, keys[i], NULL, status) != 0) {
         ++failed;
-        s3_first_error_record(error, status);
+        objstore_failure_record(error, status);
       }
       continue;
     }
@@ -242,7 +242,7 @@ static int prepare_batch(s3_fs* fs, const s3_config* cfg, const char* bucket, ch
 /* The keys a batch's answer says were not deleted (all of them when it
  * failed or cannot be read), its failure recorded. */
 static int settle_batch(const char* bucket, const delete_batch* b, int sent, const s3_response* resp,
-                        TF_Status* status, s3_first_error* error) {
+                        TF_Status* status, objstore_failure* error) {
   int errors = b->in_body;
   char key[256], code[64];
   if (sent) {
@@ -256,14 +256,14 @@ static int settle_batch(const char* bucket, const delete_batch* b, int sent, con
       errors = b->in_body;
     }
   }
-  if (errors != 0) s3_first_error_record(error, status);
+  if (errors != 0) objstore_failure_record(error, status);
   return errors;
 }
 
 /* Deletes the count keys of bucket; the number not deleted (the first
  * failure in error). */
 static int delete_batches(s3_fs* fs, const s3_config* cfg, const char* bucket, char** keys,
-                          int count, s3_first_error* error) {
+                          int count, objstore_failure* error) {
   int n = (count + 999) / 1000, i, m = 0, failed = 0;
   delete_batch* batches = calloc((size_t)(n > 0 ? n : 1), sizeof *batches);
   s3_request* reqs = calloc((size_t)(n > 0 ? n : 1), sizeof *reqs);
@@ -273,7 +273,7 @@ static int delete_batches(s3_fs* fs, const s3_config* cfg, const char* bucket, c
   if (batches == NULL || reqs == NULL || resps == NULL || statuses == NULL || sent == NULL) {
     TF_Status* oom = TF_NewStatus();
     TF_SetStatus(oom, TF_RESOURCE_EXHAUSTED, "out of memory");
-    s3_first_error_record(error, oom);
+    objstore_failure_record(error, oom);
     TF_DeleteStatus(oom);
     failed = count;
     goto done;
@@ -327,12 +327,12 @@ done:
 
 static int delete_keys(void* store, const void* config, const char* bucket, char** keys, int count,
                        TF_Status* status) {
-  s3_first_error error;
+  objstore_failure error;
   int failed;
-  s3_first_error_init(&error);
+  objstore_failure_init(&error);
   failed = delete_batches(store, config, bucket, keys, count, &error);
-  s3_first_error_take(&error, status);
-  s3_first_error_destroy(&error);
+  objstore_failure_take(&error, status);
+  objstore_failure_destroy(&error);
   return failed;
 }
 
