@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "asyncfs/filesystem_interface.h"
+#include "az_blocks.h"
 #include "objstore.h"
 #include "objstore_token.h"
 #include "plugin_common.h"
@@ -147,20 +148,5 @@ void az_new_appendable_file(const TF_Filesystem* filesystem, const char* path, T
 void az_write_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
                     const char* const* datas, const size_t* lengths, TF_Status** statuses);
 extern const TF_WritableFileOps az_writable_file_ops;
-
-/* The size of block `number` (1-based) of a file whose length is not
- * known in advance: block_size for the first AZ_BLOCKS_PER_SIZE blocks,
- * doubling every AZ_BLOCKS_PER_SIZE after, at most AZ_MAX_BLOCK. From 4
- * MiB, 50,000 such blocks hold about 176 TiB of the service's 190.7 TiB
- * (50,000 blocks of 4000 MiB). */
-#define AZ_MAX_BLOCKS 50000
-#define AZ_MAX_BLOCK ((int64_t)4000 << 20)
-#define AZ_BLOCKS_PER_SIZE 500
-static inline int64_t az_block_size(int64_t block_size, int number) {
-  int64_t size = block_size;
-  int doublings = (number - 1) / AZ_BLOCKS_PER_SIZE;
-  while (doublings-- > 0 && size < AZ_MAX_BLOCK) size *= 2;
-  return size < AZ_MAX_BLOCK ? size : AZ_MAX_BLOCK;
-}
 
 #endif /* ASYNCFS_AZ_INTERNAL_H_ */

@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include "objstore_parts.h"
+
 #define S3_MAX_PARTS 10000
 #define S3_MIN_PART ((int64_t)5 << 20)
 #define S3_MAX_PART ((int64_t)5 << 30)
@@ -21,10 +23,7 @@
  * more than 5 TiB (from 5 MiB: 9000 parts double up to 2.5 GiB, 4.4 TiB in
  * all, and the last 1000 at 5 GiB add 4.9 TiB). */
 static inline int64_t s3_upload_part_size(int64_t part_size, int number) {
-  int64_t size = part_size;
-  int doublings = (number - 1) / S3_PARTS_PER_SIZE;
-  while (doublings-- > 0 && size < S3_MAX_PART) size *= 2;
-  return size < S3_MAX_PART ? size : S3_MAX_PART;
+  return objstore_growing_part_size(part_size, number, S3_PARTS_PER_SIZE, S3_MAX_PART);
 }
 
 /* The part size for copying an object of `size` bytes server-side: at

@@ -34,7 +34,10 @@ def parts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         pytest.skip("the plugin sources are not here (an installed wheel)")
     folder: Path = tmp_path_factory.mktemp("parts")
     (folder / "parts.c").write_text(SOURCE)
-    library = build_plugin(folder / "parts.c", folder / "libparts.so", flags=("-I", str(HEADER.parent)))
+    engine = REPO / "plugins" / "objstore"  # objstore_parts.h, the growing part sizes
+    library = build_plugin(
+        folder / "parts.c", folder / "libparts.so", flags=("-I", str(HEADER.parent), "-I", str(engine))
+    )
     ffi = cffi.FFI()
     ffi.cdef(CDEF)
     yield ffi.dlopen(str(library))
