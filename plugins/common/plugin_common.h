@@ -19,6 +19,17 @@
 #include "asyncfs/filesystem_interface.h"
 #include "plugin_paths.h"
 
+/* A line to the host's log: inside asyncfs, the runtime's (Python's
+ * logging, asyncfs.<name> for a line "name: ..."); inside TensorFlow, its
+ * TF_Log where the build exports one. Some TensorFlow builds do not (2.21's
+ * does not), and a plugin must load there all the same: TF_Log is a weak
+ * import, and where nothing provides it the line is not written. */
+#pragma weak TF_Log
+#define PLUGIN_LOG(...)                      \
+  do {                                       \
+    if (TF_Log != NULL) TF_Log(__VA_ARGS__); \
+  } while (0)
+
 /* Every block handed to the core comes from these (calloc and free). */
 void* plugin_memory_allocate(size_t size);
 void plugin_memory_free(void* ptr);

@@ -369,7 +369,7 @@ static void log_retry(const objstore_store* store, void* store_ctx, const objsto
   } else {
     snprintf(why, sizeof why, "%s", *x->detail ? x->detail : curl_easy_strerror(rc));
   }
-  TF_Log(TF_INFO, "%s: %s: %s; try %d of %lld in %llu ms", store->name, what, why, x->attempts + 1,
+  PLUGIN_LOG(TF_INFO, "%s: %s: %s; try %d of %lld in %llu ms", store->name, what, why, x->attempts + 1,
          (long long)most, (unsigned long long)delay);
 }
 

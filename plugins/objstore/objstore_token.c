@@ -56,13 +56,13 @@ int objstore_token_get(objstore_token_cache* c, const char* key, objstore_token_
     c->asked_ms = objstore_now_ms();
     if (rc == 0) {
       snprintf(out, cap, "%s", c->token.value);
-      TF_Log(TF_INFO, "%s: credentials: a token from %s, valid for %lld s", c->store, c->token.source,
+      PLUGIN_LOG(TF_INFO, "%s: credentials: a token from %s, valid for %lld s", c->store, c->token.source,
              (long long)(c->token.expires - (int64_t)time(NULL)));
     } else {
       const char* why = TF_Message(status);
       size_t k = strlen(c->store);
       if (strncmp(why, c->store, k) == 0 && why[k] == ':' && why[k + 1] == ' ') why += k + 2;
-      TF_Log(TF_WARNING, "%s: %s", c->store, why);
+      PLUGIN_LOG(TF_WARNING, "%s: %s", c->store, why);
     }
   }
   pthread_mutex_unlock(&c->lock);

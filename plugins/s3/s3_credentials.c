@@ -663,8 +663,8 @@ static int resolve(s3_fs* fs, const s3_config* cfg, TF_Status* status, s3_creden
   profile_free(&ch.p);
   *out = ch.found;
   /* to the plugin's log (Python's logging, asyncfs.s3): the source, never a key */
-  if (rc == 1) TF_Log(TF_INFO, "s3: credentials: %s", ch.found->source);
-  else TF_Log(TF_WARNING, "s3: %s", TF_Message(status) + (strncmp(TF_Message(status), "s3: ", 4) == 0 ? 4 : 0));
+  if (rc == 1) PLUGIN_LOG(TF_INFO, "s3: credentials: %s", ch.found->source);
+  else PLUGIN_LOG(TF_WARNING, "s3: %s", TF_Message(status) + (strncmp(TF_Message(status), "s3: ", 4) == 0 ? 4 : 0));
   return rc == 1 ? 0 : -1;
 }
 
