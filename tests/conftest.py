@@ -104,7 +104,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _stores_wanted(config: pytest.Config) -> None:
+def require_stores(config: pytest.Config) -> None:
     if config.getoption("--without-stores"):
         pytest.skip("object stores are not started in this run (--without-stores); the main run tests them")
 
@@ -201,7 +201,7 @@ def s3_gateway(
 ) -> Iterator[Gateway]:
     """Ceph's S3 gateway on loopback for the session, for the s3 plugin
     (skips, saying why, when Ceph is not installed or the plugin not built)."""
-    _stores_wanted(pytestconfig)
+    require_stores(pytestconfig)
     reason = missing_reason()
     if reason is not None:
         pytest.skip(reason)
@@ -376,7 +376,7 @@ def s3_fs(registry: asyncfs.Registry, s3_plugin: None, request: pytest.FixtureRe
 def gcs_emulator(pytestconfig: pytest.Config) -> Iterator[GcsEmulator]:
     """fake-gcs-server on loopback for the session (skips, saying why, when
     it is not installed or the gs plugin is not built)."""
-    _stores_wanted(pytestconfig)
+    require_stores(pytestconfig)
     reason = _libs.unavailable_reason("gs") or emulator_missing_reason()
     if reason is not None:
         pytest.skip(reason)
@@ -402,7 +402,7 @@ def gs_fs(registry: asyncfs.Registry, gcs_emulator: GcsEmulator) -> asyncfs.Modu
 def azurite(pytestconfig: pytest.Config) -> Iterator[Azurite]:
     """Azurite's blob service on loopback for the session (skips, saying
     why, when it is not installed or the az plugin is not built)."""
-    _stores_wanted(pytestconfig)
+    require_stores(pytestconfig)
     reason = _libs.unavailable_reason("az") or azurite_missing_reason()
     if reason is not None:
         pytest.skip(reason)

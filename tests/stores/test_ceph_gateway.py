@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TESTS
+from conftest import TESTS, require_stores
 from support.ceph_gateway import missing_reason
 
 CRASHING_OWNER = """
@@ -32,7 +32,8 @@ def alive(pid: int) -> bool:
     return True
 
 
-def test_the_daemons_end_with_a_process_killed_before_it_stopped_them() -> None:
+def test_the_daemons_end_with_a_process_killed_before_it_stopped_them(request: pytest.FixtureRequest) -> None:
+    require_stores(request.config)
     reason = missing_reason()
     if reason is not None:
         pytest.skip(reason)

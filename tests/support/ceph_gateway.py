@@ -148,6 +148,10 @@ mon allow pool size one = true
 mon allow pool delete = true
 osd crush chooseleaf type = 0
 mon warn on pool no redundancy = false
+# The monitor keeps a few MiB on disk and the OSD keeps its data in memory:
+# a nearly full host disk (CI machines run at 5% free) must not stop it.
+mon data avail crit = 0
+mon data avail warn = 0
 run dir = {s}/run
 admin socket = {s}/run/$name.asok
 log file = {s}/log/$name.log
