@@ -32,6 +32,7 @@ __all__ = [
     "all_start_with",
     "check_uri",
     "check_uris",
+    "checked_scheme",
     "hashed_name",
     "is_internal_name",
     "is_scheme",
@@ -43,6 +44,11 @@ __all__ = [
 
 _SCHEME = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*)://")
 _SCHEME_NAME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.\-]*\Z")
+# The schemes scheme_of found well formed: a program uses a handful, and the
+# next URI with one is then parsed without the pattern (bounded, so that
+# hostile input cannot grow it).
+_SCHEMES_SEEN: set[str] = set()
+_SCHEMES_SEEN_MOST = 64
 # The authorities a file:// URI may have (RFC 8089): none, or this host.
 _LOCAL_AUTHORITIES = ("", "localhost")
 # The longest name of one directory entry on the filesystems asyncfs serves
@@ -64,6 +70,12 @@ def check_uri(uri: str, argument: str = "path") -> str:
     path); a ``file://`` URI with an authority other than ``localhost``
     (``file://data/x`` names host "data", not the folder ``data``).
     """
+    checked_scheme(uri, argument)
+    return uri
+
+
+def checked_scheme(uri: str, argument: str = "path") -> str:
+    """:func:`check_uri` of uri, returning its scheme ("" for a bare path)."""
     if not isinstance(uri, str):
         raise TypeError(f"{argument} must be a str URI or path, not {type(uri).__name__}")
     if "\0" in uri:
@@ -80,7 +92,7 @@ def check_uri(uri: str, argument: str = "path") -> str:
                 f"write file:///{authority}/... for an absolute path or a bare path for a relative one",
                 path=uri,
             )
-    return uri
+    return scheme
 
 
 def check_uris(uris: Sequence[str], argument: str = "path") -> str:
@@ -153,11 +165,17 @@ def scheme_of(uri: str, argument: str = "path") -> str:
     """The scheme of uri, "" for a bare path. Text before the first ``://``
     that is not a scheme is refused: a path holding ``://`` before any
     ``/`` is a mistyped URI, not a file name."""
-    match = _SCHEME.match(uri)
-    if match is not None:
-        return match.group(1)
-    head, sep, _ = uri.partition("://")
-    if sep and "/" not in head:
+    end = uri.find("://")
+    if end < 0:
+        return ""
+    head = uri[:end]
+    if head in _SCHEMES_SEEN:
+        return head
+    if _SCHEME_NAME.match(head) is not None:
+        if len(_SCHEMES_SEEN) < _SCHEMES_SEEN_MOST:
+            _SCHEMES_SEEN.add(head)
+        return head
+    if "/" not in head:
         raise InvalidArgumentError(
             f"{head!r} is not a URI scheme (letters, digits, '+', '-', '.', starting with a letter); "
             f"the {argument} {uri!r} names no filesystem",

@@ -43,7 +43,7 @@ from ._sync import (
     default_registry,
 )
 from ._uri import StrPath
-from .errors import NotFoundError, UnimplementedError
+from .errors import NotFoundError, StatusError, UnimplementedError
 
 # streams, prefetch and transactions are imported when first used
 if TYPE_CHECKING:
@@ -246,8 +246,7 @@ class Env:
         """The filesystem serving uri (a URI, a bare path, or ``scheme://``);
         a URI no plugin may be handed raises :class:`InvalidArgumentError`
         here (see :func:`asyncfs._uri.check_uri`)."""
-        uri = os.fspath(uri)
-        scheme = _uri.scheme_of(_uri.check_uri(uri))
+        scheme = _uri.checked_scheme(os.fspath(uri))
         fs = self._filesystems.get(scheme)
         if fs is None:
             fs = self._filesystems.setdefault(scheme, self._start(scheme))
@@ -276,9 +275,13 @@ class Env:
         return AsyncModularFileSystem(fs, self.network_pool if fs.metadata.network else self.pool)
 
     def _at(self, uri: StrPath) -> tuple[AsyncModularFileSystem, str]:
-        """The filesystem serving uri, and uri as a string."""
+        """The filesystem serving uri, and uri as a string. uri is checked
+        once per call, by the filesystem that hands it to C (see
+        :func:`asyncfs._uri.check_uri`); only a scheme not served yet takes
+        the full check here."""
         text = os.fspath(uri)
-        return self.filesystem(text), text
+        fs = self._filesystems.get(_uri.scheme_of(text)) if type(text) is str else None
+        return (self.filesystem(text) if fs is None else fs), text
 
     # ---- transactions ------------------------------------------------------------
 
@@ -379,16 +382,31 @@ class Env:
     async def files_exist(self, uris: Sequence[StrPath]) -> list[bool]:
         """Whether each uri exists: per scheme, chunks of batch-exists calls
         run in parallel; results in the order given."""
+        return await self._per_scheme(AsyncModularFileSystem.files_exist, uris)
+
+    async def stat_files(self, uris: Sequence[StrPath]) -> list[FileStatistics | StatusError]:
+        """:meth:`stat` of each uri, many per plugin call (per scheme, in
+        chunks run in parallel): in the order given, each a
+        :class:`FileStatistics` or the error that uri's stat would raise
+        (a :class:`NotFoundError` for a missing one), so that one missing
+        path does not hide the others' answers."""
+        return await self._per_scheme(AsyncModularFileSystem.stat_files, uris)
+
+    async def _per_scheme(
+        self, call: Callable[[AsyncModularFileSystem, list[str]], Awaitable[list[T]]], uris: Sequence[StrPath]
+    ) -> list[T]:
+        """call(fs, paths) for the uris of each scheme; the answers in the
+        order of uris."""
         paths = [os.fspath(uri) for uri in uris]
         by_scheme: dict[str, list[int]] = defaultdict(list)
         for i, path in enumerate(paths):
             by_scheme[_uri.scheme_of(path)].append(i)
-        result = [False] * len(paths)
+        result: list[T | None] = [None] * len(paths)
         for indices in by_scheme.values():
-            found = await self.filesystem(paths[indices[0]]).files_exist([paths[i] for i in indices])
-            for i, value in zip(indices, found, strict=True):
-                result[i] = value
-        return result
+            answers = await call(self.filesystem(paths[indices[0]]), [paths[i] for i in indices])
+            for i, answer in zip(indices, answers, strict=True):
+                result[i] = answer
+        return result  # type: ignore[return-value]  # every index was set
 
     async def stat(self, uri: StrPath) -> FileStatistics:
         """Size, modification time and kind of uri."""

@@ -63,7 +63,7 @@ __all__ = [
 # files read one after another: 83-90 µs a file on workers, 12.8 µs so). Such
 # reads never wait, but they take the loop's time: after every AT_HAND_TURN
 # bytes read so from one filesystem, each call counted as at least
-# AT_HAND_CALL, the loop's other tasks get a turn (at_hand_turn).
+# AT_HAND_CALL, the loop's other tasks get a turn (turn_due).
 AT_HAND_TURN = 1 << 20
 AT_HAND_CALL = 16 << 10
 
@@ -296,16 +296,24 @@ class AsyncModularFileSystem:
         await self._read(self.wrapped.path_exists, uri)
 
     async def paths_exist(self, uris: Sequence[str]) -> list[StatusError | None]:
-        chunks = _fanout.chunked(list(uris), self.workers)
-        parts = await self.run_many(self.wrapped.paths_exist, [(c,) for c in chunks], mutating=False)
-        return [status for part in _fanout.unwrap(parts) for status in part]
+        return await self._in_chunks(self.wrapped.paths_exist, uris)
 
     async def files_exist(self, uris: Sequence[str]) -> list[bool]:
         """Whether each uri exists: chunks of the list, each one batch
         plugin call, run in parallel."""
+        return await self._in_chunks(self.wrapped.files_exist, uris)
+
+    async def stat_files(self, uris: Sequence[str]) -> list[FileStatistics | StatusError]:
+        """:meth:`stat` of each uri, a failure as that uri's entry: chunks
+        of the list, each one batch plugin call, run in parallel."""
+        return await self._in_chunks(self.wrapped.stat_files, uris)
+
+    async def _in_chunks(self, fn: Callable[[list[str]], list[T]], uris: Sequence[str]) -> list[T]:
+        """fn (a call for many paths, answering one item per path) over
+        uris in chunks run in parallel on the pool; the items in order."""
         chunks = _fanout.chunked(list(uris), self.workers)
-        parts = await self.run_many(self.wrapped.files_exist, [(c,) for c in chunks], mutating=False)
-        return [found for part in _fanout.unwrap(parts) for found in part]
+        parts = await self.run_many(fn, [(c,) for c in chunks], mutating=False)
+        return [item for part in _fanout.unwrap(parts) for item in part]
 
     async def stat(self, uri: str) -> FileStatistics:
         return await self._pool.run(self.wrapped.stat, uri, mutating=False, combine=self._combined.stat)
@@ -369,10 +377,11 @@ class AsyncModularFileSystem:
     async def read_file(self, uri: str) -> bytes:
         if self._reads_at_hand:
             self._pool.check_open()
-            await self.at_hand_turn()
+            if self.turn_due():
+                await checkpoint()
             data = self.wrapped.read_file_if_ready(uri)
             if data is not None:
-                self.took_at_hand(len(data))
+                self._since_turn += max(len(data), AT_HAND_CALL)
                 return data
         combine = self._combined.read_file
         if combine is not None and combine.paused > 0:  # objects bigger than a share, lately
@@ -380,14 +389,16 @@ class AsyncModularFileSystem:
             combine = None
         return await self._pool.run(self.wrapped.read_file, uri, mutating=False, combine=combine)
 
-    async def at_hand_turn(self) -> None:
+    def turn_due(self) -> bool:
         """Before a read at hand (on the loop's thread, see AT_HAND_TURN):
-        once AT_HAND_TURN bytes were read so from this filesystem, the
-        loop's other tasks get a turn first, as they would while a worker
-        read."""
-        if self._since_turn >= AT_HAND_TURN:
-            self._since_turn = 0
-            await checkpoint()
+        whether the loop's other tasks get a turn first (the caller awaits
+        ``anyio.lowlevel.checkpoint()``), as they would while a worker read:
+        once AT_HAND_TURN bytes were read so from this filesystem. A plain
+        method, not a coroutine: it runs before every small read."""
+        if self._since_turn < AT_HAND_TURN:
+            return False
+        self._since_turn = 0
+        return True
 
     def took_at_hand(self, count: int) -> None:
         """After a read at hand of count bytes: it counts towards the next

@@ -25,6 +25,8 @@ from itertools import islice
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from anyio.lowlevel import checkpoint
+
 from .._async import AT_HAND_TURN
 from .._native import refuse_text
 from .._sync import AheadRead, Landing, ModularFileSystem, RandomAccessFile
@@ -68,7 +70,7 @@ HEAD = 64 << 10
 # in the page cache, in memory), and its block is at most AT_HAND_MOST. Such
 # a read copies, and wakes no thread: reading a cached file 64 KiB at a time
 # took 0.8 ms where reads on other threads took 2.5-3.2 ms. The loop's other
-# tasks get a turn between such reads (AsyncModularFileSystem.at_hand_turn),
+# tasks get a turn between such reads (AsyncModularFileSystem.turn_due),
 # so one is at most what is read between turns.
 AT_HAND_MOST = AT_HAND_TURN
 AT_HAND = SPLIT
@@ -465,11 +467,12 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
     async def _at_hand_turn(self) -> bool:
         """Whether the next block is read at hand (see AT_HAND): the plugin
         had the ones before at hand, and none is on its way. The loop's
-        other tasks may get a turn first (AsyncModularFileSystem.at_hand_turn),
+        other tasks may get a turn first (AsyncModularFileSystem.turn_due),
         as they would while a block was read on another thread."""
         if not self._at_hand or self._ahead:
             return False
-        await self._afs.at_hand_turn()
+        if self._afs.turn_due():
+            await checkpoint()
         return True
 
     def _take_at_hand(self, offset: int, n: int) -> bytes | None:

@@ -72,6 +72,7 @@ def is_secret(option: str) -> bool:
 
 _SCRATCH = 4096
 _HEAD = 64 * 1024  # read_file reads this much before asking for the size
+_UNAVAILABLE = int(Code.UNAVAILABLE)  # read_file_if_ready's "not at hand"
 
 
 class _Scratch(threading.local):
@@ -144,6 +145,22 @@ class IncompleteWrite:
 
 
 T = TypeVar("T")
+
+
+def _packed(uris: Sequence[str]) -> tuple[bytes, dict[int, StatusError]]:
+    """uris joined by NUL bytes, as C takes many (ASYNCFS_TranslateNames),
+    and the ones that cannot be a path by index (see :func:`_uri.check_uri`):
+    each of those fails alone, sent as "" in its place."""
+    try:
+        return encode(_uri.check_uris(uris)) + b"\0", {}
+    except InvalidArgumentError:
+        refused: dict[int, StatusError] = {}
+        for i, uri in enumerate(uris):
+            try:
+                _uri.check_uri(uri)
+            except InvalidArgumentError as error:
+                refused[i] = error
+        return encode("\0".join("" if i in refused else uri for i, uri in enumerate(uris))) + b"\0", refused
 
 
 def _one_by_one(call: Callable[..., T], *columns: Sequence[Any]) -> list[T | StatusError]:
@@ -871,13 +888,13 @@ class ModularFileSystem:
         _uri.check_uri(uri)
         head = _scratch.head
         status = _ffi.thread_status()
-        rt = _ffi.runtime()
-        count = int(
-            rt.ASYNCFS_ReadIfReady(self._fs_ops, file_ops, self._fs, self._free, encode(uri), head, _HEAD, status)
+        count: int = _ffi.runtime().ASYNCFS_ReadIfReady(
+            self._fs_ops, file_ops, self._fs, self._free, encode(uri), head, _HEAD, status
         )
-        if status.code == Code.UNAVAILABLE:
-            return None
-        _ffi.check(status, "read_file", uri)
+        if status.code:  # an event loop's hot path: the enum is looked at only on an error
+            if status.code == _UNAVAILABLE:
+                return None
+            _ffi.check(status, "read_file", uri)
         count = _ffi.check_count(count, _HEAD, plugin=self.metadata.name, op="read", path=uri)
         return ffi.unpack(head, count)  # type: ignore[no-any-return]
 
@@ -939,29 +956,29 @@ class ModularFileSystem:
         that cannot be a path fails alone, without being sent. The statuses
         live until the generator is exhausted or closed."""
         n = len(uris)
-        paths = []
-        refused: dict[int, StatusError] = {}
-        for i, uri in enumerate(uris):
-            try:
-                paths.append(ffi.new("char[]", self._path(uri)))
-            except StatusError as error:
-                refused[i] = error
-                paths.append(ffi.new("char[]", b""))
+        packed, refused = _packed(uris)
         rt = _ffi.runtime()
+        paths = rt.ASYNCFS_TranslateNames(self._fs_ops, self._fs, self._free, packed, n)
+        if paths == ffi.NULL:
+            raise MemoryError(f"no memory for the names of {n} paths")
         statuses = rt.ASYNCFS_NewStatusArray(n)
         if statuses == ffi.NULL:
+            rt.ASYNCFS_FreeNames(paths, n)
             raise MemoryError(f"no memory for {n} statuses")
         try:
-            self._ops[op](self._fs, ffi.new("char*[]", paths), n, *args, statuses)
+            self._ops[op](self._fs, paths, n, *args, statuses)
+            codes = ffi.new("int[]", n)
+            rt.ASYNCFS_StatusArrayCodes(statuses, n, codes)
             for i, uri in enumerate(uris):
-                if i in refused:
+                if refused and i in refused:
                     yield i, uri, refused[i]
-                elif statuses[i].code != Code.OK:
+                elif codes[i]:
                     yield i, uri, _ffi.error_from(statuses[i], single, uri)
                 else:
                     yield i, uri, None
         finally:
             rt.ASYNCFS_DeleteStatusArray(statuses, n)
+            rt.ASYNCFS_FreeNames(paths, n)
 
     def _read_files_natively(
         self, uris: Sequence[str], buffer: bytearray | memoryview

@@ -311,6 +311,14 @@ static void fs_stat(const TF_Filesystem* filesystem, const char* path,
   plugin_set_ok(status);
 }
 
+/* stat of each of n paths, one after another on the calling thread: one
+ * call into the plugin for many paths (Env.stat_files). */
+static void fs_stat_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
+                          TF_FileStatistics* stats, TF_Status** statuses) {
+  int i;
+  for (i = 0; i < n; ++i) fs_stat(filesystem, paths[i], &stats[i], statuses[i]);
+}
+
 static bool fs_is_directory(const TF_Filesystem* filesystem, const char* path,
                             TF_Status* status) {
   struct stat st;
@@ -556,6 +564,7 @@ static const TF_FilesystemOps posix_filesystem_ops = {
     .new_temporary_file = posix_new_temporary_file,
     .replace_file = posix_replace_file,
     .read_files = posix_read_files,
+    .stat_files = fs_stat_files,
     .new_random_access_file_if_ready = posix_new_random_access_file_if_ready};
 
 static const plugin_scheme posix_schemes[] = {

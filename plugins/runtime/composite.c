@@ -344,32 +344,47 @@ RUNTIME_EXPORT int ASYNCFS_ReadFiles(const TF_FilesystemOps* ops,
   return i;
 }
 
+RUNTIME_EXPORT char** ASYNCFS_TranslateNames(const TF_FilesystemOps* ops,
+                                             const TF_Filesystem* fs,
+                                             void (*plugin_free)(void*),
+                                             const char* uris, int n) {
+  char** paths = calloc(n > 0 ? (size_t)n : 1, sizeof(char*));
+  const char* uri = uris;
+  int i;
+  if (paths == NULL) return NULL;
+  for (i = 0; i < n; ++i, uri += strlen(uri) + 1) {
+    paths[i] = translate(ops, fs, plugin_free, uri);
+    if (paths[i] == NULL) {
+      ASYNCFS_FreeNames(paths, i);
+      return NULL;
+    }
+  }
+  return paths;
+}
+
+RUNTIME_EXPORT void ASYNCFS_FreeNames(char** paths, int n) {
+  int i;
+  if (paths == NULL) return;
+  for (i = 0; i < n; ++i) free(paths[i]);
+  free(paths);
+}
+
 RUNTIME_EXPORT int ASYNCFS_PathsExist(const TF_FilesystemOps* ops,
                                       const TF_Filesystem* fs,
                                       void (*plugin_free)(void*),
                                       const char* uris, int n,
                                       TF_Status** statuses) {
   char** paths;
-  const char* uri = uris;
   int i;
   if (ops->paths_exist == NULL && ops->path_exists == NULL) return -1;
-  paths = calloc(n > 0 ? (size_t)n : 1, sizeof(char*));
+  paths = ASYNCFS_TranslateNames(ops, fs, plugin_free, uris, n);
   if (paths == NULL) return -1;
-  for (i = 0; i < n; ++i, uri += strlen(uri) + 1) {
-    paths[i] = translate(ops, fs, plugin_free, uri);
-    if (paths[i] == NULL) {
-      while (i > 0) free(paths[--i]);
-      free(paths);
-      return -1;
-    }
-  }
   if (ops->paths_exist != NULL) {
     ops->paths_exist(fs, paths, n, statuses);
   } else {
     for (i = 0; i < n; ++i) ops->path_exists(fs, paths[i], statuses[i]);
   }
-  for (i = 0; i < n; ++i) free(paths[i]);
-  free(paths);
+  ASYNCFS_FreeNames(paths, n);
   return 0;
 }
 

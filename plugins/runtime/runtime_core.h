@@ -118,9 +118,16 @@ int ASYNCFS_ReadFiles(const TF_FilesystemOps* ops,
                       int64_t* sizes, TF_Status** statuses,
                       uint64_t* elapsed_ns);
 
+/* The plugin's names for the n NUL-terminated URIs packed one after
+ * another in uris (as ASYNCFS_TranslateName: TensorFlow's generic rule
+ * where the plugin has no translate_name), for an op that takes many paths;
+ * NULL when memory runs out. Release with ASYNCFS_FreeNames(paths, n). */
+char** ASYNCFS_TranslateNames(const TF_FilesystemOps* ops, const TF_Filesystem* fs,
+                              void (*plugin_free)(void*), const char* uris, int n);
+void ASYNCFS_FreeNames(char** paths, int n);
+
 /* Translates each of the n NUL-terminated URIs packed one after another in
- * uris (as ASYNCFS_TranslateName, TensorFlow's generic rule applying when
- * the plugin has none) and asks paths_exist, or path_exists one by one when
+ * uris (ASYNCFS_TranslateNames) and asks paths_exist, or path_exists one by one when
  * the plugin has no batch op. Fills statuses[i]. Returns -1 when neither op
  * exists or memory runs out. */
 int ASYNCFS_PathsExist(const TF_FilesystemOps* ops, const TF_Filesystem* fs,

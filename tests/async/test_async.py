@@ -195,6 +195,22 @@ async def test_files_exist_across_schemes_keeps_order(env: asyncfs.Env, tree: st
     assert await env.files_exist(uris) == [True, True, False, False, True]
 
 
+async def test_stat_files_answers_each_path_as_stat_does_across_schemes(
+    env: asyncfs.Env, tree: str, tmp_path: Path
+) -> None:
+    """Env.stat_files keeps the order given across schemes; a missing path,
+    and one that cannot be a path at all, are that entry's error alone."""
+    (tmp_path / "here").write_bytes(b"12345")
+    uris = [f"{tree}/top.txt", str(tmp_path / "here"), f"{tree}/none", str(tmp_path / "a\0b"), str(tmp_path)]
+    got = await env.stat_files(uris)
+    for i in (0, 1, 4):
+        assert got[i] == await env.stat(uris[i]), uris[i]
+    assert isinstance(got[1], asyncfs.FileStatistics) and got[1].length == 5
+    assert isinstance(got[2], asyncfs.NotFoundError) and got[2].path == uris[2]
+    assert isinstance(got[3], asyncfs.InvalidArgumentError)
+    assert await env.stat_files([]) == []
+
+
 async def test_walk_prunes_like_os_walk(env: asyncfs.Env, tree: str) -> None:
     seen = []
     async for directory, dirs, _ in env.walk(tree):

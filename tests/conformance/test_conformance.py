@@ -393,6 +393,10 @@ def test_stat_files(fs: ModularFileSystem, root: str) -> None:
     assert isinstance(got[3], StatusError) and got[3].code == NF and got[3].path == uris[3]
     assert isinstance(got[4], StatusError) and got[4].code == FP
     assert fs.stat_files([]) == []
+    # a URI that cannot be a path fails alone, and is never sent
+    refused = fs.stat_files([uris[0], f"{root}/a\0b", uris[1]])
+    assert isinstance(refused[1], StatusError) and refused[1].code == IA and "NUL" in str(refused[1])
+    assert isinstance(refused[0], FileStatistics) and isinstance(refused[2], FileStatistics)
 
 
 def test_read_files(fs: ModularFileSystem, root: str) -> None:
