@@ -23,6 +23,7 @@ class Row:
     target: str = ""
     verdict: str = ""
     ratio: float | None = None  # the figure the verdict judges (higher or lower better), where it is one
+    area: str = ""  # the table's section it is printed under (run.py)
 
 
 def best(fn: Callable[[], Any], repeat: int) -> float:
@@ -118,6 +119,15 @@ def median_rows(runs: list[list[Row]]) -> list[Row]:
 
 
 def table(rows: list[Row]) -> str:
+    """The rows as markdown: one table per area, in the order the areas
+    first come."""
+    areas: dict[str, list[Row]] = {}
+    for row in rows:
+        areas.setdefault(row.area, []).append(row)
+    return "\n\n".join((f"### {area}\n\n" if area else "") + _one_table(members) for area, members in areas.items())
+
+
+def _one_table(rows: list[Row]) -> str:
     lines = ["| work | unit | results (same run) | target | result |", "|---|---|---|---|---|"]
     for row in rows:
         cells = ", ".join(f"{peer} {value:,.3g}" for peer, value in row.results.items())

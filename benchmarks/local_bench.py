@@ -3,12 +3,14 @@ against the standard library, fsspec and obstore."""
 
 from __future__ import annotations
 
+import asyncio
 import glob as stdlib_glob
 import os
 from pathlib import Path
 from typing import Any
 
 from .harness import Row, best, best_async, bounded, optional, started_env
+from .limits import c_limit, describe
 
 # ---- 1. many small files ---------------------------------------------------------
 
@@ -128,9 +130,14 @@ def bench_glob(root: Path, dirs: int, files: int, repeat: int) -> Row:
 
     row.results["asyncfs"] = 1 / best_async(asyncfs_glob, repeat)
     env.close()
-    row.target = "≥ 1.0× glob.glob"
+    c_glob = c_limit("glob", [pattern])
+    row.notes.append(describe({"C glob(3)": c_glob}))
+    per_path = 1e6 / row.results["asyncfs"] / expected
+    row.target = "≥ 1.0× glob.glob, ≤ 3× C glob(3) per path"
     row.ratio = row.results["asyncfs"] / row.results["glob.glob"]
-    row.verdict = f"{row.ratio:.2f}× glob.glob"
+    row.verdict = f"{row.ratio:.2f}× glob.glob; {per_path:.2f} µs a path" + (
+        "" if c_glob is None else f", {per_path / c_glob:.2f}× C's"
+    )
     return row
 
 
@@ -164,7 +171,44 @@ def bench_exists(root: Path, dirs: int, files: int, count: int, repeat: int) -> 
 
     row.results["asyncfs files_exist"] = count / best_async(asyncfs_exists, repeat)
     env.close()
+    c_access = c_limit("exists", paths)
+    row.notes.append(describe({"C access(2) loop": c_access}))
+    per_path = 1e6 / row.results["asyncfs files_exist"]
     ratio = row.ratio = row.results["sync os.path.exists loop"] / row.results["asyncfs files_exist"]
-    row.target = "time ≤ 1.5× the sync loop's"
-    row.verdict = f"{ratio:.2f}× the sync loop's time"
+    row.target = "time ≤ 1.5× the sync loop's, ≤ 3× C access(2) per path"
+    row.verdict = f"{ratio:.2f}× the sync loop's time; {per_path:.2f} µs a path" + (
+        "" if c_access is None else f", {per_path / c_access:.2f}× C's"
+    )
+    return row
+
+
+def bench_stat(root: Path, dirs: int, files: int, count: int, repeat: int) -> Row:
+    """stat of count files, a task each (gather), beside the C stat(2) loop."""
+    paths = [str(root / f"d{(i // files) % dirs:04d}" / f"f{i % files:03d}.txt") for i in range(count)]
+    row = Row(f"stat on {count} paths, a task each (gather)", "paths/s")
+    row.results["sync os.stat loop"] = count / best(lambda: [os.stat(p) for p in paths], repeat)
+    aiofiles = optional("aiofiles")
+    if aiofiles:
+        import aiofiles.os
+
+        row.results["aiofiles.os.stat"] = count / best_async(
+            lambda: asyncio.gather(*(aiofiles.os.stat(p) for p in paths)), repeat
+        )
+    from asyncfs.aiofiles import os as our_os
+
+    row.results["asyncfs.aiofiles.os.stat"] = count / best_async(
+        lambda: asyncio.gather(*(our_os.stat(p) for p in paths)), repeat
+    )
+    env = started_env()
+    row.results["asyncfs env.stat"] = count / best_async(lambda: asyncio.gather(*(env.stat(p) for p in paths)), repeat)
+    env.close()
+    c_stat = c_limit("stat", paths)
+    row.notes.append(describe({"C stat(2) loop": c_stat}))
+    per_path = {name: 1e6 / rate for name, rate in row.results.items() if name.startswith("asyncfs")}
+    row.target = "≤ 3× C stat(2) per path"
+    row.ratio = None if c_stat is None else max(per_path.values()) / c_stat
+    row.verdict = "; ".join(
+        f"{name}: {us:.2f} µs a path" + ("" if c_stat is None else f", {us / c_stat:.2f}× C's")
+        for name, us in per_path.items()
+    )
     return row

@@ -23,6 +23,7 @@ from typing import Any
 import asyncfs
 
 from .harness import IN_FLIGHT, Row, best, best_async, bounded, optional, started_env
+from .limits import describe, harness_cost, read_limits
 
 # ---- harnesses --------------------------------------------------------------------
 
@@ -89,7 +90,9 @@ def _peers(paths: list[str]) -> dict[str, Callable[[str], Awaitable[Any]]]:
 
 
 def bench_small_files(paths: list[str], repeat: int) -> list[Row]:
-    """2000 files of 4 KiB, 64 in flight, in both harnesses, on asyncio and uvloop."""
+    """2000 files of 4 KiB, 64 in flight, in both harnesses, on asyncio and
+    uvloop, beside the machine's limits: the C loop, and the harness alone.
+    asyncfs's own cost per call is its time per file beyond the harness's."""
     n = len(paths)
 
     def sync_loop() -> None:
@@ -99,6 +102,7 @@ def bench_small_files(paths: list[str], repeat: int) -> list[Row]:
 
     rows = []
     env = started_env()
+    c_limits = read_limits(paths)
     for loop in ("asyncio", "uvloop"):
         if loop_factory(loop) is None:
             continue
@@ -108,13 +112,20 @@ def bench_small_files(paths: list[str], repeat: int) -> list[Row]:
             for peer, fn in _peers(paths).items():
                 row.results[peer] = n / best_on(loop, lambda fn=fn, run=harness: run(fn, paths), repeat)
             row.results["asyncfs"] = n / best_on(loop, lambda run=harness: run(env.read_file, paths), repeat)
+            alone = harness_cost(harness, paths, repeat, loop_factory(loop))
+            row.notes.append(describe({**c_limits.named(), "the harness alone": alone}))
             async_peers = {k: v for k, v in row.results.items() if k not in ("asyncfs", "sync loop")}
             fastest = max(async_peers, key=lambda k: async_peers[k])
             vs_async = row.results["asyncfs"] / async_peers[fastest]
             vs_sync = row.results["asyncfs"] / row.results["sync loop"]
-            row.target = "≥ 4× fastest async peer, ≥ 0.5× sync loop"
-            met = vs_async >= 4 and vs_sync >= 0.5
-            row.verdict = f"{vs_async:.1f}× {fastest}, {vs_sync:.2f}× sync ({'met' if met else 'missed'})"
+            own, sync_cost = 1e6 / row.results["asyncfs"] - alone, 1e6 / row.results["sync loop"]
+            row.target = "own cost ≤ the sync loop's per file: ≥ 4× fastest async peer, ≥ 0.5× sync loop"
+            met = vs_async >= 4 and vs_sync >= 0.5 and own <= sync_cost
+            row.verdict = (
+                f"{vs_async:.1f}× {fastest}, {vs_sync:.2f}× sync; asyncfs's own {own:.2f} µs a call "
+                f"beyond the harness, the sync loop {sync_cost:.2f} µs a file ({'met' if met else 'missed'})"
+            )
+            row.ratio = own / sync_cost
             rows.append(row)
     env.close()
     return rows

@@ -37,7 +37,7 @@ from .gs_bench import bench_gs
 from .harness import Row, median_rows, table
 from .http_bench import bench_http
 from .latency_bench import bench_latency
-from .local_bench import bench_big_file, bench_exists, bench_glob
+from .local_bench import bench_big_file, bench_exists, bench_glob, bench_stat
 from .records_bench import bench_lines, bench_prefetch, bench_prefetch_local, bench_tfrecord
 from .s3_bench import bench_s3
 from .stacks_bench import bench_stacks
@@ -48,58 +48,74 @@ RESULTS = Path(__file__).parent / "results"
 # ---- output --------------------------------------------------------------------------
 
 
+# The areas of the table, in its order: each selection's rows go under one.
+LOCAL, POOL, PATHS, STREAMS, PREFETCH = (
+    "Local files, one call per file",
+    "The pool as services call it",
+    "Many paths: glob, exists, stat",
+    "Big files, lines and records",
+    "Prefetch",
+)
+
+
 def measure(only: set[str], data: Path, repeat: int, quick: bool) -> list[Row]:
-    """One run of the rows selected by only."""
+    """One run of the rows selected by only, each under its area."""
     big_size = (64 if quick else 1024) << 20
     dirs, files = (100, 20) if quick else (1000, 100)
     rows: list[Row] = []
-    if "import" in only:
-        rows.append(responsiveness.bench_import())
+
+    def add(area: str, *new: Row) -> None:
+        for row in new:
+            row.area = area
+        rows.extend(new)
+
     if "small" in only:
-        rows.extend(responsiveness.bench_small_files(make_small_files(data / "small", 2000, 4096), repeat))
+        add(LOCAL, *responsiveness.bench_small_files(make_small_files(data / "small", 2000, 4096), repeat))
+    if "import" in only:
+        add(POOL, responsiveness.bench_import())
     if "pool" in only:
         reads = make_small_files(data / "load", 4000, 4096)
-        rows.append(responsiveness.bench_latency_under_load(reads))
-        rows.append(responsiveness.bench_blocked_call(reads))
-        rows.append(responsiveness.bench_loop_lag(data / "lag"))
-        rows.append(responsiveness.bench_contention(reads[:2000], repeat))
-    if "streams" in only:
-        rows.append(responsiveness.bench_stream_reads(data / "streams"))
-    if "big" in only:
-        rows.extend(bench_big_file(make_big_file(data / "big.bin", big_size), repeat))
-    if "glob" in only or "exists" in only:
+        add(POOL, responsiveness.bench_latency_under_load(reads), responsiveness.bench_blocked_call(reads))
+        add(POOL, responsiveness.bench_loop_lag(data / "lag"), responsiveness.bench_contention(reads[:2000], repeat))
+    if "glob" in only or "exists" in only or "stat" in only:
         make_tree(data / "tree", dirs, files)
     if "glob" in only:
-        rows.append(bench_glob(data / "tree", dirs, files, repeat))
+        add(PATHS, bench_glob(data / "tree", dirs, files, repeat))
     if "exists" in only:
-        rows.append(bench_exists(data / "tree", dirs, files, 1000 if quick else 10_000, repeat))
-    if "latency" in only:
-        rows.extend(bench_latency(dirs, 10, 1000 if quick else 10_000, 32, 5.0))
+        add(PATHS, bench_exists(data / "tree", dirs, files, 1000 if quick else 10_000, repeat))
+    if "stat" in only:
+        add(PATHS, bench_stat(data / "tree", dirs, files, 1000 if quick else 10_000, repeat))
+    if "streams" in only:
+        add(STREAMS, responsiveness.bench_stream_reads(data / "streams"))
+    if "big" in only:
+        add(STREAMS, *bench_big_file(make_big_file(data / "big.bin", big_size), repeat))
     if "lines" in only:
-        rows.append(bench_lines(make_lines(data / "lines.csv", 10_000 if quick else 100_000), repeat))
+        add(STREAMS, bench_lines(make_lines(data / "lines.csv", 10_000 if quick else 100_000), repeat))
     if "tfrecord" in only:
         records = 10_000 if quick else 100_000
-        rows.append(bench_tfrecord(make_tfrecords(data / "records.tfrecord", records, 1024), records, repeat))
+        add(STREAMS, bench_tfrecord(make_tfrecords(data / "records.tfrecord", records, 1024), records, repeat))
+    if "latency" in only:
+        add(PREFETCH, *bench_latency(dirs, 10, 1000 if quick else 10_000, 32, 5.0))
     if "prefetch" in only:
-        rows.append(bench_prefetch(200 if quick else 1000, 4096, 32, 5.0, 1 << 20))
+        add(PREFETCH, bench_prefetch(200 if quick else 1000, 4096, 32, 5.0, 1 << 20))
         for full_count, size in ((2000, 4096), (20_000, 1024)):
             count = full_count // 10 if quick else full_count
             paths = make_small_files(data / f"prefetch-{count}-{size}", count, size)
-            rows.append(bench_prefetch_local(paths, size, repeat))
+            add(PREFETCH, bench_prefetch_local(paths, size, repeat))
     if "s3" in only:
-        rows.extend(bench_s3(repeat, quick))
+        add("s3:// against obstore, s3fs and boto3 (Ceph)", *bench_s3(repeat, quick))
     if "gs" in only:
-        rows.extend(bench_gs(repeat, quick))
+        add("gs:// against gcsfs and obstore (fake-gcs-server)", *bench_gs(repeat, quick))
     if "az" in only:
-        rows.extend(bench_az(repeat, quick))
+        add("az:// against adlfs and obstore (Azurite)", *bench_az(repeat, quick))
     if "http" in only:
-        rows.extend(bench_http(repeat, quick))
+        add("http(s):// against fsspec's HTTP and obstore (nginx)", *bench_http(repeat, quick))
     if "stacks" in only:
-        rows.extend(bench_stacks(repeat, quick))
+        add("Through the stacks users call (datasets, Ray, DuckDB)", *bench_stacks(repeat, quick))
     if "fsspec" in only:
-        rows.extend(bench_fsspec(data / "fsspec", repeat, quick))
+        add("The fsspec bridge", *bench_fsspec(data / "fsspec", repeat, quick))
     if "aiofiles" in only:
-        rows.extend(bench_aiofiles(data / "aiofiles", repeat, quick))
+        add("The aiofiles drop-in", *bench_aiofiles(data / "aiofiles", repeat, quick))
     return rows
 
 
@@ -115,7 +131,7 @@ def main() -> int:
     parser.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "asyncfs-bench"))
     parser.add_argument(
         "--only",
-        default="import,small,pool,streams,big,glob,exists,latency,lines,tfrecord,prefetch,s3,gs,az,http,stacks,fsspec,aiofiles",
+        default="import,small,pool,streams,big,glob,exists,stat,latency,lines,tfrecord,prefetch,s3,gs,az,http,stacks,fsspec,aiofiles",
     )
     args = parser.parse_args()
     if args.runs < 1:
