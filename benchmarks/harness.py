@@ -135,3 +135,17 @@ def _one_table(rows: list[Row]) -> str:
             cells += " (" + "; ".join(row.notes) + ")"
         lines.append(f"| {row.work} | {row.unit} | {cells} | {row.target} | {row.verdict} |")
     return "\n".join(lines)
+
+
+def summary(rows: list[Row]) -> str:
+    """The rows as a reader takes them in: per area, each row's work, its
+    verdict and its target (the peers' figures are in the full table)."""
+    areas: dict[str, list[Row]] = {}
+    for row in rows:
+        areas.setdefault(row.area, []).append(row)
+    parts = []
+    for area, members in areas.items():
+        lines = [f"### {area}", "", "| work | result | target |", "|---|---|---|"]
+        lines += [f"| {row.work} | {row.verdict} | {row.target} |" for row in members]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
