@@ -104,6 +104,23 @@ def test_a_pipe_is_never_at_hand() -> None:
         os.close(read_end)
 
 
+@pytest.mark.parametrize("path", ["/proc/self/status", "/sys/kernel/mm/transparent_hugepage/enabled"])
+def test_a_file_on_a_filesystem_not_listed_is_never_at_hand_however_often_asked(path: str) -> None:
+    """procfs and sysfs are on no list of local filesystems: asked again (a
+    mount is looked up once and then remembered, by its unique id where the
+    kernel gives one), such a file is still not at hand, while a file of a
+    listed filesystem asked between them still is."""
+    if not os.path.exists(path):
+        pytest.skip(f"{path} does not exist here")
+    fs = asyncfs.get_filesystem("file://")
+    here = Path(__file__)
+    for _ in range(3):
+        assert fs.read_file_if_ready(path) is None
+        if at_hand_here(here) and here.stat().st_size < 64 << 10:
+            assert fs.read_file_if_ready(str(here)) == here.read_bytes()
+    assert fs.read_file(path)  # a worker reads it
+
+
 def test_a_store_made_slow_is_not_at_hand() -> None:
     """The memory plugin's latency_us fakes a store that waits: what waits
     is not at hand."""
