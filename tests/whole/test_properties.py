@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -180,6 +181,30 @@ def test_random_uris_get_a_typed_answer(scheme: str, rel: str) -> None:
             attempt(op)
 
     attempt(call)
+
+
+def _scheme_by_pattern(uri: str) -> str:
+    """The scheme as RFC 3986's pattern reads it (what scheme_of answered
+    before it remembered the schemes it had seen), or the refusal."""
+    match = re.match(r"([a-zA-Z][a-zA-Z0-9+.\-]*)://", uri)
+    if match is not None:
+        return match.group(1)
+    head, sep, _ = uri.partition("://")
+    return "refused" if sep and "/" not in head else ""
+
+
+@SETTINGS
+@given(uri=st.builds(str.__add__, st.sampled_from(["mem", "s3", "Z9+.-", "1x", "", "a b", "/x", "gs"]),
+                     st.text(alphabet="ab/:.+- ", max_size=10)))  # fmt: skip
+def test_the_scheme_is_the_patterns_whether_seen_before_or_not(uri: str) -> None:
+    """scheme_of remembers the schemes it found well formed: asked twice
+    (the second time from what it remembered), it answers as the pattern."""
+    for _ in range(2):
+        try:
+            got = _uri.scheme_of(uri)
+        except asyncfs.InvalidArgumentError:
+            got = "refused"
+        assert got == _scheme_by_pattern(uri), uri
 
 
 def _first_refusal(check: Callable[[], None]) -> str | None:
