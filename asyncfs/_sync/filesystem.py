@@ -891,7 +891,7 @@ class ModularFileSystem:
         count: int = _ffi.runtime().ASYNCFS_ReadIfReady(
             self._fs_ops, file_ops, self._fs, self._free, encode(uri), head, _HEAD, status
         )
-        if status.code:  # an event loop's hot path: the enum is looked at only on an error
+        if status.code:  # an event loop's hot path: ints compared, no enum looked up
             if status.code == _UNAVAILABLE:
                 return None
             _ffi.check(status, "read_file", uri)
