@@ -387,20 +387,9 @@ static void az_set_error(void* store, const objstore_exchange* x, TF_Status* sta
  * caller's verb, in the error when path names a container. */
 static az_call* bind_blob(void* store, const char* method, const char* path, const char* what,
                           objstore_exchange* x, TF_Status* status) {
-  char* copy = strdup(path);
-  char *bucket, *key;
+  char *copy, *bucket, *key;
   az_call* c;
-  if (copy == NULL) {
-    OOM(status);
-    return NULL;
-  }
-  if (objstore_split_path(copy, &bucket, &key) != 0) {
-    char msg[600];
-    snprintf(msg, sizeof msg, "%s az:/%s: a container is a directory, not a file", what, path);
-    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
-    free(copy);
-    return NULL;
-  }
+  if (objstore_object_of("az", "container", what, path, &copy, &bucket, &key, status) != 0) return NULL;
   c = az_call_bind(store, method, bucket, key, x, status);
   free(copy);
   return c;

@@ -162,12 +162,13 @@ static int look_once(int fd, struct stat* st, int* local) {
 }
 #endif
 
-/* fd's stat into st and whether its filesystem is local (at_hand_local):
- * 0, or -1 when the stat failed. */
+/* fd's stat into st (NULL: not wanted) and whether its filesystem is
+ * local (at_hand_local): 0, or -1 when the stat failed. */
 static int look(int fd, struct stat* st, int* local) {
-  if (look_once(fd, st, local)) return 0;
+  struct stat unwanted;
+  if (look_once(fd, st != NULL ? st : &unwanted, local)) return 0;
   *local = at_hand_local(fd);
-  return fstat(fd, st);
+  return st != NULL ? fstat(fd, st) : 0;
 }
 
 int at_hand_open(const char* path, int flags, struct stat* st) {
@@ -180,7 +181,7 @@ int at_hand_open(const char* path, int flags, struct stat* st) {
   fd = open_cached(path, O_PATH);
   if (fd < 0) return fd;
   if (flags & O_PATH) { /* to stat: st may be NULL, the caller fstat's fd */
-    if (look(fd, st != NULL ? st : &looked, &local) == 0 && local) return fd;
+    if (look(fd, st, &local) == 0 && local) return fd;
     close(fd);
     return -EAGAIN;
   }

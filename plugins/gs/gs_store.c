@@ -180,21 +180,10 @@ static void gs_set_error(void* store, const objstore_exchange* x, TF_Status* sta
 
 static int gs_object_request(void* store, const char* path, const char* range,
                              const char* if_match, objstore_exchange* x, TF_Status* status) {
-  char* copy = strdup(path);
-  char *bucket, *key;
+  char *copy, *bucket, *key;
   gs_call* c;
   int failed;
-  if (copy == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
-    return -1;
-  }
-  if (objstore_split_path(copy, &bucket, &key) != 0) {
-    char msg[600];
-    snprintf(msg, sizeof msg, "open gs:/%s: a bucket is a directory", path);
-    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
-    free(copy);
-    return -1;
-  }
+  if (objstore_object_of("gs", "bucket", "open", path, &copy, &bucket, &key, status) != 0) return -1;
   c = bind_object(store, x->method, bucket, key, x, status);
   free(copy);
   if (c == NULL) return -1;
@@ -211,20 +200,9 @@ static int gs_object_request(void* store, const char* path, const char* range,
 /* The store's put_request: one multipart upload of data as path. */
 static int gs_put_request(void* store, const char* path, const char* data, size_t len,
                           objstore_exchange* x, TF_Status* status) {
-  char* copy = strdup(path);
-  char *bucket, *key;
+  char *copy, *bucket, *key;
   int rc;
-  if (copy == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
-    return -1;
-  }
-  if (objstore_split_path(copy, &bucket, &key) != 0) {
-    char msg[600];
-    snprintf(msg, sizeof msg, "write gs:/%s: a bucket is a directory, not a file", path);
-    TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
-    free(copy);
-    return -1;
-  }
+  if (objstore_object_of("gs", "bucket", "write", path, &copy, &bucket, &key, status) != 0) return -1;
   rc = gs_upload_request(store, bucket, key, data, len, 0, x, status);
   free(copy);
   return rc;

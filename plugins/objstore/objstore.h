@@ -515,7 +515,6 @@ void objstore_fs_get_option(const TF_Filesystem* filesystem, const char* key,
   .set_filesystem_configuration_option = plugin_set_configuration_option, \
   .get_filesystem_configuration_keys = plugin_get_configuration_keys
 
-/* The TF_FilesystemOps entries of the namespace, for a store's table. */
 /* Reading, on the engine's readers (objstore_reader.c) with the current
  * settings: an object opened (what: "open", "map", "append", in
  * messages), the random-access and memory-region constructors, and
@@ -539,6 +538,7 @@ int objstore_fs_read_back(objstore_reader* r, const TF_WritableFileOps* ops, con
   .new_read_only_memory_region_from_file = objstore_fs_new_read_only_memory_region_from_file,   \
   .read_files = objstore_fs_read_files
 
+/* The TF_FilesystemOps entries of the namespace, for a store's table. */
 #define OBJSTORE_NAMESPACE_OPS                                                                  \
   PLUGIN_NAMESPACE_OPS(objstore_fs_), PLUGIN_QUERY_OPS(objstore_fs_),                         \
       .stat_files = objstore_fs_stat_files, .flush_caches = objstore_fs_flush_caches
@@ -569,9 +569,13 @@ void objstore_tls_options(const objstore_settings* settings, void* curl_handle);
 int objstore_url_encode(plugin_buf* b, const char* s, int keep_slash);
 /* "Name: value" appended to *headers; 0, or -1 when out of memory. */
 int objstore_add_header(struct curl_slist** headers, const char* name, const char* value);
-/* "/bucket/key" (the plugins' object path) split in place into its two
- * parts: 0, or -1 when it names no object (a bucket, the root). */
-int objstore_split_path(char* path, char** bucket, char** key);
+/* The object at path ("/bucket/key", the plugins' object path): a copy
+ * of path in *copy (free it), split into *bucket and *key, which point
+ * into it. 0; or -1 with status set: out of memory, or FAILED_PRECONDITION
+ * when path names no object ("<what> <scheme>:/<path>: a <holder> is a
+ * directory, not a file", holder being the store's word for a bucket). */
+int objstore_object_of(const char* scheme, const char* holder, const char* what, const char* path,
+                       char** copy, char** bucket, char** key, TF_Status* status);
 
 /* Whether two absolute URLs have one origin (scheme, host and port). */
 int objstore_same_origin(const char* a, const char* b);

@@ -460,16 +460,28 @@ int objstore_add_header(struct curl_slist** headers, const char* name, const cha
   return 0;
 }
 
-int objstore_split_path(char* path, char** bucket, char** key) {
-  char* p = path;
-  char* slash;
+int objstore_object_of(const char* scheme, const char* holder, const char* what, const char* path,
+                       char** copy, char** bucket, char** key, TF_Status* status) {
+  char msg[600];
+  char *p, *slash;
+  if ((*copy = strdup(path)) == NULL) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  p = *copy;
   while (*p == '/') ++p;
   slash = strchr(p, '/');
-  if (slash == NULL || slash[1] == '\0') return -1;
-  *slash = '\0';
-  *bucket = p;
-  *key = slash + 1;
-  return 0;
+  if (slash != NULL && slash[1] != '\0') {
+    *slash = '\0';
+    *bucket = p;
+    *key = slash + 1;
+    return 0;
+  }
+  snprintf(msg, sizeof msg, "%s %s:/%s: a %s is a directory, not a file", what, scheme, path, holder);
+  TF_SetStatus(status, TF_FAILED_PRECONDITION, msg);
+  free(*copy);
+  *copy = NULL;
+  return -1;
 }
 
 int objstore_same_origin(const char* a, const char* b) {

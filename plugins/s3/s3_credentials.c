@@ -249,7 +249,7 @@ static int fetch(const chain* ch, const char* method, const char* url,
   return rc;
 }
 
-static char* form_encode(const char* s) { return s3_uri_encode(s, strlen(s), 0); }
+static char* form_encode(const char* s) { return s3_uri_encode(s, 0); }
 
 /* ---- 1. web identity -------------------------------------------------------------------- */
 

@@ -187,8 +187,9 @@ int s3_execute_many(s3_fs* fs, const s3_config* cfg, int n, const s3_request* re
 
 /* ---- signing (s3_sign.c) ------------------------------------------------ */
 
-/* URI-encodes s (RFC 3986 unreserved kept; "/" kept when keep_slash). */
-char* s3_uri_encode(const char* s, size_t len, int keep_slash);
+/* s URI-encoded (objstore_url_encode) into a string of its own (free it);
+ * NULL when out of memory. */
+char* s3_uri_encode(const char* s, int keep_slash);
 void s3_md5_base64(const char* data, size_t len, char out[32]);
 
 /* A request ready to send: its URL and its headers, signed. */

@@ -17,25 +17,13 @@
 
 /* ---- encodings and digests ------------------------------------------------- */
 
-char* s3_uri_encode(const char* s, size_t len, int keep_slash) {
-  static const char hex[] = "0123456789ABCDEF";
-  char* out = malloc(len * 3 + 1);
-  size_t i, n = 0;
-  if (out == NULL) return NULL;
-  for (i = 0; i < len; ++i) {
-    unsigned char c = (unsigned char)s[i];
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-        (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' ||
-        c == '~' || (c == '/' && keep_slash)) {
-      out[n++] = (char)c;
-    } else {
-      out[n++] = '%';
-      out[n++] = hex[c >> 4];
-      out[n++] = hex[c & 15];
-    }
+char* s3_uri_encode(const char* s, int keep_slash) {
+  plugin_buf b = {NULL, 0, 0};
+  if (objstore_url_encode(&b, s, keep_slash) != 0 || plugin_buf_append(&b, "", 0) != 0) {
+    plugin_buf_free(&b);
+    return NULL;
   }
-  out[n] = '\0';
-  return out;
+  return b.data;
 }
 
 static void hex_encode(const unsigned char* in, size_t n, char* out) {
@@ -140,8 +128,8 @@ static int canonical_query(const s3_request* req, plugin_buf* out) {
   qsort(sorted, (size_t)n, sizeof *sorted, cmp_params);
   for (i = 0; i < n; ++i) {
     const char* v = sorted[i].value != NULL ? sorted[i].value : "";
-    char* name = s3_uri_encode(sorted[i].name, strlen(sorted[i].name), 0);
-    char* value = s3_uri_encode(v, strlen(v), 0);
+    char* name = s3_uri_encode(sorted[i].name, 0);
+    char* value = s3_uri_encode(v, 0);
     int bad = name == NULL || value == NULL ||
               (i > 0 && append_str(out, "&") != 0) ||
               append_str(out, name) != 0 || append_str(out, "=") != 0 ||
@@ -197,7 +185,7 @@ static void endpoint_host(const s3_config* cfg, const s3_request* req,
 
 static int build_target(const s3_config* cfg, const s3_request* req, target* t) {
   const char* key = req->key != NULL ? req->key : "";
-  char* encoded = s3_uri_encode(key, strlen(key), 1); /* S3 encodes once, keeping "/" */
+  char* encoded = s3_uri_encode(key, 1); /* S3 encodes once, keeping "/" */
   int bad;
   if (encoded == NULL) return -1;
   endpoint_host(cfg, req, t);
@@ -254,7 +242,7 @@ static int signing_init(const s3_config* cfg, const s3_credentials* creds,
     snprintf(s->payload_hash, sizeof s->payload_hash, "UNSIGNED-PAYLOAD");
   s->copy_source = NULL;
   if (req->copy_source != NULL) {
-    s->copy_source = s3_uri_encode(req->copy_source, strlen(req->copy_source), 1);
+    s->copy_source = s3_uri_encode(req->copy_source, 1);
     if (s->copy_source == NULL) return -1;
   }
   /* In the sorted order the canonical headers take. */

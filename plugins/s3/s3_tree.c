@@ -271,10 +271,7 @@ static int delete_batches(s3_fs* fs, const s3_config* cfg, const char* bucket, c
   TF_Status** statuses = calloc((size_t)(n > 0 ? n : 1), sizeof *statuses);
   int* sent = calloc((size_t)(n > 0 ? n : 1), sizeof *sent);
   if (batches == NULL || reqs == NULL || resps == NULL || statuses == NULL || sent == NULL) {
-    TF_Status* oom = TF_NewStatus();
-    TF_SetStatus(oom, TF_RESOURCE_EXHAUSTED, "out of memory");
-    objstore_failure_record(error, oom);
-    TF_DeleteStatus(oom);
+    objstore_failure_set(error, TF_RESOURCE_EXHAUSTED, "out of memory");
     failed = count;
     goto done;
   }
