@@ -118,13 +118,20 @@ def median_rows(runs: list[list[Row]]) -> list[Row]:
     return merged
 
 
-def table(rows: list[Row]) -> str:
-    """The rows as markdown: one table per area, in the order the areas
-    first come."""
+def _by_area(rows: list[Row]) -> dict[str, list[Row]]:
+    """The rows of each area, the areas in the order they first come."""
     areas: dict[str, list[Row]] = {}
     for row in rows:
         areas.setdefault(row.area, []).append(row)
-    return "\n\n".join((f"### {area}\n\n" if area else "") + _one_table(members) for area, members in areas.items())
+    return areas
+
+
+def table(rows: list[Row]) -> str:
+    """The rows as markdown: one table per area, in the order the areas
+    first come."""
+    return "\n\n".join(
+        (f"### {area}\n\n" if area else "") + _one_table(members) for area, members in _by_area(rows).items()
+    )
 
 
 def _one_table(rows: list[Row]) -> str:
@@ -140,11 +147,8 @@ def _one_table(rows: list[Row]) -> str:
 def summary(rows: list[Row]) -> str:
     """The rows as a reader takes them in: per area, each row's work, its
     verdict and its target (the peers' figures are in the full table)."""
-    areas: dict[str, list[Row]] = {}
-    for row in rows:
-        areas.setdefault(row.area, []).append(row)
     parts = []
-    for area, members in areas.items():
+    for area, members in _by_area(rows).items():
         lines = [f"### {area}", "", "| work | result | target |", "|---|---|---|"]
         lines += [f"| {row.work} | {row.verdict} | {row.target} |" for row in members]
         parts.append("\n".join(lines))

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from asyncfs._async.pool import available_cores
+
 from .harness import best_async
 
 PROBE = Path(__file__).parent / "probes" / "limits.c"
@@ -45,10 +47,6 @@ def _probe() -> tuple[Path | None, str]:
             return None, f"{compiler} could not build {PROBE.name}: {done.stderr.strip()[:200]}"
         scratch.replace(built)
     return built, ""
-
-
-def cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def c_limit(mode: str, paths: Sequence[str], threads: int = 1) -> float | None:
@@ -100,8 +98,8 @@ class ReadLimits:
     all_cores: float | None
 
     def named(self) -> dict[str, float | None]:
-        return {"C read loop": self.one_core, f"C read on {cores()} cores": self.all_cores}
+        return {"C read loop": self.one_core, f"C read on {available_cores()} cores": self.all_cores}
 
 
 def read_limits(paths: Sequence[str]) -> ReadLimits:
-    return ReadLimits(c_limit("read", paths), c_limit("read", paths, cores()))
+    return ReadLimits(c_limit("read", paths), c_limit("read", paths, available_cores()))

@@ -381,7 +381,7 @@ class AsyncModularFileSystem:
                 await checkpoint()
             data = self.wrapped.read_file_if_ready(uri)
             if data is not None:
-                self._since_turn += max(len(data), AT_HAND_CALL)
+                self.took_at_hand(len(data))
                 return data
         combine = self._combined.read_file
         if combine is not None and combine.paused > 0:  # objects bigger than a share, lately
