@@ -523,4 +523,10 @@ def base(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"asyncfs {asyncfs.__version__}, python {sys.version.split()[0]}, cc {CC}"
+    # the free space is printed because a nearly full disk fails tests far
+    # from its cause (Ceph's monitor refuses to start, writes fail)
+    free = shutil.disk_usage(tempfile.gettempdir()).free / (1 << 30)
+    return (
+        f"asyncfs {asyncfs.__version__}, python {sys.version.split()[0]}, cc {CC}, "
+        f"{free:.1f} GiB free in {tempfile.gettempdir()}"
+    )
