@@ -5,6 +5,9 @@ The map of the public API:
 - async: :class:`Env` (the entry point), :class:`AsyncModularFileSystem`,
   :class:`AsyncRandomAccessFile`, :class:`AsyncWritableFile`,
   :class:`AsyncReadOnlyMemoryRegion`, :class:`Transaction`
+- what an Env measured: ``env.metrics()`` (:class:`Metrics`,
+  :class:`OperationStats`, :class:`LatencyHistogram`, :class:`PoolStats`);
+  OpenTelemetry spans and metrics when the application sets a provider
 - streams, records, prefetch: ``env.open`` (:class:`AsyncBinaryReader`, ...),
   :mod:`asyncfs.tfrecord`, ``env.prefetch`` (:class:`Budget`)
 - plugins: :func:`load_plugin`, :class:`Registry`, :func:`get_filesystem`,
@@ -72,7 +75,16 @@ from .errors import (
 
 if TYPE_CHECKING:  # what the lazy attributes below resolve to
     from . import tfrecord
-    from ._async import AsyncModularFileSystem, AsyncRandomAccessFile, AsyncReadOnlyMemoryRegion, AsyncWritableFile
+    from ._async import (
+        AsyncModularFileSystem,
+        AsyncRandomAccessFile,
+        AsyncReadOnlyMemoryRegion,
+        AsyncWritableFile,
+        LatencyHistogram,
+        Metrics,
+        OperationStats,
+        PoolStats,
+    )
     from ._native import Option
     from ._native.libraries import get_include
     from ._plugins import PluginMetadata, core_abi_version
@@ -109,6 +121,10 @@ _LAZY = {
     "AsyncReadOnlyMemoryRegion": ("._async.filesystem", "AsyncReadOnlyMemoryRegion"),
     "AsyncWritableFile": ("._async.filesystem", "AsyncWritableFile"),
     "Env": (".env", "Env"),
+    "Metrics": ("._async.metrics", "Metrics"),
+    "OperationStats": ("._async.metrics", "OperationStats"),
+    "LatencyHistogram": ("._async.metrics", "LatencyHistogram"),
+    "PoolStats": ("._async.pool", "PoolStats"),
     "RandomAccessFile": ("._sync.files", "RandomAccessFile"),
     "ReadOnlyMemoryRegion": ("._sync.files", "ReadOnlyMemoryRegion"),
     "WritableFile": ("._sync.files", "WritableFile"),
@@ -158,6 +174,11 @@ __all__ = [
     "AsyncReadOnlyMemoryRegion",
     "AsyncWritableFile",
     "Transaction",
+    # what an Env measured (Env.metrics)
+    "Metrics",
+    "OperationStats",
+    "LatencyHistogram",
+    "PoolStats",
     # streams, records, prefetch
     "AsyncBinaryReader",
     "AsyncBinaryWriter",

@@ -3,7 +3,9 @@ event loop (:mod:`.pool`, its backends for asyncio, uvloop and trio
 :mod:`.backends`, fan-out :mod:`.fanout`, calls combined into one plugin
 call :mod:`.combined`), and :class:`AsyncModularFileSystem`, the async face
 of a scheme (:mod:`.filesystem`), with the async driver of the plans
-(:mod:`.plans`) and copies within and across filesystems (:mod:`.transfer`).
+(:mod:`.plans`) and copies within and across filesystems (:mod:`.transfer`);
+what each call costs, counted (:mod:`.metrics`) and traced with
+OpenTelemetry when the application uses it (:mod:`.telemetry`).
 """
 
 from . import transfer
@@ -15,7 +17,19 @@ from .filesystem import (
     AsyncReadOnlyMemoryRegion,
     AsyncWritableFile,
 )
-from .pool import ALONE, Combiner, Pending, Sink, WorkerPool, call_quietly, closed_pool, shared_network_pool
+from .metrics import LatencyHistogram, Metrics, OperationStats, operation_stats
+from .pool import (
+    ALONE,
+    Combiner,
+    Pending,
+    PoolStats,
+    Sink,
+    WorkerPool,
+    call_quietly,
+    closed_pool,
+    shared_network_pool,
+)
+from .telemetry import EnvMeters, follow_meters
 from .transfer import Progress
 
 __all__ = [
@@ -26,13 +40,20 @@ __all__ = [
     "AsyncReadOnlyMemoryRegion",
     "AsyncWritableFile",
     "Combiner",
+    "EnvMeters",
+    "LatencyHistogram",
+    "Metrics",
+    "OperationStats",
     "Pending",
+    "PoolStats",
     "Progress",
     "Sink",
     "WorkerPool",
     "call_quietly",
     "closed_pool",
     "current_loop",
+    "follow_meters",
+    "operation_stats",
     "shared_network_pool",
     "transfer",
 ]

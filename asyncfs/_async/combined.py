@@ -65,7 +65,7 @@ class Stats:
 
 
 class Writes:
-    """Combines ``write_whole(fs, uri, data, atomic, attributes)`` calls
+    """Combines ``partial(write_whole, fs)(uri, data, atomic, attributes)`` calls
     without attributes on a store whose files appear only whole (no
     temporary file and rename to stage): each is written in place."""
 
@@ -75,7 +75,7 @@ class Writes:
         self._fs = fs
 
     def __call__(self, calls: list[tuple[Any, ...]]) -> Outcomes:
-        errors = self._fs.write_files([str(call[1]) for call in calls], [call[2] for call in calls])
+        errors = self._fs.write_files([str(call[0]) for call in calls], [call[1] for call in calls])
         return [(None, error) for error in errors]
 
 

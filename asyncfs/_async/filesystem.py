@@ -18,6 +18,7 @@ import inspect
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
+from time import perf_counter_ns
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -40,7 +41,10 @@ from ..errors import FailedPreconditionError, StatusError
 from . import fanout as _fanout
 from . import plans as _driver
 from .combined import Combiners
-from .pool import Follow, OnDrop, Pending, Sink, WorkerPool
+from .metrics import Meter
+from .pool import Combiner, Follow, OnDrop, Pending, Sink, WorkerPool
+from .telemetry import Watch, carried_context, watch
+from .telemetry import imported as otel_imported
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer, Self
@@ -143,9 +147,12 @@ class AsyncReadOnlyMemoryRegion(_AsyncHandle):
 class AsyncModularFileSystem:
     """One scheme's filesystem, async. Get it from :meth:`Env.filesystem`."""
 
-    def __init__(self, fs: ModularFileSystem, pool: WorkerPool) -> None:
+    def __init__(self, fs: ModularFileSystem, pool: WorkerPool, meter: Meter | None = None) -> None:
+        """meter: where its calls are counted (its Env's, for its scheme;
+        None counts nothing, see :mod:`.metrics`)."""
         self.wrapped = fs
         self._pool = pool
+        self._meter = meter
         self._combined = Combiners(fs)
         # read_file reads a small file at hand on the loop's thread when the
         # plugin can (see AT_HAND_TURN); a network store never has it at hand
@@ -182,7 +189,7 @@ class AsyncModularFileSystem:
         waits for it, then sees the cancellation); a side-effect-free one may
         be abandoned, and if its result holds something to release (an open
         handle), ``discard(result)`` then runs on a worker."""
-        return await self._pool.run(fn, *args, mutating=mutating, discard=discard)
+        return await self._pool.run(carried_context(fn), *args, mutating=mutating, discard=discard)
 
     async def run_many(
         self, fn: Callable[..., T], calls: Sequence[tuple[Any, ...]], *, mutating: bool
@@ -232,68 +239,130 @@ class AsyncModularFileSystem:
         """How many cores its pool's threads may run on."""
         return self._pool.cores
 
-    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
-        return await self._pool.run(fn, *args, mutating=False)
+    # ---- the operations' one way to the pool: each call watched ------------
 
-    async def _mutate(self, fn: Callable[..., T], *args: Any) -> T:
-        return await self._pool.run(fn, *args, mutating=True)
+    async def _call(
+        self,
+        operation: str,
+        fn: Callable[..., T],
+        *args: Any,
+        mutating: bool,
+        moved: Callable[[T], int] | int = 0,
+        discard: Callable[[T], Any] | None = None,
+        combine: Combiner | None = None,
+    ) -> T:
+        """fn(*args) on the pool as operation: counted in the Env's meter
+        (moved: the bytes it moved, or how to count them in its result) and
+        seen by OpenTelemetry when the application uses it (see
+        :mod:`.telemetry`)."""
+        seen = watch(self.wrapped.scheme, operation, args[0] if args else None) if otel_imported() else None
+        meter = self._meter
+        if meter is None and seen is None:
+            return await self._pool.run(fn, *args, mutating=mutating, discard=discard, combine=combine)
+        start = perf_counter_ns()
+        try:
+            result = await self._pool.run(
+                fn if seen is None else seen.carry(fn), *args, mutating=mutating, discard=discard, combine=combine
+            )
+        except BaseException as error:
+            self._failed(operation, start, error, seen)
+            raise
+        nbytes = moved if isinstance(moved, int) else moved(result)
+        if meter is not None:
+            meter[operation].record(start, nbytes)
+        if seen is not None:
+            seen.done(nbytes)
+        return result
+
+    def _failed(self, operation: str, start: int, error: BaseException, seen: Watch | None) -> None:
+        if self._meter is not None:
+            self._meter[operation].failed(start, error)
+        if seen is not None:
+            seen.failed(error)
+
+    async def _read(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
+        return await self._call(operation, fn, *args, mutating=False)
+
+    async def _mutate(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
+        return await self._call(operation, fn, *args, mutating=True)
+
+    async def _planned(self, operation: str, plan: _plans.Plan[T], uri: str) -> T:
+        """A plan of several calls (see :mod:`.plans`), counted and seen as one operation."""
+        seen = watch(self.wrapped.scheme, operation, uri) if otel_imported() else None
+        start = perf_counter_ns()
+        try:
+            result = await _driver.run(self, plan)
+        except BaseException as error:
+            self._failed(operation, start, error, seen)
+            raise
+        if self._meter is not None:
+            self._meter[operation].record(start)
+        if seen is not None:
+            seen.done()
+        return result
 
     # ---- the sync adapter's operations, one to one --------------------------
 
     async def translate_name(self, uri: str) -> str:
-        return await self._read(self.wrapped.translate_name, uri)
+        return await self._read("translate_name", self.wrapped.translate_name, uri)
 
     async def new_random_access_file(self, uri: str) -> AsyncRandomAccessFile:
-        handle = await self._pool.run(self.wrapped.new_random_access_file, uri, mutating=False, discard=_close)
+        handle = await self._call(
+            "new_random_access_file", self.wrapped.new_random_access_file, uri, mutating=False, discard=_close
+        )
         return AsyncRandomAccessFile(handle, self._pool)
 
     async def new_writable_file(self, uri: str, *, attributes: Mapping[str, str] | None = None) -> AsyncWritableFile:
-        handle = await self._pool.run(
-            partial(self.wrapped.new_writable_file, attributes=attributes), uri, mutating=True
+        handle = await self._call(
+            "new_writable_file", partial(self.wrapped.new_writable_file, attributes=attributes), uri, mutating=True
         )
         return AsyncWritableFile(handle, self._pool)
 
     async def new_appendable_file(self, uri: str) -> AsyncWritableFile:
-        handle = await self._pool.run(self.wrapped.new_appendable_file, uri, mutating=True)
+        handle = await self._call("new_appendable_file", self.wrapped.new_appendable_file, uri, mutating=True)
         return AsyncWritableFile(handle, self._pool)
 
     async def new_read_only_memory_region_from_file(self, uri: str) -> AsyncReadOnlyMemoryRegion:
-        region = await self._pool.run(
-            self.wrapped.new_read_only_memory_region_from_file, uri, mutating=False, discard=_close
+        region = await self._call(
+            "new_read_only_memory_region_from_file",
+            self.wrapped.new_read_only_memory_region_from_file,
+            uri,
+            mutating=False,
+            discard=_close,
         )
         return AsyncReadOnlyMemoryRegion(region, self._pool)
 
     async def create_dir(self, uri: str) -> None:
-        await self._mutate(self.wrapped.create_dir, uri)
+        await self._mutate("create_dir", self.wrapped.create_dir, uri)
 
     async def recursively_create_dir(self, uri: str) -> None:
-        await self._mutate(self.wrapped.recursively_create_dir, uri)
+        await self._mutate("recursively_create_dir", self.wrapped.recursively_create_dir, uri)
 
     async def delete_file(self, uri: str) -> None:
-        await self._mutate(self.wrapped.delete_file, uri)
+        await self._mutate("delete_file", self.wrapped.delete_file, uri)
 
     async def delete_dir(self, uri: str) -> None:
-        await self._mutate(self.wrapped.delete_dir, uri)
+        await self._mutate("delete_dir", self.wrapped.delete_dir, uri)
 
     async def delete_recursively(self, uri: str) -> tuple[int, int]:
         if self.wrapped.offers("delete_recursively"):
-            return await self._mutate(self.wrapped.delete_recursively, uri)
-        return await _driver.run(self, _plans.delete_tree(uri))
+            return await self._mutate("delete_recursively", self.wrapped.delete_recursively, uri)
+        return await self._planned("delete_recursively", _plans.delete_tree(uri), uri)
 
     async def rename_file(self, src: str, dst: str) -> None:
-        await self._mutate(self.wrapped.rename_file, src, dst)
+        await self._mutate("rename_file", self.wrapped.rename_file, src, dst)
 
     async def rename_dir(self, src: str, dst: str) -> None:
         if self.wrapped.offers("rename_dir"):
-            await self._mutate(self.wrapped.rename_dir, src, dst)
+            await self._mutate("rename_dir", self.wrapped.rename_dir, src, dst)
         else:
-            await _driver.run(self, _plans.move_tree(src, dst))
+            await self._planned("rename_dir", _plans.move_tree(src, dst), src)
 
     async def copy_file(self, src: str, dst: str) -> None:
-        await self._mutate(self.wrapped.copy_file, src, dst)
+        await self._mutate("copy_file", self.wrapped.copy_file, src, dst)
 
     async def path_exists(self, uri: str) -> None:
-        await self._read(self.wrapped.path_exists, uri)
+        await self._read("path_exists", self.wrapped.path_exists, uri)
 
     async def paths_exist(self, uris: Sequence[str]) -> list[StatusError | None]:
         return await self._in_chunks(self.wrapped.paths_exist, uris)
@@ -316,78 +385,93 @@ class AsyncModularFileSystem:
         return [item for part in _fanout.unwrap(parts) for item in part]
 
     async def stat(self, uri: str) -> FileStatistics:
-        return await self._pool.run(self.wrapped.stat, uri, mutating=False, combine=self._combined.stat)
+        return await self._call("stat", self.wrapped.stat, uri, mutating=False, combine=self._combined.stat)
 
     async def is_directory(self, uri: str) -> bool:
-        return await self._read(self.wrapped.is_directory, uri)
+        return await self._read("is_directory", self.wrapped.is_directory, uri)
 
     async def get_file_size(self, uri: str) -> int:
-        return await self._read(self.wrapped.get_file_size, uri)
+        return await self._read("get_file_size", self.wrapped.get_file_size, uri)
 
     async def get_children(self, uri: str) -> list[str]:
-        return await self._read(self.wrapped.get_children, uri)
+        return await self._read("get_children", self.wrapped.get_children, uri)
 
     async def get_children_stats(self, uri: str) -> list[tuple[str, FileStatistics]]:
         """As :meth:`ModularFileSystem.get_children_stats`; without the op,
         the children's stats run in parallel on the pool."""
         if self.wrapped.offers("get_children_stats"):
-            return await self._read(self.wrapped.get_children_stats, uri)
-        return await _driver.run(self, _plans.children_stats(uri))
+            return await self._read("get_children_stats", self.wrapped.get_children_stats, uri)
+        return await self._planned("get_children_stats", _plans.children_stats(uri), uri)
 
     async def get_children_kinds(self, uri: str) -> list[tuple[str, FileStatistics, EntryKind]]:
         """As :meth:`ModularFileSystem.get_children_kinds`; without the op,
         as :meth:`get_children_stats` (a plugin without it has no links)."""
         if self.wrapped.offers("get_children_kinds"):
-            return await self._read(self.wrapped.get_children_kinds, uri)
+            return await self._read("get_children_kinds", self.wrapped.get_children_kinds, uri)
         return by_statistics(await self.get_children_stats(uri))
 
     async def incomplete_writes(self, uri: str) -> list[IncompleteWrite]:
-        return await self._read(self.wrapped.incomplete_writes, uri)
+        return await self._read("incomplete_writes", self.wrapped.incomplete_writes, uri)
 
     async def abort_incomplete_write(self, uri: str, id: str) -> None:
-        await self._mutate(self.wrapped.abort_incomplete_write, uri, id)
+        await self._mutate("abort_incomplete_write", self.wrapped.abort_incomplete_write, uri, id)
 
     async def get_matching_paths(self, pattern: str) -> list[str]:
         """Glob, expanding directory levels concurrently (see
         :func:`asyncfs._sync.plans.glob`); equal to the sync result."""
         native = self.wrapped.offers("get_matching_paths")
-        return await _driver.run(self, _plans.glob(pattern, native=native))
+        return await self._planned("get_matching_paths", _plans.glob(pattern, native=native), pattern)
 
     async def flush_caches(self) -> None:
-        await self._mutate(self.wrapped.flush_caches)
+        await self._mutate("flush_caches", self.wrapped.flush_caches)
 
     async def configuration(self) -> list[Option]:
-        return await self._read(self.wrapped.configuration)
+        return await self._read("configuration", self.wrapped.configuration)
 
     async def configuration_keys(self) -> list[str]:
-        return await self._read(self.wrapped.configuration_keys)
+        return await self._read("configuration_keys", self.wrapped.configuration_keys)
 
     async def get_option(self, key: str) -> Option:
-        return await self._read(self.wrapped.get_option, key)
+        return await self._read("get_option", self.wrapped.get_option, key)
 
     async def set_option(self, name: str, *values: OptionValue | str, travels: bool | None = None) -> None:
         """As :meth:`ModularFileSystem.set_option`, on a worker."""
-        await self._mutate(partial(self.wrapped.set_option, travels=travels), name, *values)
+        await self._mutate("set_option", partial(self.wrapped.set_option, travels=travels), name, *values)
 
     async def set_configuration(self, options: list[Option], *, travels: bool | None = None) -> None:
-        await self._mutate(partial(self.wrapped.set_configuration, travels=travels), options)
+        await self._mutate("set_configuration", partial(self.wrapped.set_configuration, travels=travels), options)
 
     # ---- whole-file and Pythonic operations ---------------------------------
 
     async def read_file(self, uri: str) -> bytes:
-        if self._reads_at_hand:
-            self._pool.check_open()
-            if self.turn_due():
-                await checkpoint()
-            data = self.wrapped.read_file_if_ready(uri)
-            if data is not None:
-                self.took_at_hand(len(data))
-                return data
-        combine = self._combined.read_file
-        if combine is not None and combine.paused > 0:  # objects bigger than a share, lately
-            combine.paused -= 1
-            combine = None
-        return await self._pool.run(self.wrapped.read_file, uri, mutating=False, combine=combine)
+        # (counted here, not through _call: a read at hand takes no trip to the
+        # pool, and a few hundred nanoseconds are a tenth of its cost)
+        seen = watch(self.wrapped.scheme, "read_file", uri) if otel_imported() else None
+        start = perf_counter_ns()
+        try:
+            data = None
+            if self._reads_at_hand:
+                self._pool.check_open()
+                if self.turn_due():
+                    await checkpoint()
+                data = self.wrapped.read_file_if_ready(uri)
+                if data is not None:
+                    self.took_at_hand(len(data))
+            if data is None:
+                combine = self._combined.read_file
+                if combine is not None and combine.paused > 0:  # objects bigger than a share, lately
+                    combine.paused -= 1
+                    combine = None
+                read = self.wrapped.read_file if seen is None else seen.carry(self.wrapped.read_file)
+                data = await self._pool.run(read, uri, mutating=False, combine=combine)
+        except BaseException as error:
+            self._failed("read_file", start, error, seen)
+            raise
+        if self._meter is not None:
+            self._meter["read_file"].record(start, len(data))
+        if seen is not None:
+            seen.done(len(data))
+        return data
 
     def turn_due(self) -> bool:
         """Before a read at hand (on the loop's thread, see AT_HAND_TURN):
@@ -407,7 +491,7 @@ class AsyncModularFileSystem:
 
     async def read_into(self, uri: str, buffer: Buffer, offset: int = 0) -> int:
         """Read from offset of uri into a caller-owned buffer (no copy)."""
-        return await self._mutate(self.wrapped.read_into, uri, buffer, offset)
+        return await self._call("read_into", self.wrapped.read_into, uri, buffer, offset, mutating=True, moved=int)
 
     async def write_file(
         self, uri: str, data: Buffer, *, atomic: bool = True, attributes: Mapping[str, str] | None = None
@@ -418,21 +502,32 @@ class AsyncModularFileSystem:
         :meth:`ModularFileSystem.new_writable_file`."""
         refuse_text(data, "write_file", uri)
         combine = self._combined.write_file if attributes is None else None
-        await self._pool.run(write_whole, self.wrapped, uri, data, atomic, attributes, mutating=True, combine=combine)
+        await self._call(
+            "write_file",
+            partial(write_whole, self.wrapped),
+            uri,
+            data,
+            atomic,
+            attributes,
+            mutating=True,
+            moved=memoryview(data).nbytes,
+            combine=combine,
+        )
 
     async def attributes(self, uri: str) -> dict[str, str]:
-        return await self._read(self.wrapped.attributes, uri)
+        return await self._read("attributes", self.wrapped.attributes, uri)
 
     async def append(self, uri: str, data: Buffer) -> None:
         """Append data to uri, creating it if needed."""
         refuse_text(data, "append", uri)
-        await self._mutate(_append, self.wrapped, uri, data)
+        moved = memoryview(data).nbytes
+        await self._call("append", partial(_append, self.wrapped), uri, data, mutating=True, moved=moved)
 
     async def exists(self, uri: str) -> bool:
-        return await self._read(self.wrapped.exists, uri)
+        return await self._read("exists", self.wrapped.exists, uri)
 
     async def isdir(self, uri: str) -> bool:
-        return await self._read(self.wrapped.isdir, uri)
+        return await self._read("isdir", self.wrapped.isdir, uri)
 
     async def size(self, uri: str) -> int:
         """The size of the file at uri, in bytes."""
@@ -453,7 +548,7 @@ class AsyncModularFileSystem:
         :func:`glob.glob`'s too, where a ``**`` component matches any number
         of directory levels (docs/uris.md)."""
         if recursive and "**" in pattern.split("/"):
-            return await _driver.run(self, _plans.recursive_glob(pattern))
+            return await self._planned("get_matching_paths", _plans.recursive_glob(pattern), pattern)
         return await self.get_matching_paths(pattern)
 
     async def mkdir(self, uri: str) -> None:
@@ -463,7 +558,7 @@ class AsyncModularFileSystem:
     async def makedirs(self, uri: str, *, exist_ok: bool = True) -> None:
         """Create uri and every missing directory above it; an existing
         uri is an error only with exist_ok false."""
-        await self._pool.run(partial(self.wrapped.makedirs, exist_ok=exist_ok), uri, mutating=True)
+        await self._mutate("makedirs", partial(self.wrapped.makedirs, exist_ok=exist_ok), uri)
 
     async def rm(self, uri: str) -> None:
         """Delete the file uri."""

@@ -84,13 +84,19 @@ def default_workers() -> int:
 @dataclass(frozen=True)
 class PoolStats:
     """``operations`` run, loop ``wakeups`` that delivered their results
-    (one per chunk), operations ``in_flight`` now, and the
-    ``peak_in_flight`` of any loop."""
+    (one per chunk), operations ``in_flight`` now (queued or running), and
+    the ``peak_in_flight`` of any loop; worker ``threads`` now (spares
+    included), how many are ``running`` a call, and how many of those are
+    ``stuck`` in one (running longer than STUCK_AFTER: a spare thread took
+    over their batch)."""
 
     operations: int
     wakeups: int
     in_flight: int
     peak_in_flight: int
+    threads: int = 0
+    running: int = 0
+    stuck: int = 0
 
 
 class _Group:
@@ -765,6 +771,12 @@ def _ignore(chunk: list[_Work]) -> None:
 # child, on threads of its own.
 _pools: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
 
+
+def live_pools() -> list[WorkerPool]:
+    """The process's worker pools (of every Env, and the shared network ones)."""
+    return list(_pools)
+
+
 _shared: dict[tuple[int, int], WorkerPool] = {}
 _shared_lock = threading.Lock()
 
@@ -1273,11 +1285,16 @@ class WorkerPool:
             total.add(self._retired)
             for _loop, counters in self._counted:
                 total.add(counters)
+            states = list(self._states)
+        running = [state for state in states if state.busy_since]  # (a glance: no state's lock)
         return PoolStats(
             operations=total.operations,
             wakeups=total.wakeups,
             in_flight=sum(b.in_flight for b in batchers),
             peak_in_flight=total.peak_in_flight,
+            threads=len(states),
+            running=len(running),
+            stuck=sum(state.stuck for state in running),
         )
 
     def shutdown(self, *, wait: bool = True, timeout: float | None = None) -> list[str]:
