@@ -153,6 +153,7 @@ class AsyncModularFileSystem:
         self.wrapped = fs
         self._pool = pool
         self._meter = meter
+        self._reads = None if meter is None else meter["read_file"]  # (the hot path's, looked up once)
         self._combined = Combiners(fs)
         # read_file reads a small file at hand on the loop's thread when the
         # plugin can (see AT_HAND_TURN); a network store never has it at hand
@@ -467,8 +468,8 @@ class AsyncModularFileSystem:
         except BaseException as error:
             self._failed("read_file", start, error, seen)
             raise
-        if self._meter is not None:
-            self._meter["read_file"].record(start, len(data))
+        if self._reads is not None:
+            self._reads.record(start, len(data))
         if seen is not None:
             seen.done(len(data))
         return data

@@ -1,37 +1,42 @@
 """Each call as OpenTelemetry sees it, when the application uses it.
 
-A call of an :class:`AsyncModularFileSystem` becomes a span and a
-measurement of OpenTelemetry's metrics (:func:`watch`); every Env's meters
-(its own counts, see :mod:`.metrics`) are read by OpenTelemetry's
-observable instruments.
+A call of an :class:`AsyncModularFileSystem` made inside a trace becomes a
+span (:func:`watch`); every Env's meters (its own counts, see
+:mod:`.metrics`) are read by OpenTelemetry's observable instruments.
 
 OpenTelemetry is never imported here: it is used when the application
-imported it (``opentelemetry.trace`` or ``opentelemetry.metrics`` is in
-``sys.modules``) and set a tracer or meter provider, looked up on each call
-(a dictionary lookup while it is absent). Then:
+imported it (``opentelemetry`` is in ``sys.modules``) and set a tracer or
+meter provider, looked up on each call (a dictionary lookup while it is
+absent). Then:
 
-- each call is a span ``"{operation} {scheme}"`` of kind CLIENT, child of
-  the caller's current span, with the attributes ``asyncfs.scheme``,
-  ``asyncfs.operation``, ``file.path`` (the URI), ``asyncfs.bytes`` and, on
-  failure, ``error.type`` (semantic conventions: the status code's name) and
-  the span's status ERROR; the call runs on its worker thread inside the
-  span's context, so what it logs or starts there is the span's;
-- ``asyncfs.client.operation.duration`` (a histogram, seconds; attributes
-  ``asyncfs.scheme``, ``asyncfs.operation``, ``error.type``) gets each
-  call's latency, and the observable ``asyncfs.client.operation.bytes``
-  (bytes moved, per scheme and operation, summed over the process's Envs)
-  and ``asyncfs.pool.threads``, ``asyncfs.pool.in_flight`` and
-  ``asyncfs.pool.stuck`` (per kind of pool, local or network) are read
-  when the application's reader collects.
+- each call made while the caller's current span records is a span
+  ``"{operation} {scheme}"`` of kind CLIENT, that span's child, with the
+  attributes ``asyncfs.scheme``, ``asyncfs.operation``, ``file.path`` (the
+  URI), ``asyncfs.bytes`` and, on failure, ``error.type`` (semantic
+  conventions: the status code's name) and the span's status ERROR; the
+  call runs on its worker thread inside the span's context, so what it
+  logs or starts there is the span's. Calls outside a trace (a background
+  prefetch of a million files) start none: a span costs the SDK 10-15 µs,
+  several times a local read;
+- the counters ``asyncfs.client.operations`` (calls; attributes
+  ``asyncfs.scheme``, ``asyncfs.operation``, and ``error.type`` on the
+  failed ones), ``asyncfs.client.operation.time`` (seconds spent) and
+  ``asyncfs.client.operation.bytes`` (bytes moved), summed over the
+  process's Envs, and the gauges ``asyncfs.pool.threads``,
+  ``asyncfs.pool.in_flight`` and ``asyncfs.pool.stuck`` (per kind of pool,
+  local or network) are read from the Envs' own counts when the
+  application's reader collects: nothing is recorded per call (a histogram
+  record costs the SDK about 6 µs; the latency histogram is the Env's,
+  :meth:`Env.metrics`).
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import weakref
 from collections.abc import Callable, Iterator
 from functools import partial
-from time import perf_counter_ns
 from typing import Any, TypeVar
 
 from .metrics import Meter, error_type
@@ -41,10 +46,6 @@ __all__ = ["EnvMeters", "Watch", "carried", "carried_context", "follow_meters", 
 T = TypeVar("T")
 
 _NAME = "asyncfs"
-
-# every Env's meters by scheme, for the observable instruments (weakly: an
-# Env that is gone is no longer observed)
-_live: weakref.WeakSet[EnvMeters] = weakref.WeakSet()
 
 
 class EnvMeters:
@@ -65,85 +66,113 @@ class EnvMeters:
         return list(self._by_scheme.items())
 
 
+# What OpenTelemetry's counters read: the meters of every live Env (weakly),
+# and the totals of those gone, so that a counter never goes down.
+_live: weakref.WeakSet[EnvMeters] = weakref.WeakSet()
+_retired: dict[tuple[str, str, str | None], list[float]] = {}  # (scheme, operation, error) -> [calls, ns, bytes]
+_retired_lock = threading.Lock()
+
+
 def follow_meters() -> EnvMeters:
-    """A new Env's meters, observed by OpenTelemetry's metrics while it lives."""
+    """A new Env's meters, read by OpenTelemetry's counters while it lives
+    and added to their totals when it is gone."""
     meters = EnvMeters()
     _live.add(meters)
+    weakref.finalize(meters, _retire, meters._by_scheme)
     return meters
 
 
-class _Providers:
-    """The application's OpenTelemetry providers last seen, and what asyncfs
-    made of them (None: no provider set, nothing to do)."""
+def _retire(by_scheme: dict[str, Meter]) -> None:
+    with _retired_lock:
+        _add(_retired, by_scheme.items())
 
-    tracer_provider: object = None
+
+def _add(totals: dict[tuple[str, str, str | None], list[float]], meters: Any) -> None:
+    """Add meters (scheme, Meter pairs) to totals: per scheme, operation and
+    error type (None for the calls that succeeded), calls, nanoseconds and
+    bytes (the time and bytes go with the successes' entry)."""
+    for scheme, meter in list(meters):
+        for operation, counted in list(meter.items()):
+            errors = dict(counted.errors)
+            calls = counted.count
+            entry = totals.setdefault((scheme, operation, None), [0, 0, 0])
+            entry[0] += calls - sum(errors.values())
+            entry[1] += counted.total_ns
+            entry[2] += counted.bytes
+            for kind, n in errors.items():
+                totals.setdefault((scheme, operation, kind), [0, 0, 0])[0] += n
+
+
+def _totals() -> dict[tuple[str, str, str | None], list[float]]:
+    with _retired_lock:
+        totals = {key: list(value) for key, value in _retired.items()}
+    for meters in list(_live):
+        _add(totals, meters.items())
+    return totals
+
+
+class _Seen:
+    """What asyncfs took from OpenTelemetry: its tracer, of the tracer
+    provider last seen, and the meter provider its instruments were
+    registered with (None: not yet)."""
+
+    tracer_provider: Any = None
     tracer: Any = None
-    meter_provider: object = None
-    duration: Any = None
+    meter_provider: Any = None
+    follows_the_proxy = False  # registered with the API's proxy, which follows any provider set later
 
 
-_seen = _Providers()
+_seen = _Seen()
 
 
-def _tracer() -> Any:
-    trace = sys.modules.get("opentelemetry.trace")
-    if trace is None:
-        return None
-    provider = trace.get_tracer_provider()
-    if provider is not _seen.tracer_provider:
-        _seen.tracer_provider = provider
-        unset = isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
-        _seen.tracer = None if unset else provider.get_tracer(_NAME)
-    return _seen.tracer
-
-
-def _duration() -> Any:
+def _register_instruments() -> None:
+    """The observable instruments, on the application's meter provider, or
+    on the API's proxy that passes them to the provider it sets later;
+    again on a provider that replaced the one they were registered with.
+    (Never ``get_meter_provider()`` while none is set: that looks up an
+    environment variable, 0.7 µs, on every call.)"""
     metrics = sys.modules.get("opentelemetry.metrics")
-    if metrics is None:
-        return None
+    if metrics is None or _seen.follows_the_proxy:
+        return
     provider = metrics.get_meter_provider()
-    if provider is not _seen.meter_provider:
-        _seen.meter_provider = provider
-        _seen.duration = None if _unset(metrics, provider) else _instruments(provider)
-    return _seen.duration
-
-
-def _unset(metrics: Any, provider: object) -> bool:
+    if provider is _seen.meter_provider:
+        return
+    _seen.meter_provider = provider
     from opentelemetry.metrics._internal import _ProxyMeterProvider  # noqa: PLC0415 (present: metrics is)
 
-    return isinstance(provider, _ProxyMeterProvider | metrics.NoOpMeterProvider)
+    _seen.follows_the_proxy = isinstance(provider, _ProxyMeterProvider)
+    _instruments(provider)
 
 
-def _instruments(provider: Any) -> Any:
-    """The instruments on a meter provider the application set: the
-    duration histogram (returned), and the observable ones."""
+def _instruments(provider: Any) -> None:
     meter = provider.get_meter(_NAME)
-    meter.create_observable_counter(
-        "asyncfs.client.operation.bytes", callbacks=[_observe_bytes], unit="By", description="Bytes read or written"
+    counters = (
+        ("asyncfs.client.operations", "{call}", 0, 1, "Calls of asyncfs filesystem operations"),
+        ("asyncfs.client.operation.time", "s", 1, 1e-9, "Time spent in asyncfs filesystem operations"),
+        ("asyncfs.client.operation.bytes", "By", 2, 1, "Bytes read or written by asyncfs filesystem operations"),
     )
+    for name, unit, field, scale, what in counters:
+        meter.create_observable_counter(
+            name, callbacks=[partial(_observe_operations, field, scale)], unit=unit, description=what
+        )
     gauges = (("threads", "Worker threads"), ("in_flight", "Calls queued or running"), ("stuck", "Stuck calls"))
     for name, what in gauges:
         meter.create_observable_up_down_counter(
             f"asyncfs.pool.{name}", callbacks=[partial(_observe_pools, name)], description=what
         )
-    return meter.create_histogram(
-        "asyncfs.client.operation.duration",
-        unit="s",
-        description="Duration of asyncfs filesystem operations",
-        explicit_bucket_boundaries_advisory=[(1 << i) / 1e9 for i in range(10, 35, 2)],
-    )
 
 
-def _observe_bytes(_options: object) -> Iterator[Any]:
+def _observe_operations(field: int, scale: float, _options: object) -> Iterator[Any]:
     from opentelemetry.metrics import Observation  # noqa: PLC0415 (called by it: present)
 
-    totals: dict[tuple[str, str], int] = {}
-    for meters in list(_live):
-        for scheme, meter in meters.items():
-            for operation, counted in list(meter.items()):
-                totals[scheme, operation] = totals.get((scheme, operation), 0) + counted.bytes
-    for (scheme, operation), total in totals.items():
-        yield Observation(total, {"asyncfs.scheme": scheme, "asyncfs.operation": operation})
+    for (scheme, operation, error), values in _totals().items():
+        if error is not None and field != 0:
+            continue  # (time and bytes are the successes' entry's)
+        attributes = {"asyncfs.scheme": scheme, "asyncfs.operation": operation}
+        if error is not None:
+            attributes["error.type"] = error
+        value = values[field] * scale
+        yield Observation(value if scale != 1 else int(value), attributes)
 
 
 def _observe_pools(name: str, _options: object) -> Iterator[Any]:
@@ -165,56 +194,47 @@ def imported() -> bool:
 
 
 class Watch:
-    """One call seen by OpenTelemetry: a span, a duration, or both;
-    :meth:`done` or :meth:`failed` when it ends."""
+    """One call seen by OpenTelemetry, as a span: :meth:`done` or
+    :meth:`failed` when it ends."""
 
-    __slots__ = ("attributes", "duration", "span", "start")
+    __slots__ = ("span",)
 
-    def __init__(self, span: Any, duration: Any, attributes: dict[str, str]) -> None:
+    def __init__(self, span: Any) -> None:
         self.span = span
-        self.duration = duration
-        self.attributes = attributes
-        self.start = perf_counter_ns()
 
     def done(self, nbytes: int = 0) -> None:
-        if self.duration is not None:
-            self.duration.record((perf_counter_ns() - self.start) / 1e9, self.attributes)
-        if self.span is not None:
-            self.span.set_attribute("asyncfs.bytes", nbytes)
-            self.span.end()
+        self.span.set_attribute("asyncfs.bytes", nbytes)
+        self.span.end()
 
     def failed(self, error: BaseException) -> None:
-        kind = error_type(error)
-        if self.duration is not None:
-            self.duration.record((perf_counter_ns() - self.start) / 1e9, {**self.attributes, "error.type": kind})
-        if self.span is not None:
-            from opentelemetry.trace import Status, StatusCode  # noqa: PLC0415 (a span: it is present)
+        from opentelemetry.trace import Status, StatusCode  # noqa: PLC0415 (a span: it is present)
 
-            self.span.set_attribute("error.type", kind)
-            self.span.record_exception(error)
-            self.span.set_status(Status(StatusCode.ERROR, str(error)))
-            self.span.end()
+        self.span.set_attribute("error.type", error_type(error))
+        self.span.record_exception(error)
+        self.span.set_status(Status(StatusCode.ERROR, str(error)))
+        self.span.end()
 
     def carry(self, fn: Callable[..., T]) -> Callable[..., T]:
         """fn, run inside the span's context (on the worker that runs it)."""
-        return fn if self.span is None else carried(self.span, fn)
+        return carried(self.span, fn)
 
 
 def watch(scheme: str, operation: str, uri: object = None) -> Watch | None:
-    """OpenTelemetry's watch on one call of operation (on uri, if one), or
-    None when the application set no tracer or meter provider."""
-    tracer = _tracer()
-    duration = _duration()
-    if tracer is None and duration is None:
+    """OpenTelemetry's span of one call of operation (on uri, if one), or
+    None when the caller's current span does not record (no trace, a trace
+    the sampler dropped, or no provider set: then no span records)."""
+    _register_instruments()
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None or not trace.get_current_span().is_recording():
         return None
+    provider = trace.get_tracer_provider()  # (a span records: a provider is set, and this is a lookup)
+    if provider is not _seen.tracer_provider:
+        _seen.tracer_provider, _seen.tracer = provider, provider.get_tracer(_NAME)
     attributes = {"asyncfs.scheme": scheme, "asyncfs.operation": operation}
-    span = None
-    if tracer is not None:
-        from opentelemetry.trace import SpanKind  # noqa: PLC0415 (a tracer: it is present)
-
-        on = {**attributes, "file.path": uri} if isinstance(uri, str) else attributes
-        span = tracer.start_span(f"{operation} {scheme or 'file'}", kind=SpanKind.CLIENT, attributes=on)
-    return Watch(span, duration, attributes)
+    if isinstance(uri, str):
+        attributes["file.path"] = uri
+    name = f"{operation} {scheme or 'file'}"
+    return Watch(_seen.tracer.start_span(name, kind=trace.SpanKind.CLIENT, attributes=attributes))
 
 
 def carried(span: Any, fn: Callable[..., T]) -> Callable[..., T]:
@@ -226,10 +246,12 @@ def carried(span: Any, fn: Callable[..., T]) -> Callable[..., T]:
 
 def carried_context(fn: Callable[..., T]) -> Callable[..., T]:
     """fn, run inside the caller's OpenTelemetry context on whichever
-    thread calls it, when a tracer provider is set; else fn itself."""
-    if _tracer() is None:
+    thread calls it, when the caller is inside a recording span; else fn
+    itself."""
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None or not trace.get_current_span().is_recording():
         return fn
-    from opentelemetry import context  # noqa: PLC0415 (a tracer: it is present)
+    from opentelemetry import context  # noqa: PLC0415 (a span records: it is present)
 
     return partial(_in_context, context.get_current(), fn)
 

@@ -1,13 +1,14 @@
 """OpenTelemetry: with a tracer provider set by the application, each call
-of an Env is a span, child of the caller's, run on its worker inside that
-span's context; with a meter provider, the duration histogram, the bytes
-and the pools' gauges reach the application's reader. Read back with the
+of an Env inside a trace is a span, child of the caller's, run on its
+worker inside that span's context; with a meter provider, the calls, time,
+bytes and the pools' gauges reach the application's reader. Read back with the
 SDK's in-memory exporter and reader, under asyncio and trio and in a forked
 child; and nothing of OpenTelemetry is imported when the application does
 not use it."""
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import subprocess
 import sys
@@ -128,7 +129,22 @@ async def test_work_on_a_worker_runs_in_the_callers_context(anyio_backend: Any, 
 
 
 @pytest.mark.anyio
-async def test_durations_bytes_and_pools_reach_the_applications_reader(
+async def test_calls_outside_a_trace_start_no_span(anyio_backend: Any, spans: InMemorySpanExporter) -> None:
+    """A span costs the SDK 10-15 µs: calls that no trace is waiting for
+    (a background prefetch) start none; those of an unsampled trace neither."""
+    async with asyncfs.Env(own={"mem"}) as env:
+        await env.write_file("mem://quiet", b"1")
+        assert await env.read_file("mem://quiet") == b"1"
+        async for _ in env.prefetch(["mem://quiet"] * 3):
+            pass
+        unsampled = trace.NonRecordingSpan(trace.SpanContext(1, 2, is_remote=False))
+        with trace.use_span(unsampled):
+            await env.read_file("mem://quiet")
+    assert spans.get_finished_spans() == ()
+
+
+@pytest.mark.anyio
+async def test_counts_time_bytes_and_pools_reach_the_applications_reader(
     anyio_backend: Any, reader: InMemoryMetricReader
 ) -> None:
     async with asyncfs.Env(own={"mem"}) as env:
@@ -137,23 +153,49 @@ async def test_durations_bytes_and_pools_reach_the_applications_reader(
             await env.read_file(f"mem://{i}")
         with pytest.raises(asyncfs.NotFoundError):
             await env.read_file("mem://none")
+        own = env.metrics()
         points = _points(reader)
-    durations = {
-        (p.attributes["asyncfs.operation"], p.attributes.get("error.type")): p
-        for p in points["asyncfs.client.operation.duration"]
-        if p.attributes["asyncfs.scheme"] == "mem"
-    }
-    assert durations["read_file", None].count == 5 and durations["write_file", None].count == 5
-    assert durations["read_file", "NOT_FOUND"].count == 1
-    assert all(0 < p.sum < 5 for p in durations.values())
-    moved = {
-        p.attributes["asyncfs.operation"]: p.value
-        for p in points["asyncfs.client.operation.bytes"]
-        if p.attributes["asyncfs.scheme"] == "mem"
-    }
-    assert moved["read_file"] >= 50 and moved["write_file"] >= 50  # (summed over the process's live Envs)
+
+    def by_call(name: str) -> dict[tuple[str, str | None], Any]:
+        return {
+            (p.attributes["asyncfs.operation"], p.attributes.get("error.type")): p.value
+            for p in points[name]
+            if p.attributes["asyncfs.scheme"] == "mem"
+        }
+
+    # summed over the process's Envs: this one's calls at least, and the same sums as its own counts
+    calls = by_call("asyncfs.client.operations")
+    assert calls["read_file", None] >= 5 and calls["write_file", None] >= 5 and calls["read_file", "NOT_FOUND"] >= 1
+    read = own.operation("mem", "read_file")
+    assert read is not None
+    seconds = by_call("asyncfs.client.operation.time")
+    assert seconds["read_file", None] >= read.seconds > 0
+    moved = by_call("asyncfs.client.operation.bytes")
+    assert moved["read_file", None] >= 50 and moved["write_file", None] >= 50
     assert {p.attributes["asyncfs.pool.kind"] for p in points["asyncfs.pool.threads"]} == {"local", "network"}
     assert {"asyncfs.pool.in_flight", "asyncfs.pool.stuck"} <= set(points)
+
+
+def test_the_counters_keep_the_calls_of_an_env_that_is_gone(reader: InMemoryMetricReader) -> None:
+    """A counter never goes down: an Env collected takes its counts into
+    the process's totals."""
+
+    def reads() -> int:
+        return sum(
+            p.value
+            for p in _points(reader).get("asyncfs.client.operations", [])
+            if p.attributes["asyncfs.operation"] == "read_file" and p.attributes["asyncfs.scheme"] == "mem"
+        )
+
+    env = asyncfs.Env(own={"mem"})
+    anyio.run(env.write_file, "mem://a", b"1")
+    before = reads()
+    anyio.run(env.read_file, "mem://a")
+    env.close()
+    assert reads() == before + 1
+    del env
+    gc.collect()
+    assert reads() == before + 1
 
 
 def _traced_child(results: Any) -> None:
@@ -164,8 +206,9 @@ def _traced_child(results: Any) -> None:
     provider.add_span_processor(SimpleSpanProcessor(exporter))  # type: ignore[attr-defined]
 
     async def work() -> None:
-        await _forked_env.write_file("mem://child", b"from the child")
-        await _forked_env.read_file("mem://child")
+        with trace.get_tracer("test").start_as_current_span("child"):
+            await _forked_env.write_file("mem://child", b"from the child")
+            await _forked_env.read_file("mem://child")
 
     anyio.run(work)
     results.put(sorted(span.name for span in exporter.get_finished_spans()))
@@ -179,7 +222,8 @@ def test_a_forked_child_traces_its_calls(spans: InMemorySpanExporter) -> None:
     global _forked_env
     _forked_env = asyncfs.Env(own={"mem"})
     try:
-        anyio.run(_forked_env.write_file, "mem://parent", b"1")
+        with trace.get_tracer("test").start_as_current_span("parent"):
+            anyio.run(_forked_env.write_file, "mem://parent", b"1")
         context = multiprocessing.get_context("fork")
         results = context.Queue()
         child = context.Process(target=_traced_child, args=(results,))
@@ -189,8 +233,8 @@ def test_a_forked_child_traces_its_calls(spans: InMemorySpanExporter) -> None:
     finally:
         _forked_env.close()
     assert child.exitcode == 0
-    assert names == ["read_file mem", "write_file mem"]
-    assert [span.name for span in spans.get_finished_spans()] == ["write_file mem"]  # the parent's own
+    assert names == ["child", "read_file mem", "write_file mem"]
+    assert [span.name for span in spans.get_finished_spans()] == ["write_file mem", "parent"]  # the parent's own
 
 
 def test_nothing_of_opentelemetry_is_imported_without_it() -> None:
