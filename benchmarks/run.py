@@ -9,7 +9,7 @@ the whole selection runs N times and the table gives each row's median run
 (`--only s3 --runs 3`: the s3 rows as medians of three runs). Compare ratios
 within one run, never absolute numbers across machines. Peers that are not
 installed are reported as such. Each suite is a module of this package
-(local_bench, latency_bench, records_bench, responsiveness, s3_bench,
+(local_bench, latency_bench, records_bench, responsiveness, telemetry_bench, s3_bench,
 gs_bench, az_bench, http_bench, fsspec_bench, aiofiles_bench); this one runs the selected ones and prints.
 """
 
@@ -41,6 +41,7 @@ from .local_bench import bench_big_file, bench_exists, bench_glob, bench_stat
 from .records_bench import bench_lines, bench_prefetch, bench_prefetch_local, bench_tfrecord
 from .s3_bench import bench_s3
 from .stacks_bench import bench_stacks
+from .telemetry_bench import bench_telemetry
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -71,6 +72,8 @@ def measure(only: set[str], data: Path, repeat: int, quick: bool) -> list[Row]:
 
     if "small" in only:
         add(LOCAL, *responsiveness.bench_small_files(make_small_files(data / "small", 2000, 4096), repeat))
+    if "telemetry" in only:
+        add(LOCAL, *bench_telemetry(make_small_files(data / "small", 2000, 4096), repeat))
     if "import" in only:
         add(POOL, responsiveness.bench_import())
     if "pool" in only:
@@ -131,7 +134,7 @@ def main() -> int:
     parser.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "asyncfs-bench"))
     parser.add_argument(
         "--only",
-        default="import,small,pool,streams,big,glob,exists,stat,latency,lines,tfrecord,prefetch,s3,gs,az,http,stacks,fsspec,aiofiles",
+        default="import,small,telemetry,pool,streams,big,glob,exists,stat,latency,lines,tfrecord,prefetch,s3,gs,az,http,stacks,fsspec,aiofiles",
     )
     args = parser.parse_args()
     if args.runs < 1:
