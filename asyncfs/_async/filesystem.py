@@ -275,6 +275,21 @@ class AsyncModularFileSystem:
             seen.done(nbytes)
         return result
 
+    def counted(
+        self, operation: str, elapsed_ns: int | None, nbytes: int = 0, error: BaseException | None = None
+    ) -> None:
+        """Count in the Env's metrics what a layer above did with calls of
+        its own composing (see :meth:`run`): a call of operation that took
+        elapsed_ns and moved nbytes, or failed with error; with elapsed_ns
+        None, only nbytes more moved by the operation's calls (a stream's
+        bytes, counted with its open when it closes)."""
+        if self._meter is None:
+            return
+        if elapsed_ns is None:
+            self._meter[operation].bytes += nbytes
+        else:
+            self._meter[operation].add(elapsed_ns, nbytes, error)
+
     def _failed(self, operation: str, start: int, error: BaseException, seen: Watch | None) -> None:
         if self._meter is not None:
             self._meter[operation].failed(start, error)

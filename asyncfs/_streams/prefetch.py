@@ -313,14 +313,27 @@ _LATELY: weakref.WeakKeyDictionary[ModularFileSystem, float] = weakref.WeakKeyDi
 NETWORK_SHARES = 4
 
 
+def _count(fs: AsyncModularFileSystem, items: Sequence[object], seconds: float) -> None:
+    """A group's files in the Env's metrics, as the operation ``prefetch``:
+    each its bytes or its error, and its share of the group's time on the
+    worker (a file the budget deferred is counted when it is read again)."""
+    share = int(seconds * 1e9 / max(1, len(items)))
+    for item in items:
+        if type(item) is bytes:
+            fs.counted("prefetch", share, len(item))
+        elif isinstance(item, BaseException):
+            fs.counted("prefetch", share, error=item)
+
+
 class _Started:
     """A group of a prefetch in flight: its files' indices, the slots of
     in_flight it holds, and whether the group its worker read next holds
     them now (see Prefetch._follow)."""
 
-    __slots__ = ("followed", "indices", "slots")
+    __slots__ = ("followed", "fs", "indices", "slots")
 
-    def __init__(self, indices: Sequence[int], slots: int) -> None:
+    def __init__(self, fs: AsyncModularFileSystem, indices: Sequence[int], slots: int) -> None:
+        self.fs = fs  # whose metrics count its files
         self.indices = indices
         self.slots = slots
         self.followed = False
@@ -474,7 +487,8 @@ class Prefetch(_Items):
                 if self._measured is not None:
                     _LATELY[self._measured] = self._per_file
             else:
-                items = [error] * len(indices)
+                items, seconds = [error] * len(indices), 0.0
+            _count(started.fs, items, seconds)
             self._arrive(indices, items)
 
     def _handing_over(self) -> Iterator[tuple[str, bytes | Exception]]:
@@ -554,7 +568,7 @@ class Prefetch(_Items):
                 self._per_file = _LATELY.get(fs.wrapped)
             group, paths = self._take_group(first, self._group_size(fs))
             self._reading += 1
-        started = _Started(group, len(group) if fs.network else 1)
+        started = _Started(fs, group, len(group) if fs.network else 1)
         # (held weakly, as on_drop: a prefetch left by its consumer is closed when
         # collected, and must not be kept alive by the reads that go on by themselves)
         follow = None if fs.network or not self._one_scheme else partial(_follow_weakly, weakref.ref(self), fs)
@@ -595,7 +609,7 @@ class Prefetch(_Items):
             group, paths = self._take_group(first, self._group_size(fs))
             self._reading += 1
         started.followed = True
-        return _Started(group, 1), (fs.wrapped, paths, group, self.budget, self._scratch_size)
+        return _Started(fs, group, 1), (fs.wrapped, paths, group, self.budget, self._scratch_size)
 
     def _group_size(self, fs: AsyncModularFileSystem) -> int:
         """How many files one call on fs reads: on a local filesystem, an

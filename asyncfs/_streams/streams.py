@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import functools
 import io
 import sys
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Iterator, Mapping
 from itertools import islice
+from time import perf_counter_ns
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
 from anyio.lowlevel import checkpoint
 
@@ -78,6 +80,7 @@ AT_HAND = SPLIT
 
 T = TypeVar("T", str, bytes)
 R = TypeVar("R")
+P = ParamSpec("P")
 
 
 class _Stream(ABC):
@@ -426,6 +429,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         self._empty = b""
         self._ahead: deque[tuple[int, AheadRead | Pending[bytes] | None]] = deque()
         self._raw_offset = 0  # next raw byte to fetch
+        self._fetched = len(first) if isinstance(first, bytes) else 0  # raw bytes read, for the Env's metrics
         self._raw_eof = False
         self._buf = b""  # decoded bytes not yet consumed start at _buf[_pos]
         self._pos = 0
@@ -494,6 +498,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         now: see _more), and after a whole one the next blocks are read
         ahead, unless they are read at hand."""
         self._raw_offset += count
+        self._fetched += count
         if count < (asked or self._block):
             self._raw_eof = True
         elif not self._at_hand:
@@ -583,6 +588,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
             return await super().read(n)
         await self._drop_ahead()
         data, ended = await self._afs.run(_read_rest, self._file, start, wanted, mutating=False)
+        self._fetched += len(data)
         self._raw_offset = self._buf_start = start + len(data)
         self._buf, self._pos = b"", 0
         if ended:
@@ -772,6 +778,7 @@ class AsyncBinaryReader(_BufferedReader[bytes]):
         # a reader's close reports nothing (the ABI's cleanup returns
         # nothing): it runs on a worker, and nobody waits for the round trip
         self._afs.run_soon(self._file.close)
+        self._afs.counted("open", None, self._fetched)
 
 
 class _Writer(_Stream):
@@ -877,6 +884,7 @@ class AsyncBinaryWriter(_Writer):
             await self.abort()
             raise
         self.closed = True
+        self._afs.counted("open", None, self._written)
         await self._afs.run(self._landing.land, mutating=True)
 
     async def abort(self) -> None:
@@ -1073,6 +1081,28 @@ def _close_opened(opened: tuple[RandomAccessFile, int, bytes | AheadRead | None]
     opened[0].close()
 
 
+def _counted_as_open(
+    opening: Callable[Concatenate[AsyncModularFileSystem, P], Coroutine[Any, Any, S]],
+) -> Callable[Concatenate[AsyncModularFileSystem, P], Coroutine[Any, Any, S]]:
+    """An open of a stream, counted in the Env's metrics as the operation
+    ``open`` (its latency and errors; the bytes its stream moves are added
+    when it closes)."""
+
+    @functools.wraps(opening)
+    async def counted(afs: AsyncModularFileSystem, /, *args: P.args, **kwargs: P.kwargs) -> S:
+        start = perf_counter_ns()
+        try:
+            stream = await opening(afs, *args, **kwargs)
+        except BaseException as error:
+            afs.counted("open", perf_counter_ns() - start, error=error)
+            raise
+        afs.counted("open", perf_counter_ns() - start)
+        return stream
+
+    return counted
+
+
+@_counted_as_open
 async def open_stream(
     afs: AsyncModularFileSystem,
     uri: str,

@@ -134,3 +134,48 @@ async def test_the_pool_shows_a_stuck_call_and_the_spare_thread_that_took_over(
     assert pool.stuck == 1 and pool.running >= 1 and pool.in_flight == 1
     assert pool.threads == 3  # two workers kept free, the stuck one beside them
     assert after.stuck == 0 and after.in_flight == 0
+
+
+@pytest.mark.anyio
+async def test_streams_count_their_opens_and_the_bytes_they_moved(anyio_backend: Any, tmp_path: Path) -> None:
+    """The bytes are those the stream moved to or from the filesystem,
+    added when it closes: a reader that reads block by block may read a
+    block twice (its first, read with the open, again from its start)."""
+    target = tmp_path / "streamed.bin"
+    async with asyncfs.Env() as env:
+
+        def opens() -> asyncfs.OperationStats:
+            stats = env.metrics().operation("", "open")
+            assert stats is not None
+            return stats
+
+        async with env.open(target, "wb") as writer:
+            for _ in range(10):
+                await writer.write(b"z" * 100_000)
+        assert (opens().count, opens().bytes) == (1, 1_000_000)
+        async with env.open(target, "rb") as reader:
+            assert len(await reader.read()) == 1_000_000
+        assert (opens().count, opens().bytes) == (2, 2_000_000)
+        async with env.open(target, "rb", block_size=4096) as reader:
+            while await reader.read(10_000):
+                pass
+        assert opens().count == 3 and 3_000_000 <= opens().bytes <= 3_000_000 + 2 * 4096
+        with pytest.raises(asyncfs.NotFoundError):
+            await env.open(tmp_path / "none", "rb")
+        assert opens().count == 4 and dict(opens().errors) == {"NOT_FOUND": 1}
+
+
+@pytest.mark.anyio
+async def test_prefetch_counts_each_file(anyio_backend: Any, tmp_path: Path) -> None:
+    paths = []
+    for i in range(50):
+        path = tmp_path / f"f{i}"
+        path.write_bytes(b"p" * (i + 1))
+        paths.append(str(path))
+    async with asyncfs.Env() as env:
+        got = [data async for _, data in env.prefetch([*paths, str(tmp_path / "none")], errors="deliver")]
+        prefetched = env.metrics().operation("", "prefetch")
+    assert len(got) == 51 and isinstance(got[-1], asyncfs.NotFoundError)
+    assert prefetched is not None
+    assert prefetched.count == 51 and dict(prefetched.errors) == {"NOT_FOUND": 1}
+    assert prefetched.bytes == sum(range(1, 51))
