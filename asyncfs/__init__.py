@@ -6,7 +6,8 @@ The map of the public API:
   :class:`AsyncRandomAccessFile`, :class:`AsyncWritableFile`,
   :class:`AsyncReadOnlyMemoryRegion`, :class:`Transaction`
 - what an Env measured: ``env.metrics()`` (:class:`Metrics`,
-  :class:`OperationStats`, :class:`LatencyHistogram`, :class:`PoolStats`);
+  :class:`OperationStats`, :class:`LatencyHistogram`, :class:`PoolStats`,
+  :class:`StoreTraffic`);
   OpenTelemetry spans and metrics when the application sets a provider
 - streams, records, prefetch: ``env.open`` (:class:`AsyncBinaryReader`, ...),
   :mod:`asyncfs.tfrecord`, ``env.prefetch`` (:class:`Budget`)
@@ -99,6 +100,7 @@ if TYPE_CHECKING:  # what the lazy attributes below resolve to
         RandomAccessFile,
         ReadOnlyMemoryRegion,
         Registry,
+        StoreTraffic,
         WritableFile,
         default_registry,
         get_filesystem,
@@ -125,6 +127,7 @@ _LAZY = {
     "OperationStats": ("._async.metrics", "OperationStats"),
     "LatencyHistogram": ("._async.metrics", "LatencyHistogram"),
     "PoolStats": ("._async.pool", "PoolStats"),
+    "StoreTraffic": ("._sync.traffic", "StoreTraffic"),
     "RandomAccessFile": ("._sync.files", "RandomAccessFile"),
     "ReadOnlyMemoryRegion": ("._sync.files", "ReadOnlyMemoryRegion"),
     "WritableFile": ("._sync.files", "WritableFile"),
@@ -179,6 +182,7 @@ __all__ = [
     "OperationStats",
     "LatencyHistogram",
     "PoolStats",
+    "StoreTraffic",
     # streams, records, prefetch
     "AsyncBinaryReader",
     "AsyncBinaryWriter",

@@ -44,7 +44,9 @@ from ._sync import (
     PluginInfo,
     Registry,
     RegistryRecipe,
+    StoreTraffic,
     default_registry,
+    traffic_of,
 )
 from ._uri import StrPath
 from .errors import NotFoundError, StatusError, UnimplementedError
@@ -169,6 +171,8 @@ class Env:
         self.create_parents = create_parents
         self._filesystems: dict[str, AsyncModularFileSystem] = {}
         self._meters: EnvMeters | None = follow_meters() if metrics else None
+        if self._meters is not None:
+            self._meters.follow_stores(partial(_stores_of, self._filesystems))
         # options a pickle of an Env carried for its own filesystems,
         # set when each starts here
         self._carried: dict[str, tuple[Option, ...]] = {}
@@ -305,7 +309,10 @@ class Env:
         (docs/observability.md)."""
         meters = [] if self._meters is None else self._meters.items()
         return Metrics(
-            operations=operation_stats(meters), pool=self.pool.stats(), network_pool=self.network_pool.stats()
+            operations=operation_stats(meters),
+            pool=self.pool.stats(),
+            network_pool=self.network_pool.stats(),
+            stores=_stores_of(self._filesystems),
         )
 
     # ---- transactions ------------------------------------------------------------
@@ -624,6 +631,17 @@ class Env:
         other top) that exists: a missing bucket is never created this way."""
         top = _uri.parse_uri(parent)
         return bool(top.path.strip("/")) and await fs.exists(top.prefix())
+
+
+def _stores_of(filesystems: Mapping[str, AsyncModularFileSystem]) -> dict[str, StoreTraffic]:
+    """What the requests of the network stores among filesystems did, by
+    scheme (the stores whose plugin counts them)."""
+    found = {}
+    for scheme, fs in list(filesystems.items()):
+        traffic = traffic_of(fs.wrapped) if fs.network else None
+        if traffic is not None:
+            found[scheme] = traffic
+    return found
 
 
 def _rebuild_env(

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from time import perf_counter_ns
 from typing import Any
 
+from .._sync import StoreTraffic
 from ..errors import StatusError
 from .pool import PoolStats
 
@@ -188,13 +189,16 @@ def operation_stats(meters: Iterable[tuple[str, Meter]]) -> tuple[OperationStats
 @dataclass(frozen=True)
 class Metrics:
     """An Env's measures (:meth:`Env.metrics`): its ``operations`` (each
-    scheme and operation called at least once, by scheme then name), and
-    the state of its ``pool`` (local filesystems) and ``network_pool``
-    (network stores, shared by the Envs with the same settings)."""
+    scheme and operation called at least once, by scheme then name), the
+    state of its ``pool`` (local filesystems) and ``network_pool``
+    (network stores, shared by the Envs with the same settings), and what
+    the requests of each network store it used did (``stores``, by scheme:
+    requests, retries, failures, connections, bytes)."""
 
     operations: tuple[OperationStats, ...]
     pool: PoolStats
     network_pool: PoolStats
+    stores: Mapping[str, StoreTraffic] = field(default_factory=dict)
 
     def operation(self, scheme: str, operation: str) -> OperationStats | None:
         """The measures of one operation of one scheme (``""`` for bare
@@ -210,4 +214,5 @@ class Metrics:
             "operations": [stats.as_dict() for stats in self.operations],
             "pool": asdict(self.pool),
             "network_pool": asdict(self.network_pool),
+            "stores": {scheme: asdict(traffic) for scheme, traffic in self.stores.items()},
         }

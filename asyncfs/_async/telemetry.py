@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any, TypeVar
 
+from .._sync import StoreTraffic
 from .metrics import Meter, error_type
 
 __all__ = ["EnvMeters", "Watch", "carried", "carried_context", "follow_meters", "imported", "watch"]
@@ -51,10 +52,21 @@ _NAME = "asyncfs"
 class EnvMeters:
     """An Env's meters, by scheme."""
 
-    __slots__ = ("__weakref__", "_by_scheme")
+    __slots__ = ("__weakref__", "_by_scheme", "_stores")
 
     def __init__(self) -> None:
         self._by_scheme: dict[str, Meter] = {}
+        # what its network stores' requests did, by scheme: its Env says how
+        # to read it (follow_stores); kept in a box the finalizer can read
+        self._stores: list[Callable[[], dict[str, StoreTraffic]]] = [dict]
+
+    def follow_stores(self, read: Callable[[], dict[str, StoreTraffic]]) -> None:
+        """How to read what the Env's network stores' requests did (it
+        must not hold the Env: it is read again when the Env is gone)."""
+        self._stores[0] = read
+
+    def stores(self) -> dict[str, StoreTraffic]:
+        return self._stores[0]()
 
     def __getitem__(self, scheme: str) -> Meter:
         meter = self._by_scheme.get(scheme)
@@ -70,6 +82,7 @@ class EnvMeters:
 # and the totals of those gone, so that a counter never goes down.
 _live: weakref.WeakSet[EnvMeters] = weakref.WeakSet()
 _retired: dict[tuple[str, str, str | None], list[float]] = {}  # (scheme, operation, error) -> [calls, ns, bytes]
+_retired_stores: dict[str, list[int]] = {}  # scheme -> StoreTraffic's fields
 _retired_lock = threading.Lock()
 
 
@@ -78,13 +91,25 @@ def follow_meters() -> EnvMeters:
     and added to their totals when it is gone."""
     meters = EnvMeters()
     _live.add(meters)
-    weakref.finalize(meters, _retire, meters._by_scheme)
+    weakref.finalize(meters, _retire, meters._by_scheme, meters._stores)
     return meters
 
 
-def _retire(by_scheme: dict[str, Meter]) -> None:
+def _retire(by_scheme: dict[str, Meter], stores: list[Callable[[], dict[str, StoreTraffic]]]) -> None:
+    last = stores[0]()
     with _retired_lock:
         _add(_retired, by_scheme.items())
+        _add_stores(_retired_stores, last)
+
+
+def _add_stores(totals: dict[str, list[int]], stores: dict[str, StoreTraffic]) -> None:
+    for scheme, traffic in stores.items():
+        entry = totals.setdefault(scheme, [0] * len(_TRAFFIC))
+        for i, name in enumerate(_TRAFFIC):
+            entry[i] += getattr(traffic, name)
+
+
+_TRAFFIC = ("requests", "retried", "failed", "connections", "bytes_sent", "bytes_received")
 
 
 def _add(totals: dict[tuple[str, str, str | None], list[float]], meters: Any) -> None:
@@ -108,6 +133,14 @@ def _totals() -> dict[tuple[str, str, str | None], list[float]]:
         totals = {key: list(value) for key, value in _retired.items()}
     for meters in list(_live):
         _add(totals, meters.items())
+    return totals
+
+
+def _store_totals() -> dict[str, list[int]]:
+    with _retired_lock:
+        totals = {scheme: list(values) for scheme, values in _retired_stores.items()}
+    for meters in list(_live):
+        _add_stores(totals, meters.stores())
     return totals
 
 
@@ -155,11 +188,31 @@ def _instruments(provider: Any) -> None:
         meter.create_observable_counter(
             name, callbacks=[partial(_observe_operations, field, scale)], unit=unit, description=what
         )
+    stores = (
+        ("asyncfs.store.requests", "{request}", (0,), "Requests sent to object stores, each try counted"),
+        ("asyncfs.store.retries", "{request}", (1,), "Tries retried"),
+        ("asyncfs.store.failures", "{request}", (2,), "Requests failed after their retries"),
+        ("asyncfs.store.connections", "{connection}", (3,), "Connections opened"),
+        ("asyncfs.store.io", "By", (4, 5), "Bytes sent (transmit) and received (receive)"),
+    )
+    for name, unit, fields, what in stores:
+        meter.create_observable_counter(name, callbacks=[partial(_observe_stores, fields)], unit=unit, description=what)
     gauges = (("threads", "Worker threads"), ("in_flight", "Calls queued or running"), ("stuck", "Stuck calls"))
     for name, what in gauges:
         meter.create_observable_up_down_counter(
             f"asyncfs.pool.{name}", callbacks=[partial(_observe_pools, name)], description=what
         )
+
+
+def _observe_stores(fields: tuple[int, ...], _options: object) -> Iterator[Any]:
+    from opentelemetry.metrics import Observation  # noqa: PLC0415 (called by it: present)
+
+    for scheme, values in _store_totals().items():
+        if len(fields) == 1:
+            yield Observation(values[fields[0]], {"asyncfs.scheme": scheme})
+        else:  # bytes: the semantic conventions' direction
+            for field, direction in zip(fields, ("transmit", "receive"), strict=True):
+                yield Observation(values[field], {"asyncfs.scheme": scheme, "network.io.direction": direction})
 
 
 def _observe_operations(field: int, scale: float, _options: object) -> Iterator[Any]:

@@ -3,7 +3,8 @@ plugin's tables (:mod:`.filesystem`, its handles :mod:`.files`), with
 TensorFlow's fallbacks for the ops a plugin leaves out (:mod:`.fallbacks`),
 atomic writes that land by rename (:mod:`.landing`), the algorithms written
 once as plans that a sync and an async driver run (:mod:`.plans`), and the
-registry of loaded plugins and their schemes (:mod:`.registry`).
+registry of loaded plugins and their schemes (:mod:`.registry`), and what a
+network store's requests did (:mod:`.traffic`).
 """
 
 from . import plans
@@ -22,6 +23,7 @@ from .registry import (
     load_plugin,
 )
 from .scratch import scratch
+from .traffic import StoreTraffic, traffic_of
 
 __all__ = [
     "PLAIN",
@@ -36,6 +38,7 @@ __all__ = [
     "ReadOnlyMemoryRegion",
     "Registry",
     "RegistryRecipe",
+    "StoreTraffic",
     "TransactionToken",
     "WritableFile",
     "add_load_listener",
@@ -48,6 +51,7 @@ __all__ = [
     "plans",
     "scratch",
     "stream_copy",
+    "traffic_of",
     "write_by_rename",
     "write_whole",
 ]

@@ -302,6 +302,33 @@ void plugin_get_configuration_keys(const TF_Filesystem* filesystem,
   plugin_set_ok(status);
 }
 
+void plugin_report_ints(TF_Filesystem_Option** option, const char* name, const char* description,
+                        const int64_t* values, int n, TF_Status* status) {
+  TF_Filesystem_Option* out = plugin_memory_allocate(sizeof *out);
+  TF_Filesystem_Option_Value_Union* v = plugin_memory_allocate(sizeof *v * (size_t)(n > 0 ? n : 1));
+  int i;
+  *option = out;
+  if (out == NULL || v == NULL) {
+    plugin_memory_free(v);
+    plugin_set_oom(status);
+    return;
+  }
+  out->name = plugin_strdup(name);
+  out->description = plugin_strdup(description);
+  out->per_file = 0;
+  out->value = plugin_memory_allocate(sizeof *out->value);
+  if (out->name == NULL || out->description == NULL || out->value == NULL) {
+    plugin_memory_free(v);
+    plugin_set_oom(status);
+    return;
+  }
+  out->value->type_tag = TF_Filesystem_Option_Type_Int;
+  out->value->num_values = n;
+  out->value->values = v;
+  for (i = 0; i < n; ++i) v[i].int_val = values[i];
+  plugin_set_ok(status);
+}
+
 void plugin_report_text(TF_Filesystem_Option** option, const char* name, const char* description,
                         const char* text, TF_Status* status) {
   plugin_option o = {name, description, PLUGIN_OPTION_TEXT, 0, 0, 0, 0};

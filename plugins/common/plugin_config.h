@@ -85,6 +85,10 @@ void plugin_get_configuration_keys(const TF_Filesystem* filesystem,
 /* A read-only option whose value the plugin works out when asked (where
  * its credentials come from, say): *option holds text, as
  * plugin_get_configuration_option would give a text option. */
+/* A read-only option of n integers (a plugin's counters), as
+ * plugin_report_text gives a text. */
+void plugin_report_ints(TF_Filesystem_Option** option, const char* name, const char* description,
+                        const int64_t* values, int n, TF_Status* status);
 void plugin_report_text(TF_Filesystem_Option** option, const char* name, const char* description,
                         const char* text, TF_Status* status);
 

@@ -541,6 +541,13 @@ static void fs_copy_file(const TF_Filesystem* filesystem, const char* src, const
 
 static void writer_cleanup(TF_WritableFile* file) { (void)file; }
 
+/* Its options, and the engine's counts (the read-only option traffic). */
+static void fs_get_option(const TF_Filesystem* filesystem, const char* key, TF_Filesystem_Option** option,
+                          TF_Status* status) {
+  if (!objstore_get_traffic_option(fs_of(filesystem)->engine, key, option, status))
+    plugin_get_configuration_option(filesystem, key, option, status);
+}
+
 /* ---- registration ----------------------------------------------------------------------- */
 
 #define HTTP_FILESYSTEM_OPS(init_fn)                                                  \
@@ -555,7 +562,12 @@ static void writer_cleanup(TF_WritableFile* file) { (void)file; }
     .copy_file = fs_copy_file, .path_exists = fs_path_exists, .stat = fs_stat,        \
     .is_directory = fs_is_directory, .translate_name = fs_translate_name,             \
     .get_children = fs_get_children, .flush_caches = fs_flush_caches,                 \
-    .read_files = fs_read_files, PLUGIN_CONFIGURATION_OPS                             \
+    .read_files = fs_read_files,                                                      \
+    .get_filesystem_configuration = plugin_get_configuration,                        \
+    .set_filesystem_configuration = plugin_set_configuration,                        \
+    .get_filesystem_configuration_option = fs_get_option,                            \
+    .set_filesystem_configuration_option = plugin_set_configuration_option,          \
+    .get_filesystem_configuration_keys = plugin_get_configuration_keys               \
   }
 
 static const TF_FilesystemOps http_filesystem_ops = HTTP_FILESYSTEM_OPS(fs_init_http);

@@ -231,6 +231,26 @@ void objstore_engine_free(objstore_engine* engine);
 /* Closes the idle connections (flush_caches). */
 void objstore_engine_close_idle(objstore_engine* engine);
 
+/* What an engine's requests did since it was made, counted on its thread
+ * as each try ends: tries sent, tries retried, requests failed for good
+ * (after their retries), connections opened, and the bytes sent and
+ * received. Read with objstore_engine_traffic, from any thread (the
+ * option "traffic" of a store, in this order). */
+enum {
+  OBJSTORE_REQUESTS,
+  OBJSTORE_RETRIES,
+  OBJSTORE_FAILURES,
+  OBJSTORE_CONNECTIONS,
+  OBJSTORE_BYTES_SENT,
+  OBJSTORE_BYTES_RECEIVED,
+  OBJSTORE_TRAFFIC_COUNT
+};
+void objstore_engine_traffic(const objstore_engine* engine, int64_t out[OBJSTORE_TRAFFIC_COUNT]);
+/* The option "traffic" (those counts, read-only) when key names it: 1,
+ * with option and status set; else 0. For a store's get-option op. */
+int objstore_get_traffic_option(const objstore_engine* engine, const char* key, TF_Filesystem_Option** option,
+                                TF_Status* status);
+
 /* Zeroes x and resp, and names resp and the method (no range). */
 void objstore_exchange_init(objstore_exchange* x, objstore_response* resp, const char* method,
                             const void* store_request);
@@ -504,8 +524,9 @@ int objstore_fs_explain_missing(objstore_fs* fs, const char* path, const char* w
 /* The only cache kept by default: the engine's open connections, closed. */
 void objstore_fs_flush_caches(const TF_Filesystem* filesystem);
 
-/* The configuration ops of a store: its options, and one more to read,
- * credential_source (objstore_fs's hook). */
+/* The configuration ops of a store: its options, and two more to read,
+ * credential_source (objstore_fs's hook) and traffic (its engine's
+ * counts: objstore_engine_traffic). */
 void objstore_fs_get_option(const TF_Filesystem* filesystem, const char* key,
                             TF_Filesystem_Option** option, TF_Status* status);
 #define OBJSTORE_CONFIGURATION_OPS                                          \

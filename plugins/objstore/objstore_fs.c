@@ -173,11 +173,23 @@ int objstore_fs_explain_missing(objstore_fs* fs, const char* path, const char* w
   return there;
 }
 
+int objstore_get_traffic_option(const objstore_engine* engine, const char* key, TF_Filesystem_Option** option,
+                                TF_Status* status) {
+  int64_t traffic[OBJSTORE_TRAFFIC_COUNT];
+  if (strcmp(key, "traffic") != 0) return 0;
+  objstore_engine_traffic(engine, traffic);
+  plugin_report_ints(option, key,
+                     "requests sent, retried, failed; connections opened; bytes sent, received (read-only)",
+                     traffic, OBJSTORE_TRAFFIC_COUNT, status);
+  return 1;
+}
+
 void objstore_fs_get_option(const TF_Filesystem* filesystem, const char* key,
                             TF_Filesystem_Option** option, TF_Status* status) {
   objstore_fs* fs = fs_of(filesystem);
   void* config;
   char source[700];
+  if (objstore_get_traffic_option(fs->engine, key, option, status)) return;
   if (strcmp(key, "credential_source") != 0 || fs->credential_source == NULL) {
     plugin_get_configuration_option(filesystem, key, option, status);
     return;

@@ -57,6 +57,7 @@ struct objstore_engine {
   struct objstore_engine* next_engine; /* every engine, for fork */
   objstore_opens opens; /* the readers' (objstore_reader.c) */
   objstore_cache* cache; /* blocks and stats (objstore_cache.c) */
+  int64_t traffic[OBJSTORE_TRAFFIC_COUNT]; /* written by the thread, read by anyone (atomically) */
   /* the thread's alone */
   fifo waiting;
   int in_flight;
@@ -274,6 +275,26 @@ static void insert_retry(objstore_exchange* x) {
 }
 
 /* The transfers curl finished: done, failed, or held for a retry. */
+/* A try of e's ended with outcome (objstore_try_finish's): counted. */
+static void count_try(objstore_engine* e, CURL* easy, int outcome) {
+  long connects = 0;
+  curl_off_t sent = 0, received = 0;
+  curl_easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &connects);
+  curl_easy_getinfo(easy, CURLINFO_SIZE_UPLOAD_T, &sent);
+  curl_easy_getinfo(easy, CURLINFO_SIZE_DOWNLOAD_T, &received);
+  __atomic_fetch_add(&e->traffic[OBJSTORE_REQUESTS], 1, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&e->traffic[OBJSTORE_RETRIES], outcome == 1, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&e->traffic[OBJSTORE_FAILURES], outcome == -1, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&e->traffic[OBJSTORE_CONNECTIONS], (int64_t)connects, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&e->traffic[OBJSTORE_BYTES_SENT], (int64_t)sent, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&e->traffic[OBJSTORE_BYTES_RECEIVED], (int64_t)received, __ATOMIC_RELAXED);
+}
+
+void objstore_engine_traffic(const objstore_engine* engine, int64_t out[OBJSTORE_TRAFFIC_COUNT]) {
+  int i;
+  for (i = 0; i < OBJSTORE_TRAFFIC_COUNT; ++i) out[i] = __atomic_load_n(&engine->traffic[i], __ATOMIC_RELAXED);
+}
+
 static void harvest(void) {
   CURLMsg* msg;
   int left;
@@ -287,6 +308,7 @@ static void harvest(void) {
     curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char**)&t);
     x = t->x;
     outcome = objstore_try_finish(x->engine->store_ctx, t, rc);
+    count_try(x->engine, t->easy, outcome);
     curl_multi_remove_handle(T.multi, t->easy);
     t->x = NULL;
     t->next = T.free_tries;

@@ -10,19 +10,16 @@ import asyncio
 import contextlib
 import logging
 import os
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import anyio
 import pytest
 from conftest import exit_code_of
+from support.flaky_store import Flaky, flaky_az
 
 import asyncfs
 from asyncfs._async import pool as _pool
-from asyncfs._native import libraries as _libs
 from asyncfs._transactions.generic import Siblings
 
 
@@ -49,61 +46,7 @@ def test_a_plugin_load_is_logged(caplog: pytest.LogCaptureFixture) -> None:
     assert "mem://" in line and "libasyncfs_memory" in line
 
 
-class Flaky:
-    """A blob endpoint that answers 503 to the first n requests, then 404;
-    and Entra ID's token endpoint."""
-
-    def __init__(self, failures: int) -> None:
-        self.left = failures
-        flaky = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def _answer(self, code: int, body: bytes = b"") -> None:
-                self.send_response(code)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(body)
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers["Content-Length"]))
-                self._answer(200, b'{"access_token": "t0ken-value", "expires_in": 3600}')
-
-            def do_HEAD(self) -> None:
-                if flaky.left > 0:
-                    flaky.left -= 1
-                    self._answer(503)
-                else:
-                    self._answer(404)
-
-            do_GET = do_HEAD
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
-@pytest.fixture
-def flaky() -> Iterator[Flaky]:
-    if _libs.unavailable_reason("az") is not None:
-        pytest.skip(f"the az plugin is not built: {_libs.unavailable_reason('az')}")
-    server = Flaky(failures=2)
-    yield server
-    server.server.shutdown()
-    server.server.server_close()
-
-
-def _az(flaky: Flaky, **options: str | int) -> asyncfs.ModularFileSystem:
-    fs = asyncfs.Registry().get("az")
-    settings: dict[str, str | int] = {"connection_string": "", "account_key": "", "sas_token": "", "retry_base_ms": 1}
-    settings |= {"account": "acct", "endpoint": f"{flaky.url}/acct", "authority_host": flaky.url}
-    settings |= {"tenant_id": "t", "client_id": "c", "client_secret": "s3cret-value"}
-    for name, value in (settings | options).items():
-        fs.set_option(name, value.encode() if isinstance(value, str) else value)
-    return fs
+flaky = pytest.fixture(flaky_az, name="flaky")
 
 
 def test_the_engines_retries_and_the_token_fetch_reach_the_stores_logger(
@@ -114,7 +57,7 @@ def test_the_engines_retries_and_the_token_fetch_reach_the_stores_logger(
     token and the secret never are."""
     with caplog.at_level(logging.INFO, logger="asyncfs"):
         with pytest.raises(asyncfs.NotFoundError):
-            _az(flaky).stat("az://cont/blob")
+            flaky.az().stat("az://cont/blob")
         retries = _records(caplog, "asyncfs.az", "HTTP 503")
         tokens = _records(caplog, "asyncfs.az", "credentials: a token from Entra ID client secret")
     assert len(retries) == 2, retries
@@ -126,7 +69,7 @@ def test_the_engines_retries_and_the_token_fetch_reach_the_stores_logger(
 
 
 def test_a_credential_chain_that_finds_nothing_is_a_warning(flaky: Flaky, caplog: pytest.LogCaptureFixture) -> None:
-    fs = _az(flaky, tenant_id="", client_secret="", msi_endpoint=f"{flaky.url}/gone", max_attempts=1)
+    fs = flaky.az(tenant_id="", client_secret="", msi_endpoint=f"{flaky.url}/gone", max_attempts=1)
     flaky.server.shutdown()
     flaky.server.server_close()
     with caplog.at_level(logging.INFO, logger="asyncfs"), pytest.raises(asyncfs.UnauthenticatedError):
@@ -175,7 +118,7 @@ def test_recovery_says_what_it_removed(tmp_path: Path, caplog: pytest.LogCapture
 def test_a_forked_child_forwards_its_own_plugins_lines(flaky: Flaky, tmp_path: Path) -> None:
     """The parent's forwarding thread is not the child's: the child starts
     its own, and a retry in the child reaches the child's logging."""
-    fs = _az(flaky)
+    fs = flaky.az()
     out = tmp_path / "child.log"
     pid = os.fork()
     if pid == 0:  # the child

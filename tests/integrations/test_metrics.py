@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
+from support.flaky_store import Flaky, flaky_az
 
 import asyncfs
 from asyncfs._async import pool as _pool
@@ -179,3 +180,61 @@ async def test_prefetch_counts_each_file(anyio_backend: Any, tmp_path: Path) -> 
     assert prefetched is not None
     assert prefetched.count == 51 and dict(prefetched.errors) == {"NOT_FOUND": 1}
     assert prefetched.bytes == sum(range(1, 51))
+
+
+flaky = pytest.fixture(flaky_az, name="flaky")
+
+
+def test_a_stores_requests_and_retries_are_counted(flaky: Flaky) -> None:
+    """The engine's counts (plugins/objstore) of a stat of a missing blob:
+    the token's POST, the HEAD tried three times (two 503s retried, then
+    404), and the listing that looks for a folder of that name (404); the
+    test server closes each connection (HTTP/1.0)."""
+    registry = asyncfs.Registry()
+    flaky.az(registry)
+
+    async def stat_a_missing_blob() -> asyncfs.Metrics:
+        async with asyncfs.Env(registry=registry) as env:
+            with pytest.raises(asyncfs.NotFoundError):
+                await env.stat("az://cont/blob")
+            return env.metrics()
+
+    metrics = anyio.run(stat_a_missing_blob)
+    traffic = metrics.stores["az"]
+    assert (traffic.requests, traffic.retried, traffic.failed, traffic.connections) == (5, 2, 2, 5)
+    assert traffic.bytes_sent > 0 and traffic.bytes_received > 0  # the token's form and answer
+    stat = metrics.operation("az", "stat")
+    assert stat is not None and dict(stat.errors) == {"NOT_FOUND": 1}
+
+
+def test_a_stores_bytes_and_connections_are_counted(registry: asyncfs.Registry, s3_fs: Any, bucket: str) -> None:
+    payload = os.urandom(300_000)
+
+    async def round_trip() -> asyncfs.Metrics:
+        async with asyncfs.Env(registry=registry) as env:
+            for i in range(5):
+                await env.write_file(f"s3://{bucket}/m{i}", payload)
+            for i in range(5):
+                assert await env.read_file(f"s3://{bucket}/m{i}") == payload
+            return env.metrics()
+
+    metrics = anyio.run(round_trip)
+    traffic = metrics.stores["s3"]
+    assert traffic.bytes_sent >= 5 * len(payload) and traffic.bytes_received >= 5 * len(payload)
+    assert traffic.requests >= 10 and traffic.retried == 0
+    assert traffic.connections < traffic.requests  # kept alive
+    assert metrics.as_dict()["stores"]["s3"]["requests"] == traffic.requests
+    assert "s3" not in asyncfs.Env().metrics().stores  # an Env that never used it
+
+
+def test_an_http_servers_requests_are_counted(nginx: Any) -> None:
+    (nginx.root / "counted.txt").write_bytes(b"c" * 5000)
+
+    async def read_it() -> asyncfs.Metrics:
+        async with asyncfs.Env() as env:
+            for _ in range(3):
+                assert await env.read_file(f"{nginx.url}/counted.txt") == b"c" * 5000
+            return env.metrics()
+
+    traffic = anyio.run(read_it).stores["http"]
+    assert traffic.requests >= 3 and traffic.bytes_received >= 15_000 and traffic.failed == 0

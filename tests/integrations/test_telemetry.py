@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
+from support.flaky_store import Flaky, flaky_az
 
 import asyncfs
 
@@ -249,3 +250,33 @@ def test_nothing_of_opentelemetry_is_imported_without_it() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]"
+
+
+flaky = pytest.fixture(flaky_az, name="flaky")
+
+
+def test_a_stores_requests_reach_the_applications_reader(flaky: Flaky, reader: InMemoryMetricReader) -> None:
+    registry = asyncfs.Registry()
+    flaky.az(registry)
+
+    async def stat_a_missing_blob() -> None:
+        async with asyncfs.Env(registry=registry) as env:
+            with pytest.raises(asyncfs.NotFoundError):
+                await env.stat("az://cont/blob")
+
+    anyio.run(stat_a_missing_blob)
+    gc.collect()  # (the Env is gone: its counts stay in the totals)
+    points = _points(reader)
+
+    def of_az(name: str) -> dict[str | None, int]:
+        return {
+            p.attributes.get("network.io.direction"): p.value
+            for p in points[name]
+            if p.attributes["asyncfs.scheme"] == "az"
+        }
+
+    assert of_az("asyncfs.store.requests")[None] >= 5
+    assert of_az("asyncfs.store.retries")[None] >= 2
+    assert of_az("asyncfs.store.connections")[None] >= 1
+    moved = of_az("asyncfs.store.io")
+    assert moved["transmit"] > 0 and moved["receive"] > 0
