@@ -256,7 +256,11 @@ class AsyncModularFileSystem:
         (moved: the bytes it moved, or how to count them in its result) and
         seen by OpenTelemetry when the application uses it (see
         :mod:`.telemetry`)."""
-        seen = watch(self.wrapped.scheme, operation, args[0] if args else None) if otel_imported() else None
+        seen = (
+            watch(self.wrapped.scheme, operation, args[0] if args else None, network=self.network)
+            if otel_imported()
+            else None
+        )
         meter = self._meter
         if meter is None and seen is None:
             return await self._pool.run(fn, *args, mutating=mutating, discard=discard, combine=combine)
@@ -304,7 +308,7 @@ class AsyncModularFileSystem:
 
     async def _planned(self, operation: str, plan: _plans.Plan[T], uri: str) -> T:
         """A plan of several calls (see :mod:`.plans`), counted and seen as one operation."""
-        seen = watch(self.wrapped.scheme, operation, uri) if otel_imported() else None
+        seen = watch(self.wrapped.scheme, operation, uri, network=self.network) if otel_imported() else None
         start = perf_counter_ns()
         try:
             result = await _driver.run(self, plan)
@@ -462,7 +466,7 @@ class AsyncModularFileSystem:
     async def read_file(self, uri: str) -> bytes:
         # (counted here, not through _call: a read at hand takes no trip to the
         # pool, and a few hundred nanoseconds are a tenth of its cost)
-        seen = watch(self.wrapped.scheme, "read_file", uri) if otel_imported() else None
+        seen = watch(self.wrapped.scheme, "read_file", uri, network=self.network) if otel_imported() else None
         start = perf_counter_ns()
         try:
             data = None

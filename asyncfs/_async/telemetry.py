@@ -37,10 +37,14 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
 from .._sync import StoreTraffic
 from .metrics import Meter, error_type
+
+if TYPE_CHECKING:
+    from .._native import Request
 
 __all__ = ["EnvMeters", "Watch", "carried", "carried_context", "follow_meters", "imported", "watch"]
 
@@ -248,12 +252,14 @@ def imported() -> bool:
 
 class Watch:
     """One call seen by OpenTelemetry, as a span: :meth:`done` or
-    :meth:`failed` when it ends."""
+    :meth:`failed` when it ends. A network store's call also has a child
+    span for each try of each HTTP request it made (see :func:`carried`)."""
 
-    __slots__ = ("span",)
+    __slots__ = ("network", "span")
 
-    def __init__(self, span: Any) -> None:
+    def __init__(self, span: Any, network: bool) -> None:
         self.span = span
+        self.network = network
 
     def done(self, nbytes: int = 0) -> None:
         self.span.set_attribute("asyncfs.bytes", nbytes)
@@ -269,10 +275,10 @@ class Watch:
 
     def carry(self, fn: Callable[..., T]) -> Callable[..., T]:
         """fn, run inside the span's context (on the worker that runs it)."""
-        return carried(self.span, fn)
+        return carried(self.span, fn, requests=self.network)
 
 
-def watch(scheme: str, operation: str, uri: object = None) -> Watch | None:
+def watch(scheme: str, operation: str, uri: object = None, *, network: bool = False) -> Watch | None:
     """OpenTelemetry's span of one call of operation (on uri, if one), or
     None when the caller's current span does not record (no trace, a trace
     the sampler dropped, or no provider set: then no span records)."""
@@ -287,14 +293,60 @@ def watch(scheme: str, operation: str, uri: object = None) -> Watch | None:
     if isinstance(uri, str):
         attributes["file.path"] = uri
     name = f"{operation} {scheme or 'file'}"
-    return Watch(_seen.tracer.start_span(name, kind=trace.SpanKind.CLIENT, attributes=attributes))
+    return Watch(_seen.tracer.start_span(name, kind=trace.SpanKind.CLIENT, attributes=attributes), network)
 
 
-def carried(span: Any, fn: Callable[..., T]) -> Callable[..., T]:
-    """fn, run inside span's context on whichever thread calls it."""
+def carried(span: Any, fn: Callable[..., T], *, requests: bool = False) -> Callable[..., T]:
+    """fn, run inside span's context on whichever thread calls it; with
+    requests, the tries of the HTTP requests it makes become child spans
+    of span (the HTTP client conventions' attributes: method, URL without
+    its query, server, status, resend count)."""
     from opentelemetry import trace  # noqa: PLC0415 (a span: it is present)
 
+    if requests:
+        return partial(_in_span_with_requests, span, fn)
     return partial(_in_context, trace.set_span_in_context(span), fn)
+
+
+def _in_span_with_requests(span: Any, fn: Callable[..., T], *args: Any) -> T:
+    from opentelemetry import context, trace  # noqa: PLC0415 (a span: it is present)
+
+    from .._native import collected  # noqa: PLC0415 (only when tracing a network store)
+
+    within = trace.set_span_in_context(span)
+    token = context.attach(within)
+    tries: list[Request] = []
+    try:
+        with collected() as tries:
+            return fn(*args)
+    finally:
+        context.detach(token)
+        for request in tries:
+            _request_span(within, request)
+
+
+def _request_span(within: Any, request: Request) -> None:
+    """A CLIENT span of one try, under the call's (HTTP client semantic
+    conventions), timed as the engine timed it."""
+    from opentelemetry.trace import SpanKind, Status, StatusCode  # noqa: PLC0415 (a span: it is present)
+
+    where = urlsplit(request.url)
+    attributes: dict[str, str | int] = {"http.request.method": request.method, "url.full": request.url}
+    if where.hostname:
+        attributes["server.address"] = where.hostname
+    if where.port:
+        attributes["server.port"] = where.port
+    if request.status:
+        attributes["http.response.status_code"] = request.status
+    if request.attempt > 1:
+        attributes["http.request.resend_count"] = request.attempt - 1
+    span = _seen.tracer.start_span(
+        request.method, context=within, kind=SpanKind.CLIENT, attributes=attributes, start_time=request.start_ns
+    )
+    if request.status >= 400 or request.status == 0:
+        span.set_attribute("error.type", str(request.status) if request.status else f"curl error {request.error}")
+        span.set_status(Status(StatusCode.ERROR))
+    span.end(end_time=request.end_ns)
 
 
 def carried_context(fn: Callable[..., T]) -> Callable[..., T]:

@@ -7,7 +7,8 @@ header lie (:mod:`.libraries`); marshalling of strings, arrays and options
 (:mod:`.marshal`); the path rules the runtime holds (:mod:`.paths`); the
 runtime's system calls for the aiofiles drop-in (:mod:`.local`); plugins'
 log lines moved into Python's logging (:mod:`.logs`); TFRecord
-framing (:mod:`.records`); and the optional extension module
+framing (:mod:`.records`); the HTTP requests a call made, for traces
+(:mod:`.requests`); and the optional extension module
 ``asyncfs._speedups`` (:mod:`.speedups`). Every layer above reaches C only
 through these names.
 """
@@ -30,6 +31,7 @@ from .marshal import (
 )
 from .paths import clean_path, translate_name
 from .records import RecordParser, Stop, find_header
+from .requests import Request, collected
 
 __all__ = [
     "UNBOUNDED",
@@ -37,6 +39,7 @@ __all__ = [
     "Option",
     "OptionValue",
     "RecordParser",
+    "Request",
     "Stop",
     "binding",
     "check",
@@ -63,4 +66,5 @@ __all__ = [
     "translate_name",
     "unpack_statistics",
     "unpack_strings",
+    "collected",
 ]

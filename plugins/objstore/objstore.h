@@ -166,6 +166,7 @@ typedef struct objstore_exchange {
   uint64_t started_ms; /* the first try */
   uint64_t due_ms;     /* a retry: not before */
   unsigned seed;
+  uint64_t trace; /* its tries are recorded under this id for the core's traces; 0: not */
 } objstore_exchange;
 
 /* The hooks of a store. authorize and set_error run on the calling

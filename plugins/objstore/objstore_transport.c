@@ -28,6 +28,15 @@
 
 #include "objstore_internal.h"
 
+/* The runtime's record of the tries of the requests a traced call makes
+ * (plugins/runtime/requests.c): weak, since inside TensorFlow there is no
+ * runtime, and then nothing is recorded. */
+uint64_t ASYNCFS_RequestsCollector(void);
+void ASYNCFS_RecordRequest(uint64_t id, const char* method, const char* url, long status, int error,
+                           int attempt, int64_t start_ns, int64_t end_ns);
+#pragma weak ASYNCFS_RequestsCollector
+#pragma weak ASYNCFS_RecordRequest
+
 /* Callers waiting for some exchanges: the last one done wakes them. */
 struct objstore_group {
   pthread_mutex_t lock;
@@ -275,6 +284,19 @@ static void insert_retry(objstore_exchange* x) {
 }
 
 /* The transfers curl finished: done, failed, or held for a retry. */
+/* A try of a traced request, for the runtime: its method, URL, answer and
+ * wall-clock span (curl's total time before now). */
+static void record_try(const objstore_exchange* x, CURL* easy) {
+  struct timespec now;
+  curl_off_t took_us = 0;
+  int64_t end_ns;
+  curl_easy_getinfo(easy, CURLINFO_TOTAL_TIME_T, &took_us);
+  clock_gettime(CLOCK_REALTIME, &now);
+  end_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+  ASYNCFS_RecordRequest(x->trace, x->method, x->url, x->transport_error == 0 ? x->resp->http : 0,
+                        x->transport_error, x->attempts, end_ns - (int64_t)took_us * 1000, end_ns);
+}
+
 /* A try of e's ended with outcome (objstore_try_finish's): counted. */
 static void count_try(objstore_engine* e, CURL* easy, int outcome) {
   long connects = 0;
@@ -309,6 +331,7 @@ static void harvest(void) {
     x = t->x;
     outcome = objstore_try_finish(x->engine->store_ctx, t, rc);
     count_try(x->engine, t->easy, outcome);
+    if (x->trace != 0 && ASYNCFS_RecordRequest != NULL) record_try(x, t->easy);
     curl_multi_remove_handle(T.multi, t->easy);
     t->x = NULL;
     t->next = T.free_tries;
@@ -581,6 +604,7 @@ static void group_destroy(objstore_group* g) {
  * the thread cannot start (nothing handed over). */
 static int hand_over(objstore_engine* e, objstore_exchange* const* xs, int n, objstore_group* g) {
   int i, was_empty;
+  uint64_t trace = ASYNCFS_RequestsCollector != NULL ? ASYNCFS_RequestsCollector() : 0; /* (the caller's thread) */
   pthread_mutex_lock(&T_lock);
   if (ensure_thread() != 0) {
     pthread_mutex_unlock(&T_lock);
@@ -593,6 +617,7 @@ static int hand_over(objstore_engine* e, objstore_exchange* const* xs, int n, ob
   for (i = 0; i < n; ++i) {
     xs[i]->group = g;
     xs[i]->engine = e;
+    xs[i]->trace = trace;
     fifo_push(&T.queue, xs[i]);
   }
   if (was_empty) wake();

@@ -268,7 +268,34 @@ int64_t ASYNCFS_FindRecordHeader(const char* buf, size_t n);
 int64_t ASYNCFS_ParseRecords(const char* buf, size_t n, int verify, int64_t* spans, int64_t max,
                              int64_t* stop);
 
+/* ---- the HTTP requests of a plugin call, for the core's traces (requests.c) ---- */
+
+/* One try of a request, as the object-store engine made it. */
+typedef struct ASYNCFS_Request {
+  char method[16];
+  char url[512];    /* scheme://host/path: never the query, which may hold a signature */
+  long status;      /* the HTTP status; 0: no answer */
+  int error;        /* curl's code; 0: answered */
+  int attempt;      /* 1 for a request's first try */
+  int64_t start_ns; /* the wall clock (CLOCK_REALTIME), as OpenTelemetry's spans */
+  int64_t end_ns;
+} ASYNCFS_Request;
+
+/* From now on the requests the calling thread hands to an engine are kept
+ * under id (0: no longer kept); returns the id before. */
+uint64_t ASYNCFS_CollectRequests(uint64_t id);
+/* Moves up to cap of the tries kept under id into out; how many. Tries of
+ * requests still under way come later; the oldest of 1024 kept go first. */
+int ASYNCFS_TakeRequests(uint64_t id, ASYNCFS_Request* out, int cap);
+
 /* ASYNCFS-CDEF-END */
+
+/* What plugins call (weakly: plugins/objstore): the id the calling
+ * thread's requests are kept under (0: none), and a try of such a request,
+ * from the engine's thread. */
+uint64_t ASYNCFS_RequestsCollector(void);
+void ASYNCFS_RecordRequest(uint64_t id, const char* method, const char* url, long status, int error,
+                           int attempt, int64_t start_ns, int64_t end_ns);
 
 #ifdef __cplusplus
 }

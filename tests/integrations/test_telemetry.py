@@ -280,3 +280,37 @@ def test_a_stores_requests_reach_the_applications_reader(flaky: Flaky, reader: I
     assert of_az("asyncfs.store.connections")[None] >= 1
     moved = of_az("asyncfs.store.io")
     assert moved["transmit"] > 0 and moved["receive"] > 0
+
+
+def test_a_stores_requests_are_spans_under_the_call(flaky: Flaky, spans: InMemorySpanExporter) -> None:
+    """Each try of each HTTP request a traced call made is a CLIENT span
+    under the call's, with the HTTP client conventions' attributes; a
+    SAS token in the URL never reaches an attribute."""
+    registry = asyncfs.Registry()
+    flaky.az(registry, tenant_id="", client_secret="", sas_token="sv=2024&sig=SECRET-SIGNATURE")
+    tracer = trace.get_tracer("test")
+
+    async def stat_a_missing_blob() -> None:
+        async with asyncfs.Env(registry=registry) as env:
+            with tracer.start_as_current_span("request"), pytest.raises(asyncfs.NotFoundError):
+                await env.stat("az://cont/blob")
+
+    anyio.run(stat_a_missing_blob)
+    finished = spans.get_finished_spans()
+    [call] = [span for span in finished if span.name == "stat az"]
+    tries = sorted(
+        (span for span in finished if span.parent is not None and span.parent.span_id == call.context.span_id),
+        key=lambda span: span.start_time or 0,
+    )
+    heads = [span for span in tries if span.name == "HEAD"]
+    assert [span.attributes["http.response.status_code"] for span in heads] == [503, 503, 404]  # type: ignore[index]
+    assert [span.attributes.get("http.request.resend_count") for span in heads] == [None, 1, 2]  # type: ignore[union-attr]
+    for span in tries:
+        assert span.kind == trace.SpanKind.CLIENT
+        attributes = span.attributes or {}
+        assert attributes["server.address"] == "127.0.0.1"
+        assert str(attributes["url.full"]).startswith(f"{flaky.url}/acct/cont")
+        assert "SECRET" not in str(attributes) and "?" not in str(attributes["url.full"])
+        assert span.status.status_code == trace.StatusCode.ERROR  # 503s and 404s all
+        assert call.start_time is not None and span.start_time is not None and span.end_time is not None
+        assert call.start_time <= span.start_time <= span.end_time
