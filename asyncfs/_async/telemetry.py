@@ -36,6 +36,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
+from dataclasses import astuple
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
@@ -86,7 +87,7 @@ class EnvMeters:
 # and the totals of those gone, so that a counter never goes down.
 _live: weakref.WeakSet[EnvMeters] = weakref.WeakSet()
 _retired: dict[tuple[str, str, str | None], list[float]] = {}  # (scheme, operation, error) -> [calls, ns, bytes]
-_retired_stores: dict[str, list[int]] = {}  # scheme -> StoreTraffic's fields
+_retired_stores: dict[str, list[int]] = {}  # scheme -> StoreTraffic's fields, in order
 _retired_lock = threading.Lock()
 
 
@@ -95,7 +96,8 @@ def follow_meters() -> EnvMeters:
     and added to their totals when it is gone."""
     meters = EnvMeters()
     _live.add(meters)
-    weakref.finalize(meters, _retire, meters._by_scheme, meters._stores)
+    # (not at exit: nothing is read then, and the plugins may be going)
+    weakref.finalize(meters, _retire, meters._by_scheme, meters._stores).atexit = False
     return meters
 
 
@@ -107,13 +109,12 @@ def _retire(by_scheme: dict[str, Meter], stores: list[Callable[[], dict[str, Sto
 
 
 def _add_stores(totals: dict[str, list[int]], stores: dict[str, StoreTraffic]) -> None:
+    """Add each store's StoreTraffic, field by field, to its scheme's totals."""
     for scheme, traffic in stores.items():
-        entry = totals.setdefault(scheme, [0] * len(_TRAFFIC))
-        for i, name in enumerate(_TRAFFIC):
-            entry[i] += getattr(traffic, name)
-
-
-_TRAFFIC = ("requests", "retried", "failed", "connections", "bytes_sent", "bytes_received")
+        values = astuple(traffic)
+        entry = totals.setdefault(scheme, [0] * len(values))
+        for i, value in enumerate(values):
+            entry[i] += value
 
 
 def _add(totals: dict[tuple[str, str, str | None], list[float]], meters: Any) -> None:
