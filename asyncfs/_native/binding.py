@@ -102,8 +102,9 @@ def _one_slash_short(path: str) -> str:
 
 def _unrepeated(message: str, path: str | None) -> str:
     """The plugin's message without a leading copy of the path the error
-    names anyway (TensorFlow's "path; strerror" convention), so that each
-    thing is said once: ``stat /x/nope: No such file or directory``."""
+    names anyway (TensorFlow's "path; strerror" convention, or an object
+    store's "verb path: ..."), so that each thing is said once:
+    ``stat /x/nope: No such file or directory``."""
     if not path:
         return message
     said = []
@@ -111,10 +112,13 @@ def _unrepeated(message: str, path: str | None) -> str:
         said.append(named)
         if "://" in named:  # and the plugin may say its own path for it
             said.append(_uri.parse_uri(named).path or "/")
+    # an object store's messages name the op in its own word first: "stat s3://b/k: ..."
+    _verb, _, after_verb = message.partition(" ")
     for prefix in said:
         for separator in ("; ", ": "):
-            if message.startswith(prefix + separator):
-                return message[len(prefix) + len(separator) :]
+            for said_so in (message, after_verb):
+                if said_so.startswith(prefix + separator):
+                    return said_so[len(prefix) + len(separator) :]
     return message
 
 
