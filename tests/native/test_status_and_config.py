@@ -169,3 +169,22 @@ def test_missing_required_op_names_it(registry: asyncfs.Registry) -> None:
         demo.new_read_only_memory_region_from_file("demo:///tmp/x")
     # optional ops fall back to generic code instead
     assert not demo.offers("get_matching_paths") and demo.available("get_matching_paths")
+
+
+@pytest.mark.parametrize(
+    "message, said",
+    [
+        (b"stat az://cont/blob: no such file or directory", "stat az://cont/blob: no such file or directory"),
+        (b"az://cont/blob: no such file or directory", "stat az://cont/blob: no such file or directory"),
+        (b"az://cont/blob; no such file or directory", "stat az://cont/blob: no such file or directory"),
+        (b"stat az://cont/other: no such file", "stat az://cont/blob: stat az://cont/other: no such file"),
+    ],
+)
+def test_a_message_names_its_path_once(message: bytes, said: str) -> None:
+    """A plugin's message that starts with the path the error names anyway,
+    alone or after the store's own word for the op, says it once."""
+    status = new_status()
+    runtime().AF_SetStatus(status, Code.NOT_FOUND, message)
+    with pytest.raises(FileNotFoundError) as info:
+        check(status, "stat", "az://cont/blob")
+    assert str(info.value).startswith(said)
