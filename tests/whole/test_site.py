@@ -84,7 +84,8 @@ def test_every_page_of_the_navigation_is_linked_from_the_api_reference(site: Pat
 
 def test_the_api_reference_shows_what_the_docstrings_say(site: Path) -> None:
     dom = html.unescape(rendered(site / "api" / "index.html"))
-    for anchor in ("asyncfs.Env", "asyncfs.Env.read_file", "asyncfs.Env.stat_files", "asyncfs.ModularFileSystem"):
+    anchors = ("asyncfs.Env", "asyncfs.Env.read_file", "asyncfs.Env.stat_files", "asyncfs.Env.metrics")
+    for anchor in (*anchors, "asyncfs.ModularFileSystem", "asyncfs.Metrics", "asyncfs.StoreTraffic"):
         assert f'id="{anchor}"' in dom, anchor
     assert "The whole file at uri." in dom  # Env.read_file's docstring
     assert "a failure as that URI's entry" in dom  # ModularFileSystem.stat_files's
