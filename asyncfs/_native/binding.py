@@ -85,7 +85,7 @@ def error_from(status: CData, op: str, path: str | None = None) -> StatusError:
     except (KeyError, ValueError):
         cls = UnknownError
         message = f"{message} (unrecognised status code {code})"
-    message = _unrepeated(message, path) or Code(cls.code).name.lower().replace("_", " ")
+    message = _unrepeated(message, path, op) or Code(cls.code).name.lower().replace("_", " ")
     if cls.code == Code.NOT_FOUND and path:
         message += _one_slash_short(path)
     return cls(message, op=op, path=path)
@@ -100,11 +100,13 @@ def _one_slash_short(path: str) -> str:
     return ""
 
 
-def _unrepeated(message: str, path: str | None) -> str:
+def _unrepeated(message: str, path: str | None, op: str = "") -> str:
     """The plugin's message without a leading copy of the path the error
-    names anyway (TensorFlow's "path; strerror" convention, or an object
-    store's "verb path: ..."), so that each thing is said once:
-    ``stat /x/nope: No such file or directory``."""
+    names anyway (TensorFlow's "path; strerror" convention), or of the op
+    and that path (an object store's "stat s3://b/k: ..."), so that each
+    thing is said once: ``stat /x/nope: No such file or directory``. A
+    message that names something else first (the HTTP request that failed:
+    "GET s3://b/k: ...") keeps it."""
     if not path:
         return message
     said = []
@@ -112,13 +114,13 @@ def _unrepeated(message: str, path: str | None) -> str:
         said.append(named)
         if "://" in named:  # and the plugin may say its own path for it
             said.append(_uri.parse_uri(named).path or "/")
-    # an object store's messages name the op in its own word first: "stat s3://b/k: ..."
-    _verb, _, after_verb = message.partition(" ")
+    verb, _, after_verb = message.partition(" ")
+    starts = (message, after_verb) if op and verb == op else (message,)
     for prefix in said:
         for separator in ("; ", ": "):
-            for said_so in (message, after_verb):
-                if said_so.startswith(prefix + separator):
-                    return said_so[len(prefix) + len(separator) :]
+            for start in starts:
+                if start.startswith(prefix + separator):
+                    return start[len(prefix) + len(separator) :]
     return message
 
 

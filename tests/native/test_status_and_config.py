@@ -178,11 +178,13 @@ def test_missing_required_op_names_it(registry: asyncfs.Registry) -> None:
         (b"az://cont/blob: no such file or directory", "stat az://cont/blob: no such file or directory"),
         (b"az://cont/blob; no such file or directory", "stat az://cont/blob: no such file or directory"),
         (b"stat az://cont/other: no such file", "stat az://cont/blob: stat az://cont/other: no such file"),
+        # the request that failed is news: kept
+        (b"GET az://cont/blob: Timeout was reached", "stat az://cont/blob: GET az://cont/blob: Timeout was reached"),
     ],
 )
 def test_a_message_names_its_path_once(message: bytes, said: str) -> None:
     """A plugin's message that starts with the path the error names anyway,
-    alone or after the store's own word for the op, says it once."""
+    alone or after the op's name, says it once."""
     status = new_status()
     runtime().AF_SetStatus(status, Code.NOT_FOUND, message)
     with pytest.raises(FileNotFoundError) as info:
