@@ -272,11 +272,7 @@ class AsyncModularFileSystem:
         except BaseException as error:
             self._failed(operation, start, error, seen)
             raise
-        nbytes = moved if isinstance(moved, int) else moved(result)
-        if meter is not None:
-            meter[operation].record(start, nbytes)
-        if seen is not None:
-            seen.done(nbytes)
+        self._done(operation, start, moved if isinstance(moved, int) else moved(result), seen)
         return result
 
     def counted(
@@ -293,6 +289,12 @@ class AsyncModularFileSystem:
             self._meter[operation].bytes += nbytes
         else:
             self._meter[operation].add(elapsed_ns, nbytes, error)
+
+    def _done(self, operation: str, start: int, nbytes: int, seen: Watch | None) -> None:
+        if self._meter is not None:
+            self._meter[operation].record(start, nbytes)
+        if seen is not None:
+            seen.done(nbytes)
 
     def _failed(self, operation: str, start: int, error: BaseException, seen: Watch | None) -> None:
         if self._meter is not None:
@@ -315,10 +317,7 @@ class AsyncModularFileSystem:
         except BaseException as error:
             self._failed(operation, start, error, seen)
             raise
-        if self._meter is not None:
-            self._meter[operation].record(start)
-        if seen is not None:
-            seen.done()
+        self._done(operation, start, 0, seen)
         return result
 
     # ---- the sync adapter's operations, one to one --------------------------

@@ -78,8 +78,7 @@ class OperationMeter:
 
     def failed(self, start_ns: int, error: BaseException) -> None:
         """A call that began at start_ns raised error now."""
-        self.record(start_ns)
-        self.add_error(error)
+        self.add(perf_counter_ns() - start_ns, error=error)
 
     def add(self, elapsed_ns: int, nbytes: int = 0, error: BaseException | None = None) -> None:
         """A call measured elsewhere: it took elapsed_ns and moved nbytes, or failed with error."""
@@ -87,11 +86,8 @@ class OperationMeter:
         self.total_ns += elapsed_ns
         self.buckets[max(elapsed_ns, 0).bit_length()] += 1
         if error is not None:
-            self.add_error(error)
-
-    def add_error(self, error: BaseException) -> None:
-        kind = error_type(error)
-        self.errors[kind] = self.errors.get(kind, 0) + 1
+            kind = error_type(error)
+            self.errors[kind] = self.errors.get(kind, 0) + 1
 
     def stats(self, scheme: str, operation: str) -> OperationStats:
         buckets = list(self.buckets)
