@@ -117,8 +117,8 @@ static const TF_FilesystemOps az_filesystem_ops = {
     OBJSTORE_CONFIGURATION_OPS};
 
 static const plugin_scheme az_schemes[] = {
-    {"az", &az_filesystem_ops, &objstore_file_ops, &az_writable_file_ops, &objstore_region_ops},
-    {"abfs", &az_filesystem_ops, &objstore_file_ops, &az_writable_file_ops, &objstore_region_ops},
-    {"abfss", &az_filesystem_ops, &objstore_file_ops, &az_writable_file_ops, &objstore_region_ops}};
+    {"az", &az_filesystem_ops, &objstore_file_ops, &objstore_upload_ops, &objstore_region_ops},
+    {"abfs", &az_filesystem_ops, &objstore_file_ops, &objstore_upload_ops, &objstore_region_ops},
+    {"abfss", &az_filesystem_ops, &objstore_file_ops, &objstore_upload_ops, &objstore_region_ops}};
 
 PLUGIN_DEFINE(az_schemes, "az", "0.1.0", ASYNCFS_PLUGIN_ATOMIC_WRITES | ASYNCFS_PLUGIN_NETWORK)

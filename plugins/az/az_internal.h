@@ -5,8 +5,8 @@
  *   az_store.c  the store's hooks: where a container lives, URLs, Shared
  *               Key signing, SAS and bearer tokens, errors, and the request
  *               shapes of the engine's readers and namespace
- *   az_files.c  writable files: one Put Blob, or blocks in flight and a
- *               block list
+ *   az_files.c  the upload hooks of the engine's writable files: one Put
+ *               Blob, or Put Block and a block list
  *   az_credentials.c  connection strings, and Entra ID tokens (a client
  *               secret, workload identity, managed identity)
  *
@@ -147,6 +147,5 @@ void az_new_appendable_file(const TF_Filesystem* filesystem, const char* path, T
                             TF_Status* status);
 void az_write_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
                     const char* const* datas, const size_t* lengths, TF_Status** statuses);
-extern const TF_WritableFileOps az_writable_file_ops;
 
 #endif /* ASYNCFS_AZ_INTERNAL_H_ */

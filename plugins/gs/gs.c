@@ -99,6 +99,6 @@ static const TF_FilesystemOps gs_filesystem_ops = {
     OBJSTORE_CONFIGURATION_OPS};
 
 static const plugin_scheme gs_schemes[] = {
-    {"gs", &gs_filesystem_ops, &objstore_file_ops, &gs_writable_file_ops, &objstore_region_ops}};
+    {"gs", &gs_filesystem_ops, &objstore_file_ops, &objstore_upload_ops, &objstore_region_ops}};
 
 PLUGIN_DEFINE(gs_schemes, "gs", "0.1.0", ASYNCFS_PLUGIN_ATOMIC_WRITES | ASYNCFS_PLUGIN_NETWORK)

@@ -4,8 +4,8 @@
  *   gs.c        settings, lifecycle, the filesystem ops, registration
  *   gs_store.c  the store's hooks: URLs, authorization, errors, and the
  *               request shapes of the engine's readers and namespace
- *   gs_files.c  writable files: one multipart upload, or a resumable
- *               session in chunks
+ *   gs_files.c  the upload hooks of the engine's writable files: one
+ *               multipart upload, or a resumable session in chunks; compose
  *   gs_credentials.c  the bearer token: options, the environment,
  *               credentials files, the metadata server
  *
@@ -116,6 +116,5 @@ void gs_new_appendable_file(const TF_Filesystem* filesystem, const char* path, T
                             TF_Status* status);
 void gs_write_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
                     const char* const* datas, const size_t* lengths, TF_Status** statuses);
-extern const TF_WritableFileOps gs_writable_file_ops;
 
 #endif /* ASYNCFS_GS_INTERNAL_H_ */

@@ -338,6 +338,128 @@ void objstore_failure_set(objstore_failure* f, TF_Code code, const char* message
 /* Copies the failure (or OK) into status; -1 when there was one. */
 int objstore_failure_take(objstore_failure* f, TF_Status* status);
 
+/* ---- writable files (objstore_upload.c) ---- */
+
+/* A writable file on a store that cannot append to an object: the
+ * engine's for every store (TF_WritableFileOps objstore_upload_ops), on
+ * the store's upload hooks.
+ *
+ * Bytes collect in a part-sized buffer. A file that closes within its
+ * first part is one request (the hooks' put). A larger one becomes an
+ * upload: begin, then parts started as they fill and sent while the caller
+ * keeps appending, at most concurrency at once (in order, one at a time,
+ * when the store wants them so), then commit at close. Memory stays within
+ * OBJSTORE_UPLOAD_BUFFERS + 1 parts: a long append's whole parts go from
+ * the caller's bytes without a copy, and are waited for before the append
+ * returns. Nothing is visible under the name until close succeeds; a file
+ * that failed, or was dropped without close, abandons its upload. A
+ * failure is sticky: every later call reports it. */
+#define OBJSTORE_UPLOAD_BUFFERS 4
+#define OBJSTORE_UPLOAD_MOST_IN_FLIGHT 12
+
+typedef struct objstore_upload objstore_upload;
+
+/* A part of an upload, from its start until the writer waits for it. */
+typedef struct objstore_part {
+  int number;          /* 1-based */
+  int64_t offset;      /* of its first byte among the bytes the upload sends */
+  const char* data;    /* valid until part_sent has returned */
+  size_t len;
+  int64_t total;       /* when it is the last part (at close): the bytes the upload sends; else -1 */
+  objstore_exchange x; /* its request (part_request), initialized as a PUT */
+  objstore_response resp;
+  TF_Status* status;   /* its outcome */
+  /* the engine's */
+  char* buffer; /* the writer's buffer holding data; NULL: the caller's bytes */
+  size_t room;  /* buffer's size */
+} objstore_part;
+
+typedef struct objstore_upload_hooks {
+  /* "a bucket": what a path without a key names, in messages. */
+  const char* bucket_word;
+  /* The most parts an object may have, and what to say past it. */
+  int max_parts;
+  const char* too_many_parts;
+  /* The size of part number (1-based); a file within part 1 is one put. */
+  int64_t (*part_size)(objstore_upload* u, int number);
+  /* Before the first part: an upload to send parts to (S3's
+   * CreateMultipartUpload, a GCS session). NULL: none is needed. 0, or -1
+   * with status set. */
+  int (*begin)(objstore_upload* u, TF_Status* status);
+  /* Makes p->x the request of part p (the store's release_request frees
+   * what it holds); 0, or -1 with status set. */
+  int (*part_request)(objstore_upload* u, objstore_part* p, TF_Status* status);
+  /* After p's request ended with p->status, before its request is
+   * released: keeps what commit needs (S3's ETag), or recovers (a GCS
+   * session's resume, which sets p->status). NULL: the outcome stands. */
+  void (*part_sent)(objstore_upload* u, objstore_part* p);
+  /* After every part arrived: they become the object. NULL: the last
+   * part made it. 0, or -1 with status set. */
+  int (*commit)(objstore_upload* u, TF_Status* status);
+  /* A begun upload that will not commit: S3 aborts it, GCS cancels it.
+   * NULL: nothing to do. */
+  void (*abandon)(objstore_upload* u);
+  /* The whole file in one request. NULL: the store's put_request. 0, or
+   * -1 with status set. */
+  int (*put)(objstore_upload* u, const char* data, size_t len, TF_Status* status);
+  /* After the object was written: one more step (a GCS append's
+   * compose). NULL: none. 0, or -1 with status set. */
+  int (*written)(objstore_upload* u, TF_Status* status);
+  /* Frees the store's part of the writer (not u itself). */
+  void (*release)(objstore_upload* u);
+} objstore_upload_hooks;
+
+/* The start of a store's writer, which holds its own state after it. */
+struct objstore_upload {
+  const objstore_upload_hooks* hooks;
+  objstore_engine* engine;
+  const objstore_settings* settings; /* the store's settings snapshot's */
+  char* path;    /* "/bucket/key", the plugin's */
+  char* bucket;  /* into a copy of path */
+  char* key;
+  int concurrency; /* parts in flight at most; 1: one at a time, in order */
+  int64_t written; /* the file's bytes so far (tell) */
+  int64_t sent;    /* bytes handed to parts */
+  int parts;       /* parts started or skipped */
+  int begun;       /* an upload was begun and neither committed nor abandoned */
+  /* the engine's */
+  char* buf; /* the part being filled */
+  size_t len, room, cap; /* its bytes, its buffer's size, the part's size */
+  objstore_part* inflight[OBJSTORE_UPLOAD_MOST_IN_FLIGHT];
+  int inflight_count;
+  char* spare[OBJSTORE_UPLOAD_BUFFERS]; /* buffers of spare_cap bytes, for reuse */
+  int spare_count;
+  size_t spare_cap;
+  objstore_failure error;
+};
+
+/* A writer of size bytes (a store's struct that starts with an
+ * objstore_upload) for path, with settings (which the hooks' release
+ * gives back); what ("write", "append") names the call in messages. NULL
+ * with status set, settings still the caller's. */
+objstore_upload* objstore_upload_new(size_t size, const objstore_upload_hooks* hooks, objstore_engine* engine,
+                                     const objstore_settings* settings, const char* path, const char* what,
+                                     TF_Status* status);
+/* Begins the upload now, if it was not (an append copying old parts). */
+int objstore_upload_begin(objstore_upload* u, TF_Status* status);
+/* The upload starts with parts (bytes in all) already in place. */
+void objstore_upload_skip(objstore_upload* u, int parts, int64_t bytes);
+/* Waits for the parts in flight; abandons an upload that did not commit;
+ * frees u. */
+void objstore_upload_free(objstore_upload* u);
+/* new_appendable_file's work for u, made for file: the object's bytes
+ * come first. keep may keep them its own way (S3 copies parts, GCS
+ * composes): 1 when it did, 0 to have them read back through the file,
+ * -1 with status set. A missing object is a new file. file->plugin_file
+ * is u, or NULL (u freed) with status set. */
+void objstore_upload_append(const TF_Filesystem* filesystem, objstore_upload* u,
+                            int (*keep)(objstore_upload* u, objstore_reader* old, TF_WritableFile* file,
+                                        TF_Status* status),
+                            TF_WritableFile* file, TF_Status* status);
+
+/* The ops of a TF_WritableFile whose plugin_file is an objstore_upload. */
+extern const TF_WritableFileOps objstore_upload_ops;
+
 /* ---- writing many whole objects at once (objstore_writes.c) ---- */
 
 /* The write_files op: each object of at most single_max bytes in one

@@ -125,7 +125,7 @@ static const TF_FilesystemOps s3_filesystem_ops = {
 
 static const plugin_scheme s3_schemes[] = {
     {"s3", &s3_filesystem_ops, &objstore_file_ops,
-     &s3_writable_file_ops, &objstore_region_ops}};
+     &objstore_upload_ops, &objstore_region_ops}};
 
 PLUGIN_DEFINE(s3_schemes, "s3", "0.1.0",
               ASYNCFS_PLUGIN_ATOMIC_WRITES | ASYNCFS_PLUGIN_NETWORK)

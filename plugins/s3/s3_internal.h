@@ -11,8 +11,8 @@
  *   s3_xml.c     the few XML documents S3 answers with (expat)
  *   s3_objects.c paths, listings, HEAD: what is at a path
  *   s3_multipart.c  multipart uploads and server-side copies
- *   s3_files.c   random-access files, writable files, memory regions,
- *                whole objects read and written many at once
+ *   s3_files.c   the upload hooks of the engine's writable files: one
+ *                PUT, or a multipart upload; appends that copy parts
  *   s3.c         the filesystem ops and the plugin's registration
  */
 #ifndef ASYNCFS_S3_INTERNAL_H_
@@ -291,15 +291,9 @@ int s3_copy_parts(s3_fs* fs, const s3_config* cfg, const s3_path* src,
 int s3_copy_object(s3_fs* fs, const s3_config* cfg, const s3_path* src,
                    int64_t size, const s3_path* dst, TF_Status* status);
 
-/* Uploads part_number (1-based) of upload_id, from memory or (when
- * copy_source is set) from copy_range of another object; etag_out receives
- * the part's ETag. */
-int s3_upload_part(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
-                   const char* upload_id, int part_number, const char* data,
-                   size_t len, const char* copy_source, const char* copy_range,
-                   char* etag_out, size_t etag_cap, TF_Status* status);
 /* The request of part_number of upload_id (number and params are its
- * storage), as s3_upload_part sends it; for a part sent without waiting. */
+ * storage): UploadPart from data, or UploadPartCopy from copy_range of
+ * copy_source. */
 void s3_part_request(const s3_path* dst, const char* upload_id, int part_number, const char* data,
                      size_t len, const char* copy_source, const char* copy_range, char number[16],
                      s3_param params[2], s3_request* req, s3_response* resp);
@@ -338,6 +332,10 @@ int s3_object_request(void* store, const char* path, const char* range, const ch
 void s3_release_request(void* store, objstore_exchange* x);
 int s3_put_request(void* store, const char* path, const char* data, size_t len, objstore_exchange* x,
                    TF_Status* status);
+/* UploadPart of data as part number of upload_id (which must outlive the
+ * request) of the object at dst, as an exchange for the engine's writer. */
+int s3_part_exchange(s3_fs* fs, const s3_path* dst, const char* upload_id, int number, const char* data,
+                     size_t len, objstore_exchange* x, TF_Status* status);
 int s3_explain_missing(void* store, const char* path, const char* what, const objstore_exchange* x,
                        TF_Status* status);
 void s3_name_object(void* store, const char* path, char* out, size_t cap);
@@ -346,7 +344,6 @@ void s3_name_object(void* store, const char* path, char* out, size_t cap);
 void s3_write_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
                     const char* const* datas, const size_t* lengths, TF_Status** statuses);
 
-extern const TF_WritableFileOps s3_writable_file_ops;
 
 void s3_new_writable_file(const TF_Filesystem* filesystem, const char* path, TF_WritableFile* file,
                           TF_Status* status);

@@ -44,27 +44,6 @@ void s3_part_request(const s3_path* dst, const char* upload_id, int part_number,
   req->copy_range = copy_range;
 }
 
-int s3_upload_part(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
-                   const char* upload_id, int part_number, const char* data,
-                   size_t len, const char* copy_source, const char* copy_range,
-                   char* etag_out, size_t etag_cap, TF_Status* status) {
-  char number[16];
-  s3_param params[2];
-  s3_request req;
-  s3_response resp;
-  int rc;
-  s3_part_request(dst, upload_id, part_number, data, len, copy_source, copy_range, number, params,
-                  &req, &resp);
-  rc = s3_execute(fs, cfg, &req, &resp, status);
-  if (rc == 0) {
-    char* etag = copy_source != NULL ? objstore_xml_find(resp.body.data, resp.body.len, "ETag") : NULL;
-    snprintf(etag_out, etag_cap, "%s", etag != NULL ? etag : resp.etag);
-    free(etag);
-  }
-  objstore_response_free(&resp);
-  return rc;
-}
-
 int s3_complete_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
                           const char* upload_id, char** etags, int parts,
                           TF_Status* status) {

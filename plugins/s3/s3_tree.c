@@ -24,6 +24,8 @@ typedef struct object_call {
   char* prefix;
   char* token;
   int buckets; /* a ListBuckets */
+  char number[16]; /* an UploadPart's parameters */
+  s3_param params[2];
 } object_call;
 
 static void object_call_free(object_call* c) {
@@ -111,6 +113,17 @@ int s3_put_request(void* store, const char* path, const char* data, size_t len, 
   c->req.attributes = &none;
   c->req.body = len > 0 ? data : "";
   c->req.body_len = len;
+  bind(c, &c->req, x);
+  return 0;
+}
+
+/* UploadPart: data as part number of upload_id (the writer's, which
+ * outlives the request) of the object at dst. */
+int s3_part_exchange(s3_fs* fs, const s3_path* dst, const char* upload_id, int number, const char* data,
+                     size_t len, objstore_exchange* x, TF_Status* status) {
+  object_call* c = call_new(fs, dst->bucket, dst->key, status);
+  if (c == NULL) return -1;
+  s3_part_request(&c->path, upload_id, number, data, len, NULL, NULL, c->number, c->params, &c->req, NULL);
   bind(c, &c->req, x);
   return 0;
 }

@@ -47,16 +47,21 @@ def pattern(n: int) -> bytes:
     return bytes((i * 7 + i // 251) % 256 for i in range(n))
 
 
-@pytest.mark.parametrize("size", [0, 1, 1024 * 1024, 5 * 1024 * 1024 + 17])
-def test_writes_in_one_request_and_in_blocks_read_back_exactly(azurite: Azurite, container: str, size: int) -> None:
+@pytest.mark.parametrize("piece", [300_000, 1 << 30], ids=["pieces", "one-append"])
+@pytest.mark.parametrize("size", [0, 1, 1024 * 1024, 1024 * 1024 + 1, 2 * 1024 * 1024, 5 * 1024 * 1024 + 17])
+def test_writes_in_one_request_and_in_blocks_read_back_exactly(
+    azurite: Azurite, container: str, size: int, piece: int
+) -> None:
     """Above upload_threshold a file goes up as blocks while it is written,
-    committed at close; below, as one Put Blob."""
+    committed at close; below, as one Put Blob. A long append's whole
+    blocks go from the caller's bytes (one-append), the rest from the
+    writer's buffer."""
     fs = own_az(azurite, upload_threshold=1024 * 1024, block_size=1024 * 1024)
     data = pattern(size)
-    uri = f"az://{container}/blocks/{size}"
+    uri = f"az://{container}/blocks/{size}-{piece}"
     with fs.new_writable_file(uri) as f:
-        for at in range(0, size, 300_000):
-            f.append(data[at : at + 300_000])
+        for at in range(0, size, piece):
+            f.append(data[at : at + piece])
         assert f.tell() == size
         assert size <= 1024 * 1024 or not fs.exists(uri)  # blocks are in, yet nothing is visible
     assert fs.stat(uri).length == size

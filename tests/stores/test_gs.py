@@ -45,18 +45,20 @@ def pattern(n: int) -> bytes:
     return bytes((i * 7 + i // 251) % 256 for i in range(n))
 
 
-@pytest.mark.parametrize("size", [0, 1, 256 * 1024, 3 * 1024 * 1024 + 17])
+@pytest.mark.parametrize("piece", [100_000, 1 << 30], ids=["pieces", "one-append"])
+@pytest.mark.parametrize("size", [0, 1, 256 * 1024, 512 * 1024, 512 * 1024 + 1, 768 * 1024, 3 * 1024 * 1024 + 17])
 def test_writes_in_one_request_and_in_chunks_read_back_exactly(
-    gcs_emulator: GcsEmulator, bucket: str, size: int
+    gcs_emulator: GcsEmulator, bucket: str, size: int, piece: int
 ) -> None:
     """Above upload_threshold a file goes up as a resumable session in
-    256 KiB-multiple chunks while it is written; below, as one request."""
+    256 KiB-multiple chunks while it is written (the first holds what one
+    request would); below, as one request."""
     fs = own_gs(gcs_emulator, upload_threshold=512 * 1024, chunk_size=256 * 1024)
     data = pattern(size)
-    uri = f"gs://{bucket}/chunks/{size}"
+    uri = f"gs://{bucket}/chunks/{size}-{piece}"
     with fs.new_writable_file(uri) as f:
-        for at in range(0, size, 100_000):
-            f.append(data[at : at + 100_000])
+        for at in range(0, size, piece):
+            f.append(data[at : at + piece])
         assert f.tell() == size
     assert fs.stat(uri).length == size
     assert fs.read_file(uri) == data
