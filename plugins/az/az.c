@@ -62,19 +62,22 @@ static const plugin_schema az_schema = {"az", az_options,
 
 /* ---- lifecycle ------------------------------------------------------------------------- */
 
-static void init_curl(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
-
 static char* env_or(const char* name, const char* otherwise) {
   const char* value = getenv(name);
   return (char*)(value != NULL && *value != '\0' ? value : otherwise);
 }
 
+static const objstore_fs_spec az_spec = {&az_store,
+                                         &az_tree_hooks,
+                                         offsetof(az_config, transport),
+                                         offsetof(az_config, read_ahead),
+                                         offsetof(az_config, part_size),
+                                         az_credential_source};
+
 static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
-  static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
   az_config defaults = {{0}, "", "", "", "", "", "", "", "", "", "", "", "", OBJSTORE_DEFAULT_SETTINGS,
                         0, 32 * MiB, 8 * MiB, 64 * 1024, 8 * MiB};
   az_fs* fs;
-  pthread_once(&curl_once, init_curl);
   defaults.account = env_or("AZURE_STORAGE_ACCOUNT_NAME", env_or("AZURE_STORAGE_ACCOUNT", ""));
   defaults.account_key = env_or("AZURE_STORAGE_KEY", env_or("AZURE_STORAGE_ACCOUNT_KEY", ""));
   defaults.sas_token = env_or("AZURE_STORAGE_SAS_TOKEN", "");
@@ -84,21 +87,8 @@ static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
   defaults.client_secret = env_or("AZURE_CLIENT_SECRET", "");
   defaults.federated_token_file = env_or("AZURE_FEDERATED_TOKEN_FILE", "");
   defaults.authority_host = env_or("AZURE_AUTHORITY_HOST", "");
-  fs = plugin_fs_create(filesystem, sizeof *fs, &az_schema, &defaults, NULL, status);
-  if (fs == NULL) return;
-  fs->store.hooks = &az_tree_hooks;
-  fs->store.scheme = "az";
-  fs->store.transport_offset = offsetof(az_config, transport);
-  fs->store.read_ahead_offset = offsetof(az_config, read_ahead);
-  fs->store.part_size_offset = offsetof(az_config, part_size);
-  fs->store.credential_source = az_credential_source;
-  fs->store.engine = objstore_engine_new(&az_store, fs);
-  if (fs->store.engine == NULL) {
-    plugin_fs_free(filesystem);
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "az: out of memory");
-    return;
-  }
-  az_credentials_init(fs);
+  fs = objstore_fs_create(filesystem, sizeof *fs, &az_schema, &defaults, &az_spec, status);
+  if (fs != NULL) az_credentials_init(fs);
 }
 
 static void fs_cleanup(TF_Filesystem* filesystem) {

@@ -51,36 +51,26 @@ static const plugin_schema gs_schema = {"gs", gs_options,
 
 /* ---- lifecycle ------------------------------------------------------------------------- */
 
-static void init_curl(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
-
 static const char* env_or(const char* name, const char* otherwise) {
   const char* value = getenv(name);
   return value != NULL && *value != '\0' ? value : otherwise;
 }
 
+static const objstore_fs_spec gs_spec = {&gs_store,
+                                         &gs_tree_hooks,
+                                         offsetof(gs_config, transport),
+                                         offsetof(gs_config, read_ahead),
+                                         offsetof(gs_config, part_size),
+                                         gs_credential_source};
+
 static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
-  static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
   gs_config defaults = {{0}, "", "", "", "", "", OBJSTORE_DEFAULT_SETTINGS, 0, 32 * MiB, 64 * MiB,
                         64 * KiB, 8 * MiB};
   gs_fs* fs;
-  pthread_once(&curl_once, init_curl);
   defaults.endpoint = (char*)env_or("STORAGE_EMULATOR_HOST", "");
   defaults.project = (char*)env_or("GOOGLE_CLOUD_PROJECT", env_or("GCLOUD_PROJECT", ""));
-  fs = plugin_fs_create(filesystem, sizeof *fs, &gs_schema, &defaults, NULL, status);
-  if (fs == NULL) return;
-  fs->store.hooks = &gs_tree_hooks;
-  fs->store.scheme = "gs";
-  fs->store.transport_offset = offsetof(gs_config, transport);
-  fs->store.read_ahead_offset = offsetof(gs_config, read_ahead);
-  fs->store.part_size_offset = offsetof(gs_config, part_size);
-  fs->store.credential_source = gs_credential_source;
-  fs->store.engine = objstore_engine_new(&gs_store, fs);
-  if (fs->store.engine == NULL) {
-    plugin_fs_free(filesystem);
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
-    return;
-  }
-  gs_credentials_init(fs);
+  fs = objstore_fs_create(filesystem, sizeof *fs, &gs_schema, &defaults, &gs_spec, status);
+  if (fs != NULL) gs_credentials_init(fs);
 }
 
 static void fs_cleanup(TF_Filesystem* filesystem) {

@@ -262,13 +262,8 @@ static const objstore_store http_store = {
 
 /* ---- lifecycle ------------------------------------------------------------------------ */
 
-static void init_curl(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
-
 static void fs_init(TF_Filesystem* filesystem, const char* scheme, TF_Status* status) {
-  static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-  http_fs* fs;
-  pthread_once(&curl_once, init_curl);
-  fs = plugin_fs_create(filesystem, sizeof *fs, &http_schema, &http_defaults, NULL, status);
+  http_fs* fs = plugin_fs_create(filesystem, sizeof *fs, &http_schema, &http_defaults, NULL, status);
   if (fs == NULL) return;
   fs->scheme = scheme;
   fs->engine = objstore_engine_new(&http_store, fs);

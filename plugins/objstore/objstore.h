@@ -602,6 +602,23 @@ typedef struct objstore_fs {
   void (*credential_source)(struct objstore_fs* fs, const void* config, char* out, size_t cap);
 } objstore_fs;
 
+/* What a store's filesystem is made of, beside its settings: the fields
+ * of objstore_fs that name the store's own parts. */
+typedef struct objstore_fs_spec {
+  const objstore_store* store; /* its name is the scheme */
+  const objstore_tree_hooks* hooks;
+  size_t transport_offset;
+  size_t read_ahead_offset;
+  size_t part_size_offset;
+  void (*credential_source)(objstore_fs* fs, const void* config, char* out, size_t cap);
+} objstore_fs_spec;
+
+/* init's work for a store: the filesystem's state (size bytes, starting
+ * with an objstore_fs) with settings from defaults (plugin_fs_create) and
+ * its engine. The state, or NULL with status set. */
+void* objstore_fs_create(TF_Filesystem* filesystem, size_t size, const plugin_schema* schema,
+                         const void* defaults, const objstore_fs_spec* spec, TF_Status* status);
+
 /* The namespace as the current settings see it: t, and the settings
  * snapshot it holds (objstore_fs_end releases it). */
 void objstore_fs_begin(objstore_fs* fs, objstore_tree* t);

@@ -12,6 +12,27 @@
 
 static objstore_fs* fs_of(const TF_Filesystem* filesystem) { return filesystem->plugin_filesystem; }
 
+void* objstore_fs_create(TF_Filesystem* filesystem, size_t size, const plugin_schema* schema,
+                         const void* defaults, const objstore_fs_spec* spec, TF_Status* status) {
+  objstore_fs* fs = plugin_fs_create(filesystem, size, schema, defaults, NULL, status);
+  if (fs == NULL) return NULL;
+  fs->hooks = spec->hooks;
+  fs->scheme = spec->store->name;
+  fs->transport_offset = spec->transport_offset;
+  fs->read_ahead_offset = spec->read_ahead_offset;
+  fs->part_size_offset = spec->part_size_offset;
+  fs->credential_source = spec->credential_source;
+  fs->engine = objstore_engine_new(spec->store, fs);
+  if (fs->engine == NULL) {
+    char msg[64];
+    plugin_fs_free(filesystem);
+    snprintf(msg, sizeof msg, "%s: out of memory", spec->store->name);
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, msg);
+    return NULL;
+  }
+  return fs;
+}
+
 void objstore_fs_begin(objstore_fs* fs, objstore_tree* t) {
   char* config = plugin_config_acquire(&fs->base.config);
   t->hooks = fs->hooks;

@@ -157,7 +157,10 @@ static void after_fork_in_child(void) {
   pthread_mutex_unlock(&engines_lock);
 }
 
-static void register_fork_handlers(void) {
+/* Once per process (per plugin library): curl's global state, and the
+ * fork handlers. */
+static void process_setup(void) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
   pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
 }
 
@@ -511,7 +514,7 @@ objstore_engine* objstore_engine_new(const objstore_store* store, void* store_ct
     free(e);
     return NULL;
   }
-  pthread_once(&once, register_fork_handlers);
+  pthread_once(&once, process_setup);
   e->store = store;
   e->store_ctx = store_ctx;
   e->limit = 1;

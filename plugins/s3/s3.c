@@ -20,32 +20,21 @@
 
 /* ---- filesystem lifecycle -------------------------------------------------------- */
 
-static void init_curl(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+static const objstore_fs_spec s3_spec = {&s3_store,
+                                         &s3_tree_hooks,
+                                         offsetof(s3_config, transport),
+                                         offsetof(s3_config, read_ahead),
+                                         offsetof(s3_config, part_size),
+                                         s3_credential_source};
 
 static void fs_init(TF_Filesystem* filesystem, TF_Status* status) {
   s3_defaults defaults;
   s3_fs* fs;
-  static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-  pthread_once(&curl_once, init_curl);
   s3_defaults_load(&defaults);
-  fs = plugin_fs_create(filesystem, sizeof *fs, &s3_schema, &defaults.config, NULL,
-                        status);
+  fs = objstore_fs_create(filesystem, sizeof *fs, &s3_schema, &defaults.config, &s3_spec, status);
   if (fs != NULL) snprintf(fs->setup_error, sizeof fs->setup_error, "%s", defaults.error);
   s3_defaults_free(&defaults);
-  if (fs == NULL) return;
-  fs->store.hooks = &s3_tree_hooks;
-  fs->store.scheme = "s3";
-  fs->store.transport_offset = offsetof(s3_config, transport);
-  fs->store.read_ahead_offset = offsetof(s3_config, read_ahead);
-  fs->store.part_size_offset = offsetof(s3_config, part_size);
-  fs->store.credential_source = s3_credential_source;
-  fs->store.engine = objstore_engine_new(&s3_store, fs);
-  if (fs->store.engine == NULL) {
-    plugin_fs_free(filesystem);
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "s3: out of memory");
-    return;
-  }
-  s3_credentials_init(fs);
+  if (fs != NULL) s3_credentials_init(fs);
 }
 
 static void fs_cleanup(TF_Filesystem* filesystem) {
