@@ -145,8 +145,8 @@ def _bench(emulator: GcsEmulator, scratch: Path, repeat: int, quick: bool) -> li
         "list": f"best of {repeat} rounds; obstore lists through the XML API, which this emulator answers in one "
         "page whatever max-keys asks; asyncfs and gcsfs page the JSON API by 1000, as GCS caps it, and the "
         "emulator scans the whole bucket for each page",
-        "put_big": f"best of {repeat} rounds; asyncfs: a resumable upload in 64 MiB chunks; obstore: no XML uploads "
-        "here",
+        "put_big": f"best of {repeat} rounds; asyncfs: one upload up to 32 MiB, above a resumable session (a "
+        "first chunk of 32 MiB, then 64 MiB); obstore: no XML uploads here",
     }
     cpu = Cpu([emulator.pid])
 
