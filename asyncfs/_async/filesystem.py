@@ -276,19 +276,25 @@ class AsyncModularFileSystem:
         return result
 
     def counted(
-        self, operation: str, elapsed_ns: int | None, nbytes: int = 0, error: BaseException | None = None
+        self,
+        operation: str,
+        elapsed_ns: int | None,
+        nbytes: int = 0,
+        error: BaseException | None = None,
+        calls: int = 1,
     ) -> None:
         """Count in the Env's metrics what a layer above did with calls of
-        its own composing (see :meth:`run`): a call of operation that took
-        elapsed_ns and moved nbytes, or failed with error; with elapsed_ns
-        None, only nbytes more moved by the operation's calls (a stream's
-        bytes, counted with its open when it closes)."""
+        its own composing (see :meth:`run`): calls of operation that took
+        elapsed_ns each and moved nbytes together, or one that failed with
+        error; with elapsed_ns None, only nbytes more moved by the
+        operation's calls (a stream's bytes, counted with its open when it
+        closes)."""
         if self._meter is None:
             return
         if elapsed_ns is None:
             self._meter[operation].bytes += nbytes
         else:
-            self._meter[operation].add(elapsed_ns, nbytes, error)
+            self._meter[operation].add(elapsed_ns, nbytes, error, calls)
 
     def _done(self, operation: str, start: int, nbytes: int, seen: Watch | None) -> None:
         if self._meter is not None:

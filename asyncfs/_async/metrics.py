@@ -80,11 +80,12 @@ class OperationMeter:
         """A call that began at start_ns raised error now."""
         self.add(perf_counter_ns() - start_ns, error=error)
 
-    def add(self, elapsed_ns: int, nbytes: int = 0, error: BaseException | None = None) -> None:
-        """A call measured elsewhere: it took elapsed_ns and moved nbytes, or failed with error."""
+    def add(self, elapsed_ns: int, nbytes: int = 0, error: BaseException | None = None, calls: int = 1) -> None:
+        """Calls measured elsewhere: each took elapsed_ns, together they
+        moved nbytes; or one failed with error."""
         self.bytes += nbytes
-        self.total_ns += elapsed_ns
-        self.buckets[max(elapsed_ns, 0).bit_length()] += 1
+        self.total_ns += elapsed_ns * calls
+        self.buckets[max(elapsed_ns, 0).bit_length()] += calls
         if error is not None:
             kind = error_type(error)
             self.errors[kind] = self.errors.get(kind, 0) + 1

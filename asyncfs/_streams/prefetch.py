@@ -318,10 +318,11 @@ def _count(fs: AsyncModularFileSystem, items: Sequence[object], seconds: float) 
     each its bytes or its error, and its share of the group's time on the
     worker (a file the budget deferred is counted when it is read again)."""
     share = int(seconds * 1e9 / max(1, len(items)))
+    read = [len(item) for item in items if type(item) is bytes]
+    if read:  # (the files read, in one count: a file costs about 2 µs here, and a count each 0.3)
+        fs.counted("prefetch", share, sum(read), calls=len(read))
     for item in items:
-        if type(item) is bytes:
-            fs.counted("prefetch", share, len(item))
-        elif isinstance(item, BaseException):
+        if isinstance(item, BaseException):
             fs.counted("prefetch", share, error=item)
 
 
@@ -412,6 +413,10 @@ class Prefetch(_Items):
         self._slots = 0  # in_flight used: a file each on a network store, a call each on a local one
         self._delivered = 0
         self._held = 0  # bytes of the item last handed over, freed when the consumer is back
+        # bytes the consumer is done with, given back to the budget together: when a
+        # run of ready files has been handed over, when they reach a 64th of the
+        # budget, or when a refused file waits for room (a lock each file cost 0.2 µs)
+        self._freed = 0
         self._per_file: float | None = None  # seconds a worker took per file, lately
         self._measured: ModularFileSystem | None = None  # whose time per file that is (the first file's)
         # _fresh moves on a worker too: one that read a local group reads the next (see _follow)
@@ -429,7 +434,8 @@ class Prefetch(_Items):
         unclaimed = [*self._due.values(), *(item for _, item in self._done)]
         self._due.clear()
         self._done.clear()
-        held, self._held = self._held, 0
+        held, self._held = self._held + self._freed, 0
+        self._freed = 0
         self.budget.release(held + _size(unclaimed))
 
     def _retry(self) -> None:
@@ -499,21 +505,23 @@ class Prefetch(_Items):
         ordered = self._ordered
         while True:
             if self._held:
-                self.budget.release(self._held)
+                self._freed += self._held
                 self._held = 0
-                if self._refused:
-                    self._retry()  # room was freed
+                if self._refused or self._freed * 64 >= self.budget.limit:
+                    self._give_freed()
             if ordered:
                 # only now may the next file pass the budget: the one handed over
                 # is released, so at most one file is ever held beyond the limit
                 index = self.budget.head = self._next_due
                 item = self._due.pop(index, None)
                 if item is None:
+                    self._give_freed()
                     return
                 self._next_due = index + 1
             elif self._done:
                 index, item = self._done.popleft()
             else:
+                self._give_freed()
                 return
             self._delivered += 1
             path = self._paths[index]
@@ -526,6 +534,15 @@ class Prefetch(_Items):
                 self.close()
                 raise item
             yield path, item
+
+    def _give_freed(self) -> None:
+        """The bytes of the files the consumer is done with, back to the
+        budget; the files it refused meanwhile are started again."""
+        freed, self._freed = self._freed, 0
+        if freed:
+            self.budget.release(freed)
+            if self._refused:
+                self._retry()
 
     def _arrive(self, indices: Sequence[int], items: Sequence[object]) -> None:
         """Files read (bytes) or failed (an exception): ready to hand over;
