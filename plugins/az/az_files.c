@@ -28,7 +28,7 @@
 typedef struct az_writer {
   objstore_upload upload; /* first: the engine's writer */
   az_fs* fs;
-  az_config* cfg;
+  az_config* cfg; /* the upload's config */
   char id_prefix[17];
 } az_writer;
 
@@ -90,11 +90,6 @@ static int commit(objstore_upload* u, TF_Status* status) {
   return rc;
 }
 
-static void release(objstore_upload* u) {
-  az_writer* w = (az_writer*)u;
-  az_config_release(w->fs, w->cfg);
-}
-
 static const objstore_upload_hooks az_upload = {
     .bucket_word = "a container",
     .max_parts = AZ_MAX_BLOCKS,
@@ -102,21 +97,15 @@ static const objstore_upload_hooks az_upload = {
     .part_size = block_size,
     .part_request = block_request,
     .commit = commit,
-    .release = release,
 };
 
 static az_writer* writer_new(const TF_Filesystem* filesystem, const char* path, const char* what,
                              TF_Status* status) {
   az_fs* fs = filesystem->plugin_filesystem;
-  az_config* cfg = az_config_acquire(fs);
-  az_writer* w = (az_writer*)objstore_upload_new(sizeof *w, &az_upload, fs->store.engine, &cfg->transport,
-                                                 path, what, status);
-  if (w == NULL) {
-    az_config_release(fs, cfg);
-    return NULL;
-  }
+  az_writer* w = (az_writer*)objstore_upload_new(sizeof *w, &az_upload, &fs->store, path, what, status);
+  if (w == NULL) return NULL;
   w->fs = fs;
-  w->cfg = cfg;
+  w->cfg = w->upload.config;
   if (plugin_random_hex(w->id_prefix, sizeof w->id_prefix) != 0) {
     objstore_upload_free(&w->upload);
     TF_SetStatus(status, TF_INTERNAL, "az: no random bytes for block ids");

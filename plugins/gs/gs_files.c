@@ -32,7 +32,7 @@
 typedef struct gs_writer {
   objstore_upload upload; /* first: the engine's writer */
   gs_fs* fs;
-  gs_config* cfg;
+  gs_config* cfg; /* the upload's config */
   char* session; /* the resumable session's URL, once there is one */
   /* An append by compose: the new bytes go to a temporary object
    * (temp_path, "/bucket/key"), then the object becomes [the object at
@@ -328,7 +328,6 @@ static void release(objstore_upload* u) {
   gs_writer* w = (gs_writer*)u;
   free(w->session);
   free(w->temp_path);
-  gs_config_release(w->fs, w->cfg);
 }
 
 static const objstore_upload_hooks gs_upload = {
@@ -348,15 +347,10 @@ static const objstore_upload_hooks gs_upload = {
 static gs_writer* writer_new(const TF_Filesystem* filesystem, const char* path, const char* what,
                              TF_Status* status) {
   gs_fs* fs = filesystem->plugin_filesystem;
-  gs_config* cfg = gs_config_acquire(fs);
-  gs_writer* w = (gs_writer*)objstore_upload_new(sizeof *w, &gs_upload, fs->store.engine, &cfg->transport,
-                                                 path, what, status);
-  if (w == NULL) {
-    gs_config_release(fs, cfg);
-    return NULL;
-  }
+  gs_writer* w = (gs_writer*)objstore_upload_new(sizeof *w, &gs_upload, &fs->store, path, what, status);
+  if (w == NULL) return NULL;
   w->fs = fs;
-  w->cfg = cfg;
+  w->cfg = w->upload.config;
   w->upload.concurrency = 1; /* a session takes its chunks in order */
   return w;
 }

@@ -405,15 +405,18 @@ typedef struct objstore_upload_hooks {
   /* After the object was written: one more step (a GCS append's
    * compose). NULL: none. 0, or -1 with status set. */
   int (*written)(objstore_upload* u, TF_Status* status);
-  /* Frees the store's part of the writer (not u itself). */
+  /* Frees the store's part of the writer (not u itself). NULL: it holds
+   * nothing. */
   void (*release)(objstore_upload* u);
 } objstore_upload_hooks;
 
 /* The start of a store's writer, which holds its own state after it. */
 struct objstore_upload {
   const objstore_upload_hooks* hooks;
+  struct objstore_fs* fs;
+  void* config; /* the store's settings as the file was opened (a snapshot it holds) */
+  const objstore_settings* settings; /* the engine's part of them */
   objstore_engine* engine;
-  const objstore_settings* settings; /* the store's settings snapshot's */
   char* path;    /* "/bucket/key", the plugin's */
   char* bucket;  /* into a copy of path */
   char* key;
@@ -434,12 +437,11 @@ struct objstore_upload {
 };
 
 /* A writer of size bytes (a store's struct that starts with an
- * objstore_upload) for path, with settings (which the hooks' release
- * gives back); what ("write", "append") names the call in messages. NULL
- * with status set, settings still the caller's. */
-objstore_upload* objstore_upload_new(size_t size, const objstore_upload_hooks* hooks, objstore_engine* engine,
-                                     const objstore_settings* settings, const char* path, const char* what,
-                                     TF_Status* status);
+ * objstore_upload) for path on fs, with a snapshot of fs's settings
+ * (config) held until it is freed; what ("write", "append") names the call
+ * in messages. NULL with status set. */
+objstore_upload* objstore_upload_new(size_t size, const objstore_upload_hooks* hooks, struct objstore_fs* fs,
+                                     const char* path, const char* what, TF_Status* status);
 /* Begins the upload now, if it was not (an append copying old parts). */
 int objstore_upload_begin(objstore_upload* u, TF_Status* status);
 /* The upload starts with parts (bytes in all) already in place. */

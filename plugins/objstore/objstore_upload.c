@@ -285,6 +285,7 @@ void objstore_upload_free(objstore_upload* u) {
   free(u->buf);
   while (u->spare_count > 0) free(u->spare[--u->spare_count]);
   if (u->hooks->release != NULL) u->hooks->release(u);
+  plugin_config_release(&u->fs->base.config, u->config);
   free(u->path);
   free(u->bucket);
   if (u->error.status != NULL) objstore_failure_destroy(&u->error);
@@ -301,9 +302,8 @@ const TF_WritableFileOps objstore_upload_ops = {upload_cleanup, upload_append, u
 
 /* ---- making one ---------------------------------------------------------------------- */
 
-objstore_upload* objstore_upload_new(size_t size, const objstore_upload_hooks* hooks, objstore_engine* engine,
-                                     const objstore_settings* settings, const char* path, const char* what,
-                                     TF_Status* status) {
+objstore_upload* objstore_upload_new(size_t size, const objstore_upload_hooks* hooks, objstore_fs* fs,
+                                     const char* path, const char* what, TF_Status* status) {
   objstore_upload* u = calloc(1, size);
   char* slash;
   if (u == NULL) {
@@ -311,8 +311,10 @@ objstore_upload* objstore_upload_new(size_t size, const objstore_upload_hooks* h
     return NULL;
   }
   u->hooks = hooks;
-  u->engine = engine;
-  u->settings = settings;
+  u->fs = fs;
+  u->engine = fs->engine;
+  u->config = plugin_config_acquire(&fs->base.config);
+  u->settings = (const objstore_settings*)((const char*)u->config + fs->transport_offset);
   u->concurrency = OBJSTORE_UPLOAD_BUFFERS;
   objstore_failure_init(&u->error);
   u->path = strdup(path);
@@ -334,6 +336,7 @@ objstore_upload* objstore_upload_new(size_t size, const objstore_upload_hooks* h
   TF_SetStatus(status, TF_OK, "");
   return u;
 fail:
+  plugin_config_release(&fs->base.config, u->config);
   free(u->path);
   free(u->bucket);
   if (u->error.status != NULL) objstore_failure_destroy(&u->error);

@@ -23,7 +23,7 @@
 typedef struct s3_writer {
   objstore_upload upload; /* first: the engine's writer */
   s3_fs* fs;
-  s3_config* cfg;
+  s3_config* cfg; /* the upload's config */
   s3_path path;
   s3_attributes attributes; /* the object is created with */
   char* upload_id;          /* once the file outgrew one part */
@@ -107,7 +107,6 @@ static void release(objstore_upload* u) {
   free(w->upload_id);
   s3_path_free(&w->path);
   objstore_attributes_free(&w->attributes);
-  s3_config_release(w->fs, w->cfg);
 }
 
 static const objstore_upload_hooks s3_upload = {
@@ -129,24 +128,20 @@ static s3_writer* writer_new(const TF_Filesystem* filesystem, const char* path, 
                              TF_Status* status) {
   s3_fs* fs = s3_fs_of(filesystem);
   s3_path p = {NULL, NULL};
-  s3_config* cfg;
   s3_writer* w;
   if (s3_path_parse(path, &p, status) != 0 || s3_check_object(&p, what, status) != 0) {
     s3_path_free(&p);
     return NULL;
   }
-  cfg = s3_config_acquire(fs);
-  w = (s3_writer*)objstore_upload_new(sizeof *w, &s3_upload, fs->store.engine, &cfg->transport, path,
-                                      what, status);
+  w = (s3_writer*)objstore_upload_new(sizeof *w, &s3_upload, &fs->store, path, what, status);
   if (w == NULL) {
     s3_path_free(&p);
-    s3_config_release(fs, cfg);
     return NULL;
   }
   w->fs = fs;
-  w->cfg = cfg;
+  w->cfg = w->upload.config;
   w->path = p;
-  w->upload.concurrency = (int)cfg->concurrency;
+  w->upload.concurrency = (int)w->cfg->concurrency;
   return w;
 }
 
