@@ -69,19 +69,19 @@ static int commit(objstore_upload* u, TF_Status* status) {
   int i, rc = -1;
   if (az_object_call(w->fs, "PUT", u->bucket, u->key, &x, &resp, &c, status) == 0) {
     int bad = az_param(c, "comp", "blocklist") != 0 ||
-              plugin_buf_append(&c->body, head, sizeof head - 1) != 0;
+              plugin_buf_append(&c->base.body, head, sizeof head - 1) != 0;
     for (i = 1; i <= u->parts && !bad; ++i) {
       char id[48];
       block_id(w, i, id);
-      bad = plugin_buf_append(&c->body, "<Latest>", 8) != 0 ||
-            plugin_buf_append(&c->body, id, strlen(id)) != 0 ||
-            plugin_buf_append(&c->body, "</Latest>", 9) != 0;
+      bad = plugin_buf_append(&c->base.body, "<Latest>", 8) != 0 ||
+            plugin_buf_append(&c->base.body, id, strlen(id)) != 0 ||
+            plugin_buf_append(&c->base.body, "</Latest>", 9) != 0;
     }
-    if (bad || plugin_buf_append(&c->body, "</BlockList>", 12) != 0) {
+    if (bad || plugin_buf_append(&c->base.body, "</BlockList>", 12) != 0) {
       TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "az: out of memory");
     } else {
-      x.body = c->body.data;
-      x.body_len = c->body.len;
+      x.body = c->base.body.data;
+      x.body_len = c->base.body.len;
       rc = objstore_run(w->fs->store.engine, &c->cfg->transport, &x, status);
     }
   }

@@ -99,19 +99,16 @@ void az_account_of(const az_config* cfg, az_account* out);
  * status INVALID_ARGUMENT naming what is wrong. */
 int az_locate(const az_config* cfg, const char* bucket, az_target* out, TF_Status* status);
 
-/* A request of the az store: its URL, headers, body and settings. Every
- * exchange of the store carries one at x->store_request. */
+/* A request of the az store: the engine's request (its URL is what
+ * authorize builds), and where it goes. Every exchange of the store
+ * carries one at x->store_request. */
 typedef struct az_call {
-  az_fs* fs;
-  az_config* cfg;    /* a reference held for the call */
+  objstore_call base;
+  az_fs* fs;         /* base's, typed */
+  az_config* cfg;    /* base's settings, typed */
   az_target target;
   plugin_buf path;   /* the URL's path, encoded: "/container/blob" after the endpoint's */
   plugin_buf query;  /* "a=b&c=d", unencoded names, encoded values, sorted as signed */
-  plugin_buf url;    /* what authorize builds */
-  char* what;        /* "GET az://container/blob", in messages */
-  struct curl_slist* headers; /* the request's own "Name: value" lines */
-  struct curl_slist* sent;    /* signed, for the try under way */
-  plugin_buf body;   /* an owned body, when the request has one */
 } az_call;
 
 /* A call for method on bucket/key (key NULL: the container; bucket "":

@@ -133,28 +133,15 @@ int az_param(az_call* c, const char* name, const char* value) {
 }
 
 int az_header(az_call* c, const char* name, const char* value) {
-  return objstore_add_header(&c->headers, name, value);
+  return objstore_add_header(&c->base.headers, name, value);
 }
 
 az_call* az_call_bind(az_fs* fs, const char* method, const char* bucket, const char* key,
                       objstore_exchange* x, TF_Status* status) {
-  az_call* c = calloc(1, sizeof *c);
-  size_t n;
-  if (c == NULL) {
-    OOM(status);
-    return NULL;
-  }
+  az_call* c = objstore_call_new(sizeof *c, &fs->store, method, bucket, key, x, status);
+  if (c == NULL) return NULL;
   c->fs = fs;
-  c->cfg = az_config_acquire(fs);
-  x->store_request = c;
-  x->method = method;
-  n = strlen(method) + strlen(bucket) + (key != NULL ? strlen(key) : 0) + 16;
-  if ((c->what = malloc(n)) == NULL) {
-    OOM(status);
-    return NULL;
-  }
-  snprintf(c->what, n, "%s az://%s%s%s", method, bucket, key != NULL && *key ? "/" : "",
-           key != NULL ? key : "");
+  c->cfg = c->base.config;
   if (az_locate(c->cfg, bucket, &c->target, status) != 0) return NULL;
   if ((*c->target.container && (text(&c->path, "/") != 0 || objstore_url_encode(&c->path, c->target.container, 0) != 0)) ||
       (key != NULL && *key && (text(&c->path, "/") != 0 || objstore_url_encode(&c->path, key, 1) != 0)) ||
@@ -169,16 +156,9 @@ void az_release_request(void* store, objstore_exchange* x) {
   az_call* c = (az_call*)x->store_request;
   (void)store;
   if (c == NULL) return;
-  az_config_release(c->fs, c->cfg);
   plugin_buf_free(&c->path);
   plugin_buf_free(&c->query);
-  plugin_buf_free(&c->url);
-  plugin_buf_free(&c->body);
-  curl_slist_free_all(c->headers);
-  curl_slist_free_all(c->sent);
-  free(c->what);
-  free(c);
-  x->store_request = NULL;
+  objstore_call_free(x);
 }
 
 int az_object_call(az_fs* fs, const char* method, const char* bucket, const char* key,
@@ -194,7 +174,7 @@ int az_object_call(az_fs* fs, const char* method, const char* bucket, const char
 static const char* header_value(const az_call* c, const char* name) {
   size_t n = strlen(name);
   const struct curl_slist* item;
-  for (item = c->headers; item != NULL; item = item->next)
+  for (item = c->base.headers; item != NULL; item = item->next)
     if (strncasecmp(item->data, name, n) == 0 && item->data[n] == ':')
       return item->data + n + 1 + (item->data[n + 1] == ' ');
   return "";
@@ -235,7 +215,7 @@ static int string_to_sign(const az_call* c, const objstore_exchange* x, const ch
   for (i = 0; i < 11; ++i)
     if (text(s, standard[i] != NULL ? header_value(c, standard[i]) : length) != 0 || text(s, "\n") != 0)
       return -1;
-  for (item = c->sent; item != NULL && n < 32; item = item->next)
+  for (item = c->base.sent; item != NULL && n < 32; item = item->next)
     if (strncasecmp(item->data, "x-ms-", 5) == 0) ms[n++] = item->data;
   qsort(ms, (size_t)n, sizeof *ms, by_name); /* names are lowercase already */
   for (i = 0; i < n; ++i) {
@@ -294,9 +274,9 @@ done:
 /* ---- the hooks ---------------------------------------------------------------------- */
 
 static int sent_line(az_call* c, const char* line) {
-  struct curl_slist* grown = curl_slist_append(c->sent, line);
+  struct curl_slist* grown = curl_slist_append(c->base.sent, line);
   if (grown == NULL) return -1;
-  c->sent = grown;
+  c->base.sent = grown;
   return 0;
 }
 
@@ -310,13 +290,13 @@ static int az_authorize(void* store, objstore_exchange* x, TF_Status* status) {
   time_t now = time(NULL);
   struct tm tm;
   (void)store;
-  curl_slist_free_all(c->sent);
-  c->sent = NULL;
-  c->url.len = 0;
+  curl_slist_free_all(c->base.sent);
+  c->base.sent = NULL;
+  c->base.url.len = 0;
   gmtime_r(&now, &tm);
   strftime(date, sizeof date, "x-ms-date: %a, %d %b %Y %H:%M:%S GMT", &tm);
   if (sent_line(c, date) != 0 || sent_line(c, "x-ms-version: " AZ_API_VERSION) != 0) goto oom;
-  for (item = c->headers; item != NULL; item = item->next)
+  for (item = c->base.headers; item != NULL; item = item->next)
     if (sent_line(c, item->data) != 0) goto oom;
   if (*c->target.key) {
     if (shared_key(c, x, endpoint_path, line, sizeof line) != 0) {
@@ -331,14 +311,14 @@ static int az_authorize(void* store, objstore_exchange* x, TF_Status* status) {
     memset(token, 0, sizeof token);
     if (sent_line(c, line) != 0) goto oom;
   }
-  if (text(&c->url, endpoint) != 0 || plugin_buf_append(&c->url, c->path.data, c->path.len) != 0 ||
-      (c->query.len > 0 && (text(&c->url, "?") != 0 || plugin_buf_append(&c->url, c->query.data, c->query.len) != 0)) ||
+  if (text(&c->base.url, endpoint) != 0 || plugin_buf_append(&c->base.url, c->path.data, c->path.len) != 0 ||
+      (c->query.len > 0 && (text(&c->base.url, "?") != 0 || plugin_buf_append(&c->base.url, c->query.data, c->query.len) != 0)) ||
       (*c->target.sas && !*c->target.key &&
-       (text(&c->url, c->query.len > 0 ? "&" : "?") != 0 || text(&c->url, c->target.sas) != 0)) ||
-      plugin_buf_append(&c->url, "", 1) != 0)
+       (text(&c->base.url, c->query.len > 0 ? "&" : "?") != 0 || text(&c->base.url, c->target.sas) != 0)) ||
+      plugin_buf_append(&c->base.url, "", 1) != 0)
     goto oom;
-  x->url = c->url.data;
-  x->headers = c->sent;
+  x->url = c->base.url.data;
+  x->headers = c->base.sent;
   x->authorized_until_ms = objstore_now_ms() + 5 * 60 * 1000; /* x-ms-date stays valid 15 min */
   return 0;
 oom:
@@ -361,7 +341,7 @@ static void az_read_answer(void* store, objstore_exchange* x) {
 static void az_describe(void* store, const objstore_exchange* x, char* out, size_t cap) {
   const az_call* c = x->store_request;
   (void)store;
-  snprintf(out, cap, "%s", c != NULL ? c->what : x->method);
+  snprintf(out, cap, "%s", c != NULL ? c->base.what : x->method);
 }
 
 static void az_set_error(void* store, const objstore_exchange* x, TF_Status* status) {

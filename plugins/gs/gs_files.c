@@ -55,7 +55,7 @@ static gs_call* session_call(gs_writer* w, objstore_exchange* x, objstore_respon
   objstore_exchange_init(x, resp, "PUT", NULL);
   c = gs_call_bind(w->fs, "PUT", w->upload.bucket, sent_key(w), x, status);
   if (c == NULL) return NULL;
-  c->url.len = 0;
+  c->base.url.len = 0;
   if (gs_url_text(c, w->session) != 0) {
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
     return NULL;
@@ -76,13 +76,13 @@ static int open_session(objstore_upload* u, TF_Status* status) {
   if (gs_url_text(c, "/upload/storage/v1/b/") != 0 || gs_url_encoded(c, u->bucket) != 0 ||
       gs_url_text(c, "/o?uploadType=resumable") != 0 ||
       gs_header(c, "Content-Type", "application/json") != 0 ||
-      plugin_buf_append(&c->body, "{\"name\":", 8) != 0 || gs_json_string(&c->body, sent_key(w)) != 0 ||
-      plugin_buf_append(&c->body, "}", 1) != 0) {
+      plugin_buf_append(&c->base.body, "{\"name\":", 8) != 0 || gs_json_string(&c->base.body, sent_key(w)) != 0 ||
+      plugin_buf_append(&c->base.body, "}", 1) != 0) {
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
     goto done;
   }
-  x.body = c->body.data;
-  x.body_len = c->body.len;
+  x.body = c->base.body.data;
+  x.body_len = c->base.body.len;
   x.max_redirects = 1; /* to keep the Location (a 200 is not followed) */
   if (objstore_run(w->fs->store.engine, &w->cfg->transport, &x, status) != 0) goto done;
   if (resp.location == NULL) {

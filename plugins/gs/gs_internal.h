@@ -59,18 +59,14 @@ static inline void gs_config_release(gs_fs* fs, gs_config* cfg) {
 extern const objstore_store gs_store;
 extern const objstore_tree_hooks gs_tree_hooks;
 
-/* A request of the gs store: its URL (without the host), its headers and
- * body, and the settings it runs with. Every exchange of the store
- * carries one at x->store_request; gs_release_request frees it. */
+/* A request of the gs store: the engine's request (its URL: the
+ * endpoint, the path, the query), and the store's. Every exchange of the
+ * store carries one at x->store_request; gs_release_request frees it. */
 typedef struct gs_call {
-  gs_fs* fs;
-  gs_config* cfg;   /* a reference held for the call */
-  plugin_buf url;   /* the endpoint, the path, the query */
-  char* what;       /* "GET gs://bucket/key", in messages */
-  struct curl_slist* headers; /* the request's own */
-  struct curl_slist* sent;    /* with the authorization, for the try under way */
-  plugin_buf body;  /* an owned body, when the request has one */
-  int incomplete;   /* a resumable chunk answered 308: more is expected */
+  objstore_call base;
+  gs_fs* fs;       /* base's, typed */
+  gs_config* cfg;  /* base's settings, typed */
+  int incomplete;  /* a resumable chunk answered 308: more is expected */
 } gs_call;
 
 /* A call for method on url_path (from "/storage/v1/..." or

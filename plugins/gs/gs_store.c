@@ -26,12 +26,12 @@
 
 /* ---- calls -------------------------------------------------------------------------- */
 
-int gs_url_text(gs_call* c, const char* s) { return plugin_buf_append(&c->url, s, strlen(s)); }
+int gs_url_text(gs_call* c, const char* s) { return plugin_buf_append(&c->base.url, s, strlen(s)); }
 
-int gs_url_encoded(gs_call* c, const char* s) { return objstore_url_encode(&c->url, s, 0); }
+int gs_url_encoded(gs_call* c, const char* s) { return objstore_url_encode(&c->base.url, s, 0); }
 
 int gs_header(gs_call* c, const char* name, const char* value) {
-  return objstore_add_header(&c->headers, name, value);
+  return objstore_add_header(&c->base.headers, name, value);
 }
 
 /* The endpoint requests go to: the setting, else STORAGE_EMULATOR_HOST
@@ -44,40 +44,25 @@ static int append_endpoint(gs_call* c) {
   if (strstr(endpoint, "://") == NULL && gs_url_text(c, "http://") != 0) return -1;
   n = strlen(endpoint);
   while (n > 0 && endpoint[n - 1] == '/') --n;
-  return plugin_buf_append(&c->url, endpoint, n);
+  return plugin_buf_append(&c->base.url, endpoint, n);
 }
 
 gs_call* gs_call_bind(gs_fs* fs, const char* method, const char* bucket, const char* key,
                       objstore_exchange* x, TF_Status* status) {
-  gs_call* c = calloc(1, sizeof *c);
-  size_t n;
-  if (c == NULL) goto oom;
+  gs_call* c = objstore_call_new(sizeof *c, &fs->store, method, bucket, key, x, status);
+  if (c == NULL) return NULL;
   c->fs = fs;
-  c->cfg = gs_config_acquire(fs);
-  x->store_request = c;
-  x->method = method;
-  n = strlen(method) + strlen(bucket) + (key != NULL ? strlen(key) : 0) + 16;
-  if ((c->what = malloc(n)) == NULL || append_endpoint(c) != 0) goto oom;
-  snprintf(c->what, n, "%s gs://%s%s%s", method, bucket, key != NULL && *key ? "/" : "",
-           key != NULL ? key : "");
+  c->cfg = c->base.config;
+  if (append_endpoint(c) != 0) {
+    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    return NULL;
+  }
   return c;
-oom:
-  TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
-  return NULL;
 }
 
 void gs_release_request(void* store, objstore_exchange* x) {
-  gs_call* c = (gs_call*)x->store_request;
   (void)store;
-  if (c == NULL) return;
-  gs_config_release(c->fs, c->cfg);
-  plugin_buf_free(&c->url);
-  plugin_buf_free(&c->body);
-  curl_slist_free_all(c->headers);
-  curl_slist_free_all(c->sent);
-  free(c->what);
-  free(c);
-  x->store_request = NULL;
+  objstore_call_free(x);
 }
 
 /* "/storage/v1/b/B" (+ "/o/K" with a key) on the call's URL. */
@@ -111,23 +96,23 @@ static int gs_authorize(void* store, objstore_exchange* x, TF_Status* status) {
   char token[4096];
   struct curl_slist* item;
   (void)store;
-  curl_slist_free_all(c->sent);
-  c->sent = NULL;
+  curl_slist_free_all(c->base.sent);
+  c->base.sent = NULL;
   if (gs_bearer(c->fs, c->cfg, token, sizeof token, status) != 0) return -1;
-  for (item = c->headers; item != NULL; item = item->next) {
-    struct curl_slist* grown = curl_slist_append(c->sent, item->data);
+  for (item = c->base.headers; item != NULL; item = item->next) {
+    struct curl_slist* grown = curl_slist_append(c->base.sent, item->data);
     if (grown == NULL) goto oom;
-    c->sent = grown;
+    c->base.sent = grown;
   }
   if (*token) {
     char line[4200];
     struct curl_slist* grown;
     snprintf(line, sizeof line, "Authorization: Bearer %s", token);
-    if ((grown = curl_slist_append(c->sent, line)) == NULL) goto oom;
-    c->sent = grown;
+    if ((grown = curl_slist_append(c->base.sent, line)) == NULL) goto oom;
+    c->base.sent = grown;
   }
-  x->url = c->url.data;
-  x->headers = c->sent;
+  x->url = c->base.url.data;
+  x->headers = c->base.sent;
   return 0;
 oom:
   TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
@@ -161,7 +146,7 @@ static void gs_read_answer(void* store, objstore_exchange* x) {
 static void gs_describe(void* store, const objstore_exchange* x, char* out, size_t cap) {
   const gs_call* c = x->store_request;
   (void)store;
-  snprintf(out, cap, "%s", c != NULL ? c->what : x->method);
+  snprintf(out, cap, "%s", c != NULL ? c->base.what : x->method);
 }
 
 static void gs_set_error(void* store, const objstore_exchange* x, TF_Status* status) {
@@ -258,18 +243,18 @@ int gs_upload_request(gs_fs* fs, const char* bucket, const char* key, const char
       gs_url_text(c, "/o?uploadType=multipart") != 0 ||
       (if_absent && gs_url_text(c, "&ifGenerationMatch=0") != 0) ||
       gs_header(c, "Content-Type", "multipart/related; boundary=" BOUNDARY) != 0 ||
-      plugin_buf_append(&c->body, part, sizeof part - 1) != 0 ||
-      plugin_buf_append(&c->body, "{\"name\":", 8) != 0 || gs_json_string(&c->body, key) != 0 ||
-      plugin_buf_append(&c->body, "}", 1) != 0 ||
-      plugin_buf_append(&c->body, media, sizeof media - 1) != 0 ||
-      (len > 0 && plugin_buf_append(&c->body, data, len) != 0) ||
-      plugin_buf_append(&c->body, end, sizeof end - 1) != 0) {
+      plugin_buf_append(&c->base.body, part, sizeof part - 1) != 0 ||
+      plugin_buf_append(&c->base.body, "{\"name\":", 8) != 0 || gs_json_string(&c->base.body, key) != 0 ||
+      plugin_buf_append(&c->base.body, "}", 1) != 0 ||
+      plugin_buf_append(&c->base.body, media, sizeof media - 1) != 0 ||
+      (len > 0 && plugin_buf_append(&c->base.body, data, len) != 0) ||
+      plugin_buf_append(&c->base.body, end, sizeof end - 1) != 0) {
     TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
     return -1;
   }
   /* the upload is named by the object, not by the URL */
-  x->body = c->body.data;
-  x->body_len = c->body.len;
+  x->body = c->base.body.data;
+  x->body_len = c->base.body.len;
   return 0;
 }
 
@@ -286,15 +271,15 @@ static int tree_request(void* store, const void* config, objstore_tree_request k
     if (c == NULL) return -1;
     if (gs_url_text(c, "/storage/v1/b?project=") != 0 || gs_url_encoded(c, c->cfg->project) != 0 ||
         gs_header(c, "Content-Type", "application/json") != 0 ||
-        plugin_buf_append(&c->body, "{\"name\":", 8) != 0 || gs_json_string(&c->body, bucket) != 0 ||
-        (*c->cfg->location && (plugin_buf_append(&c->body, ",\"location\":", 12) != 0 ||
-                               gs_json_string(&c->body, c->cfg->location) != 0)) ||
-        plugin_buf_append(&c->body, "}", 1) != 0) {
+        plugin_buf_append(&c->base.body, "{\"name\":", 8) != 0 || gs_json_string(&c->base.body, bucket) != 0 ||
+        (*c->cfg->location && (plugin_buf_append(&c->base.body, ",\"location\":", 12) != 0 ||
+                               gs_json_string(&c->base.body, c->cfg->location) != 0)) ||
+        plugin_buf_append(&c->base.body, "}", 1) != 0) {
       TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
       return -1;
     }
-    x->body = c->body.data;
-    x->body_len = c->body.len;
+    x->body = c->base.body.data;
+    x->body_len = c->base.body.len;
     return 0;
   }
   c = bind_object(fs, kind == OBJSTORE_STAT ? "GET" : "DELETE", bucket, *key ? key : NULL, x, status);

@@ -604,6 +604,35 @@ typedef struct objstore_fs {
   void (*credential_source)(struct objstore_fs* fs, const void* config, char* out, size_t cap);
 } objstore_fs;
 
+/* ---- a store's request (objstore_call.c) ---- */
+
+/* What every request of a store built on the engine holds for the
+ * store's hooks, at the start of the store's own request struct (which
+ * x->store_request points to): a snapshot of the settings, held for the
+ * request; its name in messages ("GET gs://bucket/key"); its URL, as the
+ * store builds it; its own headers, and those sent with the try under way
+ * (signed); its owned body. */
+typedef struct objstore_call {
+  objstore_fs* fs;
+  void* config;
+  char* what;
+  plugin_buf url;
+  struct curl_slist* headers;
+  struct curl_slist* sent;
+  plugin_buf body;
+} objstore_call;
+
+/* A zeroed request of size bytes (a store's struct starting with an
+ * objstore_call) for method on bucket/key (key NULL or "": the bucket),
+ * bound to x (x->store_request and x->method); objstore_call_free frees
+ * it. NULL with status set (x->store_request may still hold it: free
+ * it). */
+void* objstore_call_new(size_t size, objstore_fs* fs, const char* method, const char* bucket, const char* key,
+                        objstore_exchange* x, TF_Status* status);
+/* Frees the request at x->store_request (the store frees its own parts
+ * first) and forgets it. */
+void objstore_call_free(objstore_exchange* x);
+
 /* What a store's filesystem is made of, beside its settings: the fields
  * of objstore_fs that name the store's own parts. */
 typedef struct objstore_fs_spec {
