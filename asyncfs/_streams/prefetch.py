@@ -67,6 +67,9 @@ class Resolver(Protocol):
 
 class Budget:
     """Bytes held by a prefetch, shared with the workers that read for it.
+    A prefetch gives back the bytes of the files its consumer is done with
+    in runs (see Prefetch._give_freed), so ``used`` may still count up to a
+    64th of the limit that the consumer let go; never less than it holds.
 
     What it counts belongs to one process: a copy pickled to another
     process (a Dask or spawned DataLoader worker), and the Budget in a
