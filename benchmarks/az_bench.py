@@ -141,7 +141,7 @@ def _bench(azurite: Azurite, repeat: int, quick: bool) -> list[Row]:
         "prefetch": f"asyncfs: env.prefetch, in order; obstore: get_async in {IN_FLIGHT} lanes; adlfs: cat of the "
         f"list; best of {repeat} rounds",
         "put_big": f"best of {repeat} rounds; asyncfs: one Put Blob up to 32 MiB; above, a first block of 32 MiB, "
-        "then 8 MiB blocks from the caller's bytes, twelve in flight, then the block list",
+        "then 8 MiB blocks from the caller's bytes, four in flight, then the block list",
     }
     cpu = Cpu([azurite.pid])
     rows = standard_rows("az", counts, clients, notes, repeat=repeat, cpu=cpu, server="Azurite")

@@ -315,7 +315,7 @@ objstore_upload* objstore_upload_new(size_t size, const objstore_upload_hooks* h
   u->engine = fs->engine;
   u->config = plugin_config_acquire(&fs->base.config);
   u->settings = (const objstore_settings*)((const char*)u->config + fs->transport_offset);
-  u->concurrency = OBJSTORE_UPLOAD_BUFFERS;
+  u->concurrency = OBJSTORE_UPLOAD_BUFFERS; /* a store may allow more (s3: its concurrency option) */
   objstore_failure_init(&u->error);
   u->path = strdup(path);
   u->bucket = strdup(path + strspn(path, "/"));
