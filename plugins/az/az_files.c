@@ -133,6 +133,6 @@ void az_write_files(const TF_Filesystem* filesystem, const char* const* paths, i
   az_fs* fs = filesystem->plugin_filesystem;
   az_config* cfg = az_config_acquire(fs);
   objstore_write_objects(fs->store.engine, &cfg->transport, filesystem, paths, n, datas, lengths, statuses,
-                         (size_t)cfg->upload_threshold, az_new_writable_file, &objstore_upload_ops);
+                         (size_t)cfg->upload_threshold, az_new_writable_file);
   az_config_release(fs, cfg);
 }

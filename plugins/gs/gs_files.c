@@ -401,6 +401,6 @@ void gs_write_files(const TF_Filesystem* filesystem, const char* const* paths, i
   gs_fs* fs = filesystem->plugin_filesystem;
   gs_config* cfg = gs_config_acquire(fs);
   objstore_write_objects(fs->store.engine, &cfg->transport, filesystem, paths, n, datas, lengths, statuses,
-                         (size_t)cfg->upload_threshold, gs_new_writable_file, &objstore_upload_ops);
+                         (size_t)cfg->upload_threshold, gs_new_writable_file);
   gs_config_release(fs, cfg);
 }

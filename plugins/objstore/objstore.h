@@ -466,16 +466,15 @@ extern const TF_WritableFileOps objstore_upload_ops;
 
 /* The write_files op: each object of at most single_max bytes in one
  * request (the store's put_request), all in flight at once; larger ones
- * one after another through the plugin's own writable files (new_writable
- * and ops: blocks or chunks in flight). statuses[i] is each one's outcome;
- * the stat cache forgets every path. */
+ * one after another through the plugin's writable files (new_writable,
+ * which makes an objstore_upload: blocks or chunks in flight).
+ * statuses[i] is each one's outcome; the stat cache forgets every path. */
 void objstore_write_objects(objstore_engine* engine, const objstore_settings* settings,
                             const TF_Filesystem* filesystem, const char* const* paths, int n,
                             const char* const* datas, const size_t* lengths, TF_Status** statuses,
                             size_t single_max,
                             void (*new_writable)(const TF_Filesystem*, const char*, TF_WritableFile*,
-                                                 TF_Status*),
-                            const TF_WritableFileOps* ops);
+                                                 TF_Status*));
 
 /* ---- a namespace of buckets and keys (objstore_tree.c) ---- */
 

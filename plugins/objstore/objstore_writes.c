@@ -40,8 +40,8 @@ int objstore_failure_take(objstore_failure* f, TF_Status* status) {
 /* Object path through the plugin's writable file, as a caller would. */
 static void write_alone(const TF_Filesystem* filesystem, const char* path, const char* data, size_t len,
                         TF_Status* status,
-                        void (*new_writable)(const TF_Filesystem*, const char*, TF_WritableFile*, TF_Status*),
-                        const TF_WritableFileOps* ops) {
+                        void (*new_writable)(const TF_Filesystem*, const char*, TF_WritableFile*, TF_Status*)) {
+  const TF_WritableFileOps* ops = &objstore_upload_ops;
   TF_WritableFile file = {NULL};
   new_writable(filesystem, path, &file, status);
   if (file.plugin_file == NULL) return;
@@ -55,8 +55,7 @@ void objstore_write_objects(objstore_engine* e, const objstore_settings* setting
                             const char* const* datas, const size_t* lengths, TF_Status** statuses,
                             size_t single_max,
                             void (*new_writable)(const TF_Filesystem*, const char*, TF_WritableFile*,
-                                                 TF_Status*),
-                            const TF_WritableFileOps* ops) {
+                                                 TF_Status*)) {
   const objstore_store* store = objstore_engine_store(e);
   void* ctx = objstore_engine_store_ctx(e);
   size_t m = (size_t)(n > 0 ? n : 1);
@@ -81,7 +80,7 @@ void objstore_write_objects(objstore_engine* e, const objstore_settings* setting
   for (k = 0; k < count; ++k) store->release_request(ctx, &xs[k]);
   for (i = 0; i < n; ++i)
     if (lengths[i] > single_max)
-      write_alone(filesystem, paths[i], datas[i], lengths[i], statuses[i], new_writable, ops);
+      write_alone(filesystem, paths[i], datas[i], lengths[i], statuses[i], new_writable);
 done:
   for (k = 0; k < count; ++k) objstore_response_free(&resps[k]);
   for (i = 0; i < n; ++i) objstore_forget(e, paths[i]);

@@ -154,7 +154,7 @@ void s3_write_files(const TF_Filesystem* filesystem, const char* const* paths, i
   s3_fs* fs = s3_fs_of(filesystem);
   s3_config* cfg = s3_config_acquire(fs);
   objstore_write_objects(fs->store.engine, &cfg->transport, filesystem, paths, n, datas, lengths, statuses,
-                         (size_t)cfg->part_size, s3_new_writable_file, &objstore_upload_ops);
+                         (size_t)cfg->part_size, s3_new_writable_file);
   s3_config_release(fs, cfg);
 }
 
