@@ -49,6 +49,12 @@ _SCHEME_NAME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.\-]*\Z")
 # hostile input cannot grow it).
 _SCHEMES_SEEN: set[str] = set()
 _SCHEMES_SEEN_MOST = 64
+# Beginnings that settle every rule of check_uri but the NUL byte's (see
+# _settling_prefix): those of the URIs checked in full so far, a few (a
+# program uses a handful of schemes; bounded, so that hostile input cannot
+# grow it). A URI that starts with one is searched for a NUL byte only.
+_SETTLED: tuple[str, ...] = ("/",)
+_SETTLED_MOST = 8
 # The authorities a file:// URI may have (RFC 8089): none, or this host.
 _LOCAL_AUTHORITIES = ("", "localhost")
 # The longest name of one directory entry on the filesystems asyncfs serves
@@ -69,8 +75,16 @@ def check_uri(uri: str, argument: str = "path") -> str:
     text before ``://`` that is not a scheme (``bad fs:///x`` is not a bare
     path); a ``file://`` URI with an authority other than ``localhost``
     (``file://data/x`` names host "data", not the folder ``data``).
+    A URI that begins like one checked before (see _SETTLED) is only
+    searched for a NUL byte.
     """
+    global _SETTLED  # (a tuple replaced whole: safe to read from any thread)
+    if type(uri) is str and uri.startswith(_SETTLED) and "\0" not in uri:
+        return uri
     checked_scheme(uri, argument)
+    settled = _settling_prefix(uri)
+    if settled is not None and settled not in _SETTLED and len(_SETTLED) < _SETTLED_MOST:
+        _SETTLED = (*_SETTLED, settled)
     return uri
 
 
@@ -84,7 +98,7 @@ def checked_scheme(uri: str, argument: str = "path") -> str:
             path=repr(uri),
         )
     scheme = scheme_of(uri, argument)
-    if scheme == "file":
+    if scheme == "file" and uri[7:8] not in ("/", ""):  # (file:/// and file:// have no authority)
         authority = uri[7:].partition("/")[0]
         if authority.lower() not in _LOCAL_AUTHORITIES:
             raise InvalidArgumentError(

@@ -216,21 +216,35 @@ def _first_refusal(check: Callable[[], None]) -> str | None:
 
 
 def _each_checked(uris: list[str]) -> None:
+    """Each of uris checked in full (checked_scheme: no beginning remembered)."""
     for uri in uris:
-        _uri.check_uri(uri)
+        _uri.checked_scheme(uri)
+
+
+uri_lists = st.lists(
+    st.builds(
+        str.__add__,
+        st.sampled_from(["file:///", "file://", "file://localhost/", "file://h/", "FILE:///", "s3://b/", "/", ""]),
+        st.text(alphabet="ab/:.\0 ", max_size=8),
+    ),
+    max_size=6,
+)
 
 
 @SETTINGS
-@given(
-    uris=st.lists(
-        st.builds(
-            str.__add__,
-            st.sampled_from(["file:///", "file://", "file://localhost/", "file://h/", "FILE:///", "s3://b/", "/", ""]),
-            st.text(alphabet="ab/:.\0 ", max_size=8),
-        ),
-        max_size=6,
-    )
-)
+@given(uris=uri_lists)
+def test_a_uri_is_refused_whatever_was_checked_before_it(uris: list[str]) -> None:
+    """check_uri's shortcut (a URI that begins like one checked before is
+    only searched for a NUL) refuses each URI exactly as the full check
+    does, with the same error, after any URIs checked before it."""
+    for uri in uris:
+        assert _first_refusal(lambda uri=uri: _uri.check_uri(uri)) == _first_refusal(
+            lambda uri=uri: _uri.checked_scheme(uri)
+        ), uri
+
+
+@SETTINGS
+@given(uris=uri_lists)
 def test_checking_many_uris_at_once_refuses_what_checking_each_refuses(uris: list[str]) -> None:
     """The bulk check's shortcut (a URI that begins like one that passed is
     only searched for a NUL) refuses exactly the URIs, and the first one,
