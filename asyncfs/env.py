@@ -80,7 +80,8 @@ class Env:
     posix plugin) resolved to :class:`AsyncModularFileSystem` instances that
     share one bounded, batching worker pool.
 
-    ``workers`` sizes the pool (default :func:`asyncfs._async.pool.default_workers`),
+    ``workers`` bounds the pool's threads, each started when work finds the
+    others busy (default :func:`asyncfs._async.pool.default_workers`),
     ``max_in_flight`` caps the operations queued or running at once per event
     loop (more wait for room, so memory stays bounded), ``worker_nice`` is the
     workers' CPU priority relative to the event loop's thread (Linux nice;
@@ -101,7 +102,9 @@ class Env:
     bucket. A missing bucket is never created this way.
 
     Plugins whose calls wait on a network (s3://; the ASYNCFS_PLUGIN_NETWORK
-    flag) run on a second pool of ``network_workers`` threads (default 8),
+    flag) run on a second pool of at most ``network_workers`` threads
+    (default 8; like the local pool's, each starts when a call finds the
+    others busy),
     so that waiting on a network never crowds the few threads that copy
     local files; that pool is the process's, shared by every Env with the
     same ``network_workers`` and ``max_in_flight``, and its threads leave

@@ -16,8 +16,14 @@ per loop is capped; submitters beyond the cap wait.
 No operation waits on another: a monitor thread notices a worker stuck in
 one call for :data:`STUCK_AFTER` (a hung network peer, a FIFO, a dead NFS
 server), hands what it finished to the loop, puts its batch back in the
-queue for others to drain, and starts a spare thread so that ``workers``
-threads stay free (up to ``max_threads`` in all; spares leave when idle).
+queue for others to drain, and starts a spare thread when work waits
+that no free thread will take (up to ``max_threads`` in all; spares leave
+when idle).
+
+Threads start when work needs them: a batch queued when every thread is
+busy starts one more, up to ``workers`` (ThreadPoolExecutor's rule), so a
+process whose calls overlap four at a time holds four threads, not
+``workers``.
 Shutdown waits a bounded time for such calls and then abandons them on
 their daemon threads, with a warning naming each.
 
@@ -405,9 +411,10 @@ class _Batch:
 
     def helpers_wanted(self, workers: int) -> int:
         """How many more workers to call in (workers in all, this one
-        included), counting them as called."""
+        included), counting them as called: one for each operation not
+        taken yet beyond the one this thread takes next."""
         with self.lock:
-            wanted = min(min(workers, self.limit) - 1 - self.helpers, len(self.items) - self.next)
+            wanted = min(min(workers, self.limit) - 1 - self.helpers, len(self.items) - self.next - 1)
             if wanted <= 0:
                 return 0
             self.helpers += wanted
@@ -663,19 +670,72 @@ def _combine(batch: list[_Work]) -> list[_Work]:
     return out
 
 
+class _Jobs:
+    """A pool's queue of batches, and how many of its threads wait on it
+    now, counted under the lock each item is queued under: a thread that
+    leaves after waiting idle seconds (see take) cannot leave behind an
+    item that was counted on it."""
+
+    __slots__ = ("_lock", "_queue", "_waiting")
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._waiting = 0
+
+    def put(self, item: Any) -> int:
+        """Queue item; answers how many queued items no waiting thread will take."""
+        with self._lock:
+            self._queue.put(item)
+            return self._queue.qsize() - self._waiting
+
+    def untaken(self) -> int:
+        """How many queued items no waiting thread will take."""
+        with self._lock:
+            return self._queue.qsize() - self._waiting
+
+    def empty(self) -> bool:
+        return self._queue.empty()
+
+    def get_nowait(self) -> Any:
+        return self._queue.get_nowait()
+
+    def take(self, idle: float | None) -> Any:
+        """The next item, for a worker, counted as waiting meanwhile;
+        _LEAVE once it waited idle seconds (None: forever) and nothing was
+        queued since."""
+        with self._lock:
+            self._waiting += 1
+        while True:
+            try:
+                item = self._queue.get(timeout=idle)
+            except queue.Empty:
+                with self._lock:
+                    if not self._queue.empty():  # queued as it timed out, counting on this thread
+                        continue
+                    self._waiting -= 1
+                return _LEAVE
+            with self._lock:
+                self._waiting -= 1
+            return item
+
+
+_LEAVE = object()  # what _Jobs.take answers a thread that waited long enough
+
+
 # What a pool that was garbage-collected puts in its queue: each worker
 # that takes it passes it on and leaves.
 _GONE = object()
 
 
-def _let_threads_go(jobs: queue.SimpleQueue[Any], active: threading.Event) -> None:
+def _let_threads_go(jobs: _Jobs, active: threading.Event) -> None:
     jobs.put(_GONE)
     active.set()  # the monitor looks, finds no pool, and leaves
 
 
 def _work_for(
     pool_ref: weakref.ref[WorkerPool],
-    jobs: queue.SimpleQueue[Any],
+    jobs: _Jobs,
     state: _WorkerState,
     idle: float | None,
     nice: int,
@@ -692,9 +752,8 @@ def _work_for(
     clock = time.perf_counter
     try:
         while True:
-            try:
-                batch = jobs.get(timeout=idle)
-            except queue.Empty:
+            batch = jobs.take(idle)
+            if batch is _LEAVE:
                 return  # a spare no longer needed, or a worker idle for long
             if not isinstance(batch, _Batch):
                 if batch is _GONE:
@@ -862,7 +921,7 @@ class WorkerPool:
         self.max_in_flight = max_in_flight
         self.worker_nice = worker_nice
         self.idle_after = idle_after
-        self._queue: queue.SimpleQueue[_Batch | object | None] = queue.SimpleQueue()
+        self._queue = _Jobs()
         self._states: list[_WorkerState] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -882,7 +941,7 @@ class WorkerPool:
         locks may have been held when it forked: start over, empty. The
         child's loops are new, so no batcher carries over; work the parent
         had in flight is the parent's."""
-        self._queue = queue.SimpleQueue()
+        self._queue = _Jobs()
         self._states = []
         self._lock = threading.Lock()
         self._active = threading.Event()
@@ -904,9 +963,15 @@ class WorkerPool:
             return
         if self._monitor is None:
             self._start()
-        elif len(self._states) < self.workers:  # workers left while idle (idle_after)
-            self._refill()
-        self._queue.put(batch)  # the worker that takes it wakes the monitor (_drain)
+        self._offer(batch)  # the worker that takes it wakes the monitor (_drain)
+
+    def _offer(self, batch: _Batch) -> None:
+        """Queue batch (or a call for one more helper on it) for a worker,
+        starting a thread if none is free to take it, up to ``workers``."""
+        if self._queue.put(batch) > 0:
+            with self._lock:
+                if not self._closed and len(self._states) < self.workers:
+                    self._spawn(spare=False)
 
     def release_later(self, work: _Work) -> None:
         """Release what work holds on a worker (on a thread of its own once
@@ -922,8 +987,6 @@ class WorkerPool:
                 raise EnvClosedError(_CLOSED)
             if self._monitor is not None:
                 return
-            while len(self._states) < self.workers:
-                self._spawn(spare=False)
             self._monitor = threading.Thread(
                 target=_watch_for, args=(weakref.ref(self), self._active), name="asyncfs-monitor", daemon=True
             )
@@ -931,11 +994,6 @@ class WorkerPool:
             # The threads hold the pool weakly, as concurrent.futures' do: a
             # pool (an Env) dropped without close lets them go.
             weakref.finalize(self, _let_threads_go, self._queue, self._active).atexit = False
-
-    def _refill(self) -> None:
-        with self._lock:
-            while not self._closed and len(self._states) < self.workers:
-                self._spawn(spare=False)
 
     def _spawn(self, *, spare: bool) -> None:
         """Start a worker thread (with self._lock held)."""
@@ -960,7 +1018,7 @@ class WorkerPool:
     def _run_batch(self, state: _WorkerState, batch: _Batch, clock: Callable[[], float]) -> None:
         if batch.eager or clock() < self._waits_until:
             for _ in range(batch.helpers_wanted(self.workers)):
-                self._queue.put(batch)
+                self._offer(batch)
         batch.join()
         delivered = began = clock()
         cpu_began = time.thread_time()
@@ -1040,7 +1098,7 @@ class WorkerPool:
             threads = self.workers
             self._waits_until = end + WAITS_LATELY
         for _ in range(batch.helpers_wanted(threads)):
-            self._queue.put(batch)
+            self._offer(batch)
 
     def _gil_bound(self, batch: _Batch, end: float, clock: Callable[[], float]) -> bool:
         """Whether a short slow call of batch, which ended at end, waited for
@@ -1093,11 +1151,16 @@ class WorkerPool:
                     batch.step_aside()  # so that a thread limit leaves room for the one that takes over
                     if batch.left():
                         self._queue.put(batch)  # its batch-mates go to other threads
-        with self._lock:  # keep `workers` threads free, within max_threads
+        untaken = self._queue.untaken()
+        with self._lock:  # a spare for each batch no free thread takes, while workers are stuck, within max_threads
             while (
-                not self._closed and len(self._states) - stuck < self.workers and len(self._states) < self.max_threads
+                untaken > 0
+                and not self._closed
+                and len(self._states) - stuck < self.workers
+                and len(self._states) < self.max_threads
             ):
                 self._spawn(spare=True)
+                untaken -= 1
                 _log.debug("started a spare thread: %d threads, %d in a long call", len(self._states), stuck)
         if self._idle():
             self._active.clear()
