@@ -965,10 +965,14 @@ class WorkerPool:
             self._start()
         self._offer(batch)  # the worker that takes it wakes the monitor (_drain)
 
-    def _offer(self, batch: _Batch) -> None:
-        """Queue batch (or a call for one more helper on it) for a worker,
-        starting a thread if none is free to take it, up to ``workers``."""
-        if self._queue.put(batch) > 0:
+    def _offer(self, batch: _Batch, *, start: bool = True) -> None:
+        """Queue batch for a worker, starting a thread if none is free to
+        take it, up to ``workers``. A call for one more helper on a batch
+        (start=False) starts none: if no thread comes free for it before the
+        monitor's next look, the monitor starts one (a thread started at once
+        for a helper came, on a store's short calls, after its batch was
+        drained, and stayed idle)."""
+        if self._queue.put(batch) > 0 and start:
             with self._lock:
                 if not self._closed and len(self._states) < self.workers:
                     self._spawn(spare=False)
@@ -1018,7 +1022,7 @@ class WorkerPool:
     def _run_batch(self, state: _WorkerState, batch: _Batch, clock: Callable[[], float]) -> None:
         if batch.eager or clock() < self._waits_until:
             for _ in range(batch.helpers_wanted(self.workers)):
-                self._offer(batch)
+                self._offer(batch, start=False)
         batch.join()
         delivered = began = clock()
         cpu_began = time.thread_time()
@@ -1098,7 +1102,7 @@ class WorkerPool:
             threads = self.workers
             self._waits_until = end + WAITS_LATELY
         for _ in range(batch.helpers_wanted(threads)):
-            self._offer(batch)
+            self._offer(batch, start=False)
 
     def _gil_bound(self, batch: _Batch, end: float, clock: Callable[[], float]) -> bool:
         """Whether a short slow call of batch, which ended at end, waited for
@@ -1152,16 +1156,20 @@ class WorkerPool:
                     if batch.left():
                         self._queue.put(batch)  # its batch-mates go to other threads
         untaken = self._queue.untaken()
-        with self._lock:  # a spare for each batch no free thread takes, while workers are stuck, within max_threads
+        # work that waits with no thread free to take it: a worker each, up to
+        # `workers`, and past them a spare each while workers are stuck
+        with self._lock:
             while (
                 untaken > 0
                 and not self._closed
                 and len(self._states) - stuck < self.workers
                 and len(self._states) < self.max_threads
             ):
-                self._spawn(spare=True)
+                spare = len(self._states) >= self.workers
+                self._spawn(spare=spare)
                 untaken -= 1
-                _log.debug("started a spare thread: %d threads, %d in a long call", len(self._states), stuck)
+                if spare:
+                    _log.debug("started a spare thread: %d threads, %d in a long call", len(self._states), stuck)
         if self._idle():
             self._active.clear()
             if not self._idle():  # work came meanwhile: look again
