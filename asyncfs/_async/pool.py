@@ -18,14 +18,14 @@ one call for :data:`STUCK_AFTER` (a hung network peer, a FIFO, a dead NFS
 server), hands what it finished to the loop, puts its batch back in the
 queue for others to drain, and starts a spare thread when work waits
 that no free thread will take (up to ``max_threads`` in all; spares leave
-when idle).
+when idle). Shutdown waits a bounded time for such calls and then abandons
+them on their daemon threads, with a warning naming each.
 
 Threads start when work needs them: a batch queued when every thread is
 busy starts one more, up to ``workers`` (ThreadPoolExecutor's rule), so a
-process whose calls overlap four at a time holds four threads, not
-``workers``.
-Shutdown waits a bounded time for such calls and then abandons them on
-their daemon threads, with a warning naming each.
+process whose calls overlap four at a time holds about four threads, not
+``workers``; helpers a batch calls in wait for a thread to come free, or
+for the monitor to start one (see WorkerPool._offer).
 
 The pool is not the loop's default executor: it never competes with DNS
 resolution or ``to_thread`` users for threads.
