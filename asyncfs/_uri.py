@@ -39,6 +39,7 @@ __all__ = [
     "join",
     "parse_uri",
     "scheme_of",
+    "scheme_part",
     "short_sibling",
 ]
 
@@ -115,7 +116,8 @@ def check_uris(uris: Sequence[str], argument: str = "path") -> str:
     beginning (the files of a dataset): with the first one's beginning that
     settles every other rule (its scheme, and for ``file://`` an empty
     authority), the others are only searched for a NUL byte, in C, over
-    them joined. Otherwise, a URI that begins like the one before it is."""
+    them joined. Otherwise each goes through check_uri, which remembers
+    such beginnings across calls."""
     try:
         joined = "\0".join(uris)
     except TypeError:  # not all str: the loop below says which
@@ -124,12 +126,8 @@ def check_uris(uris: Sequence[str], argument: str = "path") -> str:
         settled = _settling_prefix(check_uri(uris[0], argument))
         if settled is not None and all_start_with(joined, len(uris), settled):
             return joined
-    settled = None
     for uri in uris:
-        if settled is not None and type(uri) is str and uri.startswith(settled) and "\0" not in uri:
-            continue
         check_uri(uri, argument)
-        settled = _settling_prefix(uri)
     return joined
 
 
@@ -173,6 +171,14 @@ def parse_uri(uri: str) -> URI:
     if slash < 0:
         return URI(match.group(1), rest, "")
     return URI(match.group(1), rest[:slash], rest[slash:])
+
+
+def scheme_part(uri: str) -> str:
+    """What comes before the first ``://`` of uri, or "": its scheme if uri
+    is valid, unchecked (a lookup among served schemes needs no check: a
+    malformed one is never among them)."""
+    end = uri.find("://")
+    return uri[:end] if end >= 0 else ""
 
 
 def scheme_of(uri: str, argument: str = "path") -> str:

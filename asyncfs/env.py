@@ -300,11 +300,7 @@ class Env:
         :func:`asyncfs._uri.check_uri`); only a scheme not served yet takes
         the full check here."""
         text = os.fspath(uri)
-        if type(text) is str:  # what comes before "://" names a filesystem only if one serves it
-            end = text.find("://")
-            fs = self._filesystems.get(text[:end] if end >= 0 else "")
-        else:
-            fs = None
+        fs = self._filesystems.get(_uri.scheme_part(text)) if type(text) is str else None
         return (self.filesystem(text) if fs is None else fs), text
 
     # ---- what it did ----------------------------------------------------------------

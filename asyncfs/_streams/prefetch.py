@@ -45,7 +45,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from .._sync import ModularFileSystem, scratch
-from .._uri import all_start_with
+from .._uri import all_start_with, scheme_part
 from ..errors import InvalidArgumentError, StatusError, UnknownSchemeError
 from .lines import Handover
 from .streams import Opener
@@ -263,25 +263,19 @@ def _follow_weakly(
     return None if alive is None else alive._follow(fs, started, result)
 
 
-def _scheme_part(path: str) -> str:
-    """What comes before ``://`` (the scheme, if the path is valid), or ""."""
-    end = path.find("://")
-    return path[:end] if end >= 0 else ""
-
-
 def _one_scheme(paths: list[str]) -> bool:
-    """Whether every path has the first one's _scheme_part: checked over
+    """Whether every path has the first one's scheme_part: checked over
     them joined, in C, in the usual cases (plain paths; URIs of one scheme),
     path by path otherwise."""
     joined = "\0".join(paths)
     if paths:
-        scheme = _scheme_part(paths[0])
+        scheme = scheme_part(paths[0])
         if scheme:  # each starts with the same "scheme://" (none has a "://" before it)
             if all_start_with(joined, len(paths), f"{scheme}://"):
                 return True
         elif all_start_with(joined, len(paths), "") and "://" not in joined:  # plain paths, none with a NUL
             return True
-    return len({_scheme_part(path) for path in paths}) <= 1
+    return len({scheme_part(path) for path in paths}) <= 1
 
 
 # A group's size on a local filesystem: about GROUP_SECONDS of reading
@@ -656,16 +650,16 @@ class Prefetch(_Items):
         """Up to size startable files from first on, all of first's scheme
         (the same scheme is the same filesystem; each path is checked in full
         where it is read), now started: their indices and paths."""
-        scheme = _scheme_part(self._paths[first])
+        scheme = scheme_part(self._paths[first])
         if self._retrying:  # files the budget refused: now and then, one by one
             group = [heapq.heappop(self._retrying)]
-            while len(group) < size and self._retrying and _scheme_part(self._paths[self._retrying[0]]) == scheme:
+            while len(group) < size and self._retrying and scheme_part(self._paths[self._retrying[0]]) == scheme:
                 group.append(heapq.heappop(self._retrying))
             return group, [self._paths[i] for i in group]
         # the next ones never started: a run of the list
         end = min(first + size, len(self._paths))
         if not self._one_scheme:
-            end = next((i for i in range(first + 1, end) if _scheme_part(self._paths[i]) != scheme), end)
+            end = next((i for i in range(first + 1, end) if scheme_part(self._paths[i]) != scheme), end)
         self._fresh = end
         return range(first, end), self._paths[first:end]
 

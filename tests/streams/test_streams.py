@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import asyncfs
-from asyncfs import tfrecord
+from asyncfs import _uri, tfrecord
 from asyncfs._streams import streams
 from asyncfs._streams import tfrecord as _tfrecord
 
@@ -1000,9 +1000,9 @@ _PATH = st.builds(lambda *parts: "".join(parts), _PATH_PART, st.sampled_from([""
 def test_a_run_of_paths_is_one_scheme_when_each_path_says_so(paths: list[str]) -> None:
     """prefetch's check over a list joined (in C) answers as a check path
     by path would."""
-    from asyncfs._streams.prefetch import _one_scheme, _scheme_part  # noqa: PLC0415 (what is tested is private)
+    from asyncfs._streams.prefetch import _one_scheme  # noqa: PLC0415 (what is tested is private)
 
-    assert _one_scheme(paths) == (len({_scheme_part(path) for path in paths}) <= 1)
+    assert _one_scheme(paths) == (len({_uri.scheme_part(path) for path in paths}) <= 1)
 
 
 async def test_prefetch_through_a_plugin_with_only_the_core_ops(registry: asyncfs.Registry, tmp_path: Path) -> None:
