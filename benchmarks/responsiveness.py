@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import itertools
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -216,6 +217,7 @@ def bench_blocked_call(paths: list[str]) -> Row:
     with contextlib.suppress(OSError):
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # release it
     env.close(timeout=5)
+    shutil.rmtree(folder, ignore_errors=True)
     row = Row(f"{len(paths)} reads in 64 lanes, with one call blocked forever in the mix", "s")
     row.results["without"] = base
     row.results["with the blocked call"] = blocked

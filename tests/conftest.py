@@ -8,6 +8,7 @@ library given as ``--plugin PATH:SCHEME[:ROOT]``.
 
 from __future__ import annotations
 
+import atexit
 import ctypes.util
 import os
 import shutil
@@ -43,9 +44,16 @@ FIXTURES = TESTS / "fixtures"  # files made elsewhere (TensorFlow's records, old
 TEST_PLUGINS = TESTS / "plugins"  # the C sources of the test plugins
 SUPPORT = TESTS / "support"  # what the tests and benchmarks run beside asyncfs (importable as support)
 
-# The private plugin copies the loader makes (asyncfs/_plugin_copy.py) go to
-# a folder of this run, not the user's cache: the suite builds many plugins.
-os.environ.setdefault("ASYNCFS_CACHE_DIR", tempfile.mkdtemp(prefix="asyncfs-test-cache-"))
+# The private plugin copies the loader makes (asyncfs/_plugins/copies.py) go
+# to a folder of this run, not the user's cache: the suite builds many
+# plugins. The folder goes when the run ends (the copies loaded stay mapped).
+if "ASYNCFS_CACHE_DIR" not in os.environ:
+    os.environ["ASYNCFS_CACHE_DIR"] = tempfile.mkdtemp(prefix="asyncfs-test-cache-")
+
+    @atexit.register
+    def _remove_cache(folder: str = os.environ["ASYNCFS_CACHE_DIR"], owner: int = os.getpid()) -> None:
+        if os.getpid() == owner:  # not a forked child's exit
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _working_compiler() -> str | None:

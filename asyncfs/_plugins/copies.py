@@ -15,9 +15,9 @@ The original file is never changed, so TensorFlow can load it too, bound to
 itself; the two instances share nothing. Copies are cached by content in
 ``$ASYNCFS_CACHE_DIR``, else ``$XDG_CACHE_HOME/asyncfs``, else
 ``~/.cache/asyncfs``, when that folder is this user's and no one else may
-write it (a private temporary folder otherwise); a copy is checked, byte
-for byte, through the descriptor it is then loaded by, so no other process
-can slip other code in between. Each use touches a copy, and copies unused
+write it (a private temporary folder otherwise, removed when the process
+ends); a copy is checked, byte for byte, through the descriptor it is then
+loaded by, so no other process can slip other code in between. Each use touches a copy, and copies unused
 for 30 days are removed when a new one is written.
 A dependency the plugin finds through ``$ORIGIN`` (bundled beside it, as
 auditwheel does) is loaded from beside the original first.
@@ -25,10 +25,12 @@ auditwheel does) is loaded from beside the original first.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import hashlib
 import os
+import shutil
 import stat
 import tempfile
 import time
@@ -154,11 +156,19 @@ def _cached(data: bytes, name: str) -> tuple[int, Path]:
             os.close(folder)
     if not _fallback:
         _fallback.append(Path(tempfile.mkdtemp(prefix="asyncfs-plugins-")))
+        atexit.register(_remove_fallback, os.getpid())
     folder = open_private_folder(_fallback[0], create=False)
     try:
         return _store(folder, _fallback[0], digest, name, data)
     finally:
         os.close(folder)
+
+
+def _remove_fallback(owner: int) -> None:
+    """The private temporary folder goes when the process that made it ends
+    (the copies loaded from it stay mapped); a forked child leaves it."""
+    if os.getpid() == owner:
+        shutil.rmtree(_fallback[0], ignore_errors=True)
 
 
 def _prune(root: Path, before: float) -> None:

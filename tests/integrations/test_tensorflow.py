@@ -43,11 +43,11 @@ assert g.isdir("mem:///tf/a") and not g.exists("mem:///tf/none")
 g.rename("mem:///tf/a/x.txt", "mem:///tf/a/y.txt")
 lines = [l.numpy() for l in tf.data.TextLineDataset(["mem:///tf/a/y.txt"])]
 assert lines == [b"line one", b"line two"], lines
-d = tempfile.mkdtemp()
-with g.GFile(f"demo://{d}/z.txt", "w") as f:
-    f.write("demo")
-assert g.listdir(f"demo://{d}") == ["z.txt"]
-assert g.glob(f"demo://{d}/*.txt") == [f"demo://{d}/z.txt"]
+with tempfile.TemporaryDirectory() as d:
+    with g.GFile(f"demo://{d}/z.txt", "w") as f:
+        f.write("demo")
+    assert g.listdir(f"demo://{d}") == ["z.txt"]
+    assert g.glob(f"demo://{d}/*.txt") == [f"demo://{d}/z.txt"]
 print("ok")
 """
 

@@ -81,6 +81,36 @@ def test_an_unwritable_cache_falls_back_to_a_private_temporary_folder(
     assert not copy.is_relative_to(blocker) and copy.exists()
 
 
+def test_the_private_temporary_folder_goes_when_the_process_ends(tmp_path: Path) -> None:
+    """A process that could not use the cache leaves nothing in /tmp: the
+    folder its copies were written to is removed when it exits, and a
+    forked child's exit leaves it to the parent."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    script = """
+import os, asyncfs
+fs = asyncfs.get_filesystem("mem://")
+fs.write_file("mem://x", b"ok")
+copy = os.readlink(f"/proc/self/fd/{next(iter(asyncfs._plugins.copies._held.values()))}")
+child = os.fork()
+if child == 0:
+    raise SystemExit(0)  # an exit that runs atexit, as a forked worker's may
+os.waitpid(child, 0)
+print(copy, os.path.exists(copy), fs.read_file("mem://x").decode())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, _plugin_copy.CACHE_DIR_ENV: str(blocker)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    copy, there_after_the_child, read = done.stdout.split()
+    assert not Path(copy).is_relative_to(blocker)
+    assert (there_after_the_child, read) == ("True", "ok")
+    assert not Path(copy).parent.parent.exists()
+
+
 def test_a_file_that_is_not_elf_is_opened_as_given(tmp_path: Path) -> None:
     text = tmp_path / "libtext.so"
     text.write_text("not a library")
