@@ -127,7 +127,7 @@ static int from_tenant(void* arg, objstore_token* out, TF_Status* status) {
                   "urn:ietf:params:oauth:client-assertion-type:jwt-bearer") != 0 ||
         form_pair(&form, "client_assertion", assertion) != 0)) ||
       plugin_buf_append(&form, "", 1) != 0) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "az: out of memory");
+    plugin_set_oom(status);
   } else {
     struct curl_slist* headers = curl_slist_append(NULL, "Content-Type: application/x-www-form-urlencoded");
     rc = objstore_token_ask(a->fs->store.engine, &cfg->transport, url, form.data, headers, 0, out, status);
@@ -161,7 +161,7 @@ static int from_metadata(void* arg, objstore_token* out, TF_Status* status) {
       plugin_buf_append(&url, "", 1) == 0)
     rc = objstore_token_ask(a->fs->store.engine, &probe, url.data, NULL, headers, 1, out, status);
   else
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "az: out of memory");
+    plugin_set_oom(status);
   curl_slist_free_all(headers);
   plugin_buf_free(&url);
   return rc;

@@ -78,7 +78,7 @@ static int commit(objstore_upload* u, TF_Status* status) {
             plugin_buf_append(&c->base.body, "</Latest>", 9) != 0;
     }
     if (bad || plugin_buf_append(&c->base.body, "</BlockList>", 12) != 0) {
-      TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "az: out of memory");
+      plugin_set_oom(status);
     } else {
       x.body = c->base.body.data;
       x.body_len = c->base.body.len;

@@ -25,8 +25,6 @@
 #include "az_internal.h"
 #include "objstore_xml.h"
 
-#define OOM(status) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "az: out of memory")
-
 /* ---- where a container lives ----------------------------------------------------------- */
 
 static void copy_text(char* out, size_t cap, const char* s, size_t n) {
@@ -146,7 +144,7 @@ az_call* az_call_bind(az_fs* fs, const char* method, const char* bucket, const c
   if ((*c->target.container && (text(&c->path, "/") != 0 || objstore_url_encode(&c->path, c->target.container, 0) != 0)) ||
       (key != NULL && *key && (text(&c->path, "/") != 0 || objstore_url_encode(&c->path, key, 1) != 0)) ||
       (c->path.len == 0 && text(&c->path, "/") != 0)) {
-    OOM(status);
+    plugin_set_oom(status);
     return NULL;
   }
   return c;
@@ -322,7 +320,7 @@ static int az_authorize(void* store, objstore_exchange* x, TF_Status* status) {
   x->authorized_until_ms = objstore_now_ms() + 5 * 60 * 1000; /* x-ms-date stays valid 15 min */
   return 0;
 oom:
-  OOM(status);
+  plugin_set_oom(status);
   return -1;
 }
 
@@ -381,7 +379,7 @@ static int az_object_request(void* store, const char* path, const char* range,
   if (c == NULL) return -1;
   if ((range != NULL && az_header(c, "Range", range) != 0) ||
       (if_match != NULL && *if_match && az_header(c, "If-Match", if_match) != 0)) {
-    OOM(status);
+    plugin_set_oom(status);
     return -1;
   }
   return 0;
@@ -392,7 +390,7 @@ int az_put_request(void* store, const char* path, const char* data, size_t len, 
   az_call* c = bind_blob(store, "PUT", path, "write", x, status);
   if (c == NULL) return -1;
   if (az_header(c, "x-ms-blob-type", "BlockBlob") != 0) {
-    OOM(status);
+    plugin_set_oom(status);
     return -1;
   }
   x->body = len > 0 ? data : "";
@@ -434,7 +432,7 @@ static int tree_request(void* store, const void* config, objstore_tree_request k
     failed = kind == OBJSTORE_CREATE && (az_header(c, "If-None-Match", "*") != 0 ||
                                          az_header(c, "x-ms-blob-type", "BlockBlob") != 0);
   if (failed) {
-    OOM(status);
+    plugin_set_oom(status);
     return -1;
   }
   if (kind == OBJSTORE_CREATE) {
@@ -467,7 +465,7 @@ static int list_request(void* store, const void* config, const char* bucket, con
            (*prefix && az_param(c, "prefix", prefix) != 0) ||
            (*bucket && az_param(c, "restype", "container") != 0);
   if (failed) {
-    OOM(status);
+    plugin_set_oom(status);
     return -1;
   }
   return 0;
@@ -539,7 +537,7 @@ static int copy(void* store, const void* config, const char* src_bucket, const c
       plugin_buf_append(&source, src->path.data, src->path.len) != 0 ||
       (*src->target.sas && (text(&source, "?") != 0 || text(&source, src->target.sas) != 0)) ||
       plugin_buf_append(&source, "", 1) != 0) {
-    if (src != NULL) OOM(status);
+    if (src != NULL) plugin_set_oom(status);
     az_release_request(fs, &x);
     plugin_buf_free(&source);
     return -1;
@@ -547,7 +545,7 @@ static int copy(void* store, const void* config, const char* src_bucket, const c
   az_release_request(fs, &x);
   if (az_object_call(fs, "PUT", dst_bucket, dst_key, &x, &resp, &c, status) == 0) {
     if (az_header(c, "x-ms-copy-source", source.data) != 0) {
-      OOM(status);
+      plugin_set_oom(status);
     } else {
       x.body = "";
       x.body_len = 0;

@@ -160,9 +160,7 @@ int plugin_listing_release(plugin_listing* listing, char*** entries,
 
 void plugin_set_ok(TF_Status* status) { TF_SetStatus(status, TF_OK, ""); }
 
-void plugin_set_oom(TF_Status* status) {
-  TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
-}
+void plugin_set_oom(TF_Status* status) { TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory"); }
 
 int plugin_buf_append(plugin_buf* b, const char* data, size_t n) {
   if (b->len + n + 1 > b->cap) {

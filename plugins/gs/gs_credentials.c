@@ -103,7 +103,7 @@ static int signed_jwt(const char* doc, const char* email, const char* audience, 
   rc = 0;
   goto done;
 oom:
-  TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+  plugin_set_oom(status);
 done:
   free(signature);
   EVP_MD_CTX_free(ctx);

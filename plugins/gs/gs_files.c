@@ -57,7 +57,7 @@ static gs_call* session_call(gs_writer* w, objstore_exchange* x, objstore_respon
   if (c == NULL) return NULL;
   c->base.url.len = 0;
   if (gs_url_text(c, w->session) != 0) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    plugin_set_oom(status);
     return NULL;
   }
   return c;
@@ -78,7 +78,7 @@ static int open_session(objstore_upload* u, TF_Status* status) {
       gs_header(c, "Content-Type", "application/json") != 0 ||
       plugin_buf_append(&c->base.body, "{\"name\":", 8) != 0 || gs_json_string(&c->base.body, sent_key(w)) != 0 ||
       plugin_buf_append(&c->base.body, "}", 1) != 0) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    plugin_set_oom(status);
     goto done;
   }
   x.body = c->base.body.data;
@@ -90,7 +90,7 @@ static int open_session(objstore_upload* u, TF_Status* status) {
     goto done;
   }
   if ((w->session = strdup(resp.location)) == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    plugin_set_oom(status);
     goto done;
   }
   rc = 0;
@@ -177,7 +177,7 @@ static int chunk_request(gs_writer* w, const objstore_part* p, size_t from, objs
   if (p->total >= 0) snprintf(range + strlen(range), sizeof range - strlen(range), "%lld", (long long)p->total);
   else snprintf(range + strlen(range), sizeof range - strlen(range), "*");
   if (gs_header(c, "Content-Range", range) != 0) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   x->body = p->data + from;
@@ -269,7 +269,7 @@ static int object_request(gs_writer* w, const char* method, const char* key, con
   if (c == NULL) return -1;
   if (gs_url_text(c, "/storage/v1/b/") != 0 || gs_url_encoded(c, w->upload.bucket) != 0 ||
       gs_url_text(c, "/o/") != 0 || gs_url_encoded(c, key) != 0 || gs_url_text(c, rest) != 0) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   return 0;
@@ -293,7 +293,7 @@ static int compose(objstore_upload* u, TF_Status* status) {
       text(&body, ",\"objectPrecondition\":{\"ifGenerationMatch\":") != 0 ||
       text(&body, w->generation) != 0 || text(&body, "}},{\"name\":") != 0 ||
       gs_json_string(&body, sent_key(w)) != 0 || text(&body, "}],\"destination\":{}}") != 0) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    plugin_set_oom(status);
   } else if (object_request(w, "POST", u->key, "/compose", &x, &resp, status) == 0 &&
              gs_header((gs_call*)x.store_request, "Content-Type", "application/json") == 0) {
     x.body = body.data;
@@ -376,7 +376,7 @@ static int keep_by_compose(objstore_upload* u, objstore_reader* old, TF_Writable
   (void)file;
   if (size < w->cfg->upload_threshold || *generation == '\0') return 0;
   if ((w->temp_path = malloc(n)) == NULL || plugin_random_hex(hex, sizeof hex) != 0) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   snprintf(w->temp_path, n, "%.*s.tmpcompose/%s.%s", (int)dir, u->path, u->path + dir, hex);

@@ -54,7 +54,7 @@ gs_call* gs_call_bind(gs_fs* fs, const char* method, const char* bucket, const c
   c->fs = fs;
   c->cfg = c->base.config;
   if (append_endpoint(c) != 0) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    plugin_set_oom(status);
     return NULL;
   }
   return c;
@@ -78,7 +78,7 @@ static gs_call* bind_object(gs_fs* fs, const char* method, const char* bucket, c
   gs_call* c = gs_call_bind(fs, method, bucket, key, x, status);
   if (c == NULL) return NULL;
   if (object_url(c, "/storage/v1", bucket, key) != 0) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    plugin_set_oom(status);
     return NULL;
   }
   return c;
@@ -115,7 +115,7 @@ static int gs_authorize(void* store, objstore_exchange* x, TF_Status* status) {
   x->headers = c->base.sent;
   return 0;
 oom:
-  TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+  plugin_set_oom(status);
   return -1;
 }
 
@@ -176,7 +176,7 @@ static int gs_object_request(void* store, const char* path, const char* range,
            (if_match != NULL &&
             (gs_url_text(c, "&ifGenerationMatch=") != 0 || gs_url_encoded(c, if_match) != 0));
   if (failed) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   return 0;
@@ -249,7 +249,7 @@ int gs_upload_request(gs_fs* fs, const char* bucket, const char* key, const char
       plugin_buf_append(&c->base.body, media, sizeof media - 1) != 0 ||
       (len > 0 && plugin_buf_append(&c->base.body, data, len) != 0) ||
       plugin_buf_append(&c->base.body, end, sizeof end - 1) != 0) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   /* the upload is named by the object, not by the URL */
@@ -275,7 +275,7 @@ static int tree_request(void* store, const void* config, objstore_tree_request k
         (*c->cfg->location && (plugin_buf_append(&c->base.body, ",\"location\":", 12) != 0 ||
                                gs_json_string(&c->base.body, c->cfg->location) != 0)) ||
         plugin_buf_append(&c->base.body, "}", 1) != 0) {
-      TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+      plugin_set_oom(status);
       return -1;
     }
     x->body = c->base.body.data;
@@ -284,7 +284,7 @@ static int tree_request(void* store, const void* config, objstore_tree_request k
   }
   c = bind_object(fs, kind == OBJSTORE_STAT ? "GET" : "DELETE", bucket, *key ? key : NULL, x, status);
   if (c != NULL && kind == OBJSTORE_STAT && *key && gs_url_text(c, "?fields=size,updated") != 0) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   return c == NULL ? -1 : 0;
@@ -335,7 +335,7 @@ static int list_request(void* store, const void* config, const char* bucket, con
   failed = failed || gs_url_text(c, "&maxResults=") != 0 || gs_url_text(c, number) != 0 ||
            (token != NULL && (gs_url_text(c, "&pageToken=") != 0 || gs_url_encoded(c, token) != 0));
   if (failed) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   return 0;
@@ -378,7 +378,7 @@ bad:
   TF_SetStatus(status, TF_DATA_LOSS, "gs: a listing page that is not GCS's JSON");
   return -1;
 oom:
-  TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+  plugin_set_oom(status);
   return -1;
 }
 
@@ -401,7 +401,7 @@ static int copy(void* store, const void* config, const char* src_bucket, const c
     if (c == NULL || gs_url_text(c, "/rewriteTo") != 0 || object_url(c, "", dst_bucket, dst_key) != 0 ||
         (token != NULL && (gs_url_text(c, "?rewriteToken=") != 0 || gs_url_encoded(c, token) != 0)) ||
         gs_header(c, "Content-Type", "application/json") != 0) {
-      if (c != NULL) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "gs: out of memory");
+      if (c != NULL) plugin_set_oom(status);
       gs_release_request(fs, &x);
       objstore_response_free(&resp);
       break;

@@ -112,7 +112,7 @@ static http_call* call_new(http_fs* fs, const char* path, int folder, TF_Status*
   http_call* c = calloc(1, sizeof *c);
   if (c == NULL || (c->url = url_of(fs, path, folder)) == NULL) {
     free(c);
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     return NULL;
   }
   c->fs = fs;
@@ -165,7 +165,7 @@ static int http_authorize(void* store, objstore_exchange* x, TF_Status* status) 
     }
   }
   if (failed) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   x->url = (char*)url;
@@ -269,7 +269,7 @@ static void fs_init(TF_Filesystem* filesystem, const char* scheme, TF_Status* st
   fs->engine = objstore_engine_new(&http_store, fs);
   if (fs->engine == NULL) {
     plugin_fs_free(filesystem);
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "http: out of memory");
+    plugin_set_oom(status);
   }
 }
 
@@ -426,7 +426,7 @@ static int list_folder(const TF_Filesystem* filesystem, const char* path, plugin
   if (rc == 0 &&
       http_index_children(resp.body.data != NULL ? resp.body.data : "", resp.body.len,
                           resp.redirected_to != NULL ? resp.redirected_to : c->url, listing) != 0) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     rc = -1;
   }
   objstore_response_free(&resp);

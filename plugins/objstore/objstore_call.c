@@ -14,7 +14,6 @@ void* objstore_call_new(size_t size, objstore_fs* fs, const char* method, const 
                         objstore_exchange* x, TF_Status* status) {
   objstore_call* c = calloc(1, size);
   size_t n = strlen(method) + strlen(fs->scheme) + strlen(bucket) + (key != NULL ? strlen(key) : 0) + 8;
-  char msg[64];
   if (c != NULL) {
     c->fs = fs;
     c->config = plugin_config_acquire(&fs->base.config);
@@ -26,8 +25,7 @@ void* objstore_call_new(size_t size, objstore_fs* fs, const char* method, const 
       return c;
     }
   }
-  snprintf(msg, sizeof msg, "%s: out of memory", fs->scheme);
-  TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, msg);
+  plugin_set_oom(status);
   return NULL;
 }
 

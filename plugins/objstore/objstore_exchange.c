@@ -465,7 +465,7 @@ int objstore_object_of(const char* scheme, const char* holder, const char* what,
   char msg[600];
   char *p, *slash;
   if ((*copy = strdup(path)) == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   p = *copy;
@@ -533,7 +533,7 @@ int objstore_follow(objstore_exchange* x, TF_Status* status) {
   curl_free(next);
   curl_url_cleanup(u);
   if (x->resp->redirected_to == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   if (x->resp->http == 303) x->method = strcmp(x->method, "HEAD") == 0 ? "HEAD" : "GET";

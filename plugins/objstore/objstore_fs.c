@@ -24,10 +24,8 @@ void* objstore_fs_create(TF_Filesystem* filesystem, size_t size, const plugin_sc
   fs->credential_source = spec->credential_source;
   fs->engine = objstore_engine_new(spec->store, fs);
   if (fs->engine == NULL) {
-    char msg[64];
     plugin_fs_free(filesystem);
-    snprintf(msg, sizeof msg, "%s: out of memory", spec->store->name);
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, msg);
+    plugin_set_oom(status);
     return NULL;
   }
   return fs;
@@ -263,7 +261,7 @@ int objstore_fs_read_back(objstore_reader* r, const TF_WritableFileOps* ops, con
     size_t want = (size_t)(size - at < piece_cap ? size - at : piece_cap);
     char* piece = malloc(want);
     int64_t got = piece != NULL ? objstore_reader_read(r, (uint64_t)at, want, piece, status) : -1;
-    if (piece == NULL) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    if (piece == NULL) plugin_set_oom(status);
     else if (got == (int64_t)want) ops->append(file, piece, want, status);
     else if (TF_GetCode(status) == TF_OK) TF_SetStatus(status, TF_DATA_LOSS, "the object shrank while it was read back");
     free(piece);

@@ -117,7 +117,7 @@ objstore_reader* objstore_reader_open(objstore_engine* e, const objstore_setting
   int plain;
   if (r == NULL || (r->path = strdup(path)) == NULL) {
     free(r);
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     return NULL;
   }
   r->engine = e;
@@ -127,7 +127,7 @@ objstore_reader* objstore_reader_open(objstore_engine* e, const objstore_setting
   r->settings.ca_bundle = strdup(settings->ca_bundle != NULL ? settings->ca_bundle : "");
   if (r->settings.ca_bundle == NULL) {
     objstore_reader_free(r);
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     return NULL;
   }
   r->part_size = part_size > 0 ? part_size : 8 << 20;
@@ -205,7 +205,7 @@ static int read_span(objstore_reader* r, int64_t offset, int64_t n, char* out, T
   objstore_response* resps = calloc((size_t)chunks, sizeof *resps);
   TF_Status** statuses = calloc((size_t)chunks, sizeof *statuses);
   if (xs == NULL || resps == NULL || statuses == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     rc = -1;
     goto done;
   }
@@ -291,7 +291,7 @@ static int read_blocks(objstore_reader* r, int64_t offset, int64_t n, int64_t ex
       int64_t start = run_first * bs, end = b * bs < r->size ? b * bs : r->size, k;
       char* buf = malloc((size_t)(end - start));
       if (buf == NULL) {
-        TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+        plugin_set_oom(status);
         return -1;
       }
       if (read_span(r, start, end - start, buf, status) != 0) {
@@ -345,7 +345,7 @@ int64_t objstore_reader_read(objstore_reader* r, uint64_t offset, size_t n, char
     int64_t len = r->size - at < window ? r->size - at : window;
     char* got = malloc((size_t)len);
     if (got == NULL) {
-      TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+      plugin_set_oom(status);
       rc = -1;
     } else if ((rc = read_span(r, at, len, got, status)) == 0) {
       memcpy(buffer + copied, got, (size_t)rest);
@@ -399,7 +399,7 @@ void objstore_map(objstore_reader* r, TF_ReadOnlyMemoryRegion* out, TF_Status* s
     snprintf(msg, sizeof msg, "map %s: an empty file has no region", name);
     TF_SetStatus(status, TF_INVALID_ARGUMENT, msg);
   } else if (m == NULL || (m->data = malloc((size_t)r->size)) == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
   } else if (objstore_reader_read(r, 0, (size_t)r->size, m->data, status) == r->size) {
     m->length = (uint64_t)r->size;
     out->plugin_memory_region = m;
@@ -439,7 +439,7 @@ void objstore_read_objects(objstore_engine* e, const objstore_settings* settings
   int* path_of = calloc((size_t)(n > 0 ? n : 1), sizeof *path_of);
   int i, k, count = 0;
   if (xs == NULL || resps == NULL || sent == NULL || path_of == NULL) {
-    for (i = 0; i < n; ++i) TF_SetStatus(statuses[i], TF_RESOURCE_EXHAUSTED, "out of memory");
+    for (i = 0; i < n; ++i) plugin_set_oom(statuses[i]);
     goto done;
   }
   for (i = 0; i < n; ++i) {

@@ -692,7 +692,7 @@ int objstore_run_many(objstore_engine* e, const objstore_settings* settings, int
   if (n <= 0) return 0;
   batch = malloc((size_t)n * sizeof *batch);
   if (batch == NULL) {
-    for (i = 0; i < n; ++i) TF_SetStatus(statuses[i], TF_RESOURCE_EXHAUSTED, "out of memory");
+    for (i = 0; i < n; ++i) plugin_set_oom(statuses[i]);
     return -1;
   }
   for (count = i = 0; i < n; ++i) {
@@ -730,7 +730,7 @@ int objstore_start(objstore_engine* e, const objstore_settings* settings, objsto
                    TF_Status* status) {
   x->own_group = malloc(sizeof *x->own_group);
   if (x->own_group == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   group_init(x->own_group, 0);

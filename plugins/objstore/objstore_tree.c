@@ -879,7 +879,7 @@ static int delete_keys(const objstore_tree* t, const char* bucket, char** keys, 
     if (made == m) objstore_run_many(t->engine, t->settings, m, xs, statuses);
     for (i = 0; i < m; ++i) {
       int gone = i < made && (TF_GetCode(statuses[i]) == TF_OK || resps[i].http == 404);
-      if (i >= made) TF_SetStatus(statuses[i], TF_RESOURCE_EXHAUSTED, "out of memory");
+      if (i >= made) plugin_set_oom(statuses[i]);
       if (!gone) {
         ++failed;
         if (!recorded++) TF_SetStatus(status, TF_GetCode(statuses[i]), TF_Message(statuses[i]));

@@ -11,12 +11,6 @@
 
 static const char* scheme_of(const objstore_upload* u) { return objstore_engine_store(u->engine)->name; }
 
-static void set_oom(const objstore_upload* u, TF_Status* status) {
-  char msg[64];
-  snprintf(msg, sizeof msg, "%s: out of memory", scheme_of(u));
-  TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, msg);
-}
-
 /* ---- parts --------------------------------------------------------------------------- */
 
 /* A part's buffer, done with: kept for reuse when it has the size parts
@@ -87,7 +81,7 @@ static int start_part(objstore_upload* u, const char* data, size_t len, char* bu
   p = calloc(1, sizeof *p);
   if (p == NULL || (p->status = TF_NewStatus()) == NULL) {
     free(p);
-    set_oom(u, status);
+    plugin_set_oom(status);
     goto fail;
   }
   p->number = u->parts + 1;
@@ -99,7 +93,7 @@ static int start_part(objstore_upload* u, const char* data, size_t len, char* bu
   p->room = room;
   objstore_exchange_init(&p->x, &p->resp, "PUT", NULL);
   if (u->hooks->part_request(u, p, status) != 0) {
-    if (TF_GetCode(status) == TF_OK) set_oom(u, status);
+    if (TF_GetCode(status) == TF_OK) plugin_set_oom(status);
     if (p->x.store_request != NULL)
       objstore_engine_store(u->engine)->release_request(objstore_engine_store_ctx(u->engine), &p->x);
     TF_DeleteStatus(p->status);
@@ -144,7 +138,7 @@ static int make_room(objstore_upload* u, size_t need, TF_Status* status) {
   if (room > u->cap) room = u->cap;
   grown = realloc(u->buf, room);
   if (grown == NULL) {
-    set_oom(u, status);
+    plugin_set_oom(status);
     return -1;
   }
   u->buf = grown;
@@ -307,7 +301,7 @@ objstore_upload* objstore_upload_new(size_t size, const objstore_upload_hooks* h
   objstore_upload* u = calloc(1, size);
   char* slash;
   if (u == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     return NULL;
   }
   u->hooks = hooks;
@@ -320,7 +314,7 @@ objstore_upload* objstore_upload_new(size_t size, const objstore_upload_hooks* h
   u->path = strdup(path);
   u->bucket = strdup(path + strspn(path, "/"));
   if (u->error.status == NULL || u->path == NULL || u->bucket == NULL) {
-    set_oom(u, status);
+    plugin_set_oom(status);
     goto fail;
   }
   slash = strchr(u->bucket, '/');

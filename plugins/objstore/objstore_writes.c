@@ -64,7 +64,7 @@ void objstore_write_objects(objstore_engine* e, const objstore_settings* setting
   TF_Status** sent = calloc(m, sizeof *sent);
   int i, k, count = 0;
   if (xs == NULL || resps == NULL || sent == NULL) {
-    for (i = 0; i < n; ++i) TF_SetStatus(statuses[i], TF_RESOURCE_EXHAUSTED, "out of memory");
+    for (i = 0; i < n; ++i) plugin_set_oom(statuses[i]);
     goto done;
   }
   for (i = 0; i < n; ++i) {

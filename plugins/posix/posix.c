@@ -64,7 +64,7 @@ int posix_make_dirs(const char* path, TF_Status* status) {
   char* p;
   struct stat st;
   if (buf == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   /* Create each prefix in turn; an existing prefix must be a directory. */
@@ -526,7 +526,7 @@ static int fs_get_matching_paths(const TF_Filesystem* filesystem,
   if (g == NULL || pattern == NULL) {
     free(g);
     plugin_memory_free(pattern);
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   g->out = &list;
@@ -544,7 +544,7 @@ static int fs_get_matching_paths(const TF_Filesystem* filesystem,
   plugin_memory_free(pattern);
   if (failed || plugin_strlist_prefix(&list, uri_pattern, prefix) != 0) {
     plugin_strlist_free(&list);
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   plugin_strlist_sort(&list);

@@ -294,7 +294,7 @@ static int make_reader(int fd, const struct stat* st, TF_RandomAccessFile* file,
   posix_reader* r = malloc(sizeof *r);
   if (r == NULL) {
     close(fd);
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   r->fd = fd;
@@ -351,7 +351,7 @@ void posix_open_writer(const TF_Filesystem* filesystem, const char* path, int fl
   w = malloc(sizeof *w);
   if (w == NULL) {
     close(fd);
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     return;
   }
   w->fd = fd;
@@ -398,7 +398,7 @@ void posix_new_read_only_memory_region_from_file(
   r = malloc(sizeof *r);
   if (r == NULL) {
     munmap(address, (size_t)st.st_size);
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     return;
   }
   r->address = address;

@@ -465,7 +465,7 @@ static int lock_root(posix_locks* locks, const char* canonical,
   char msg[4200];
   locks->fds = malloc((n + 1) * sizeof(int));
   if (locks->fds == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   for (i = 1; i <= n; ++i) {
@@ -510,7 +510,7 @@ int posix_check_staged_path(const TF_Filesystem* filesystem, const char* path,
   if (base == 0) return 0;
   copy = strdup(path);
   if (copy == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   {

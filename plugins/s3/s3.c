@@ -81,7 +81,7 @@ int s3_get_file_attributes(const TF_Filesystem* filesystem, const char* path, ch
       bad = plugin_strlist_push(&out_names, a->names.items[i], strlen(a->names.items[i])) != 0 ||
             plugin_strlist_push(&out_values, a->values.items[i], strlen(a->values.items[i])) != 0;
     if (bad) {
-      TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+      plugin_set_oom(status);
     } else {
       count = plugin_strlist_release(&out_names, names);
       plugin_strlist_release(&out_values, values);

@@ -253,7 +253,7 @@ int s3_execute_many(s3_fs* fs, const s3_config* cfg, int n, const s3_request* re
   xs = malloc((size_t)n * sizeof *xs);
   calls = malloc((size_t)n * sizeof *calls);
   if (xs == NULL || calls == NULL) {
-    for (i = 0; i < n; ++i) TF_SetStatus(statuses[i], TF_RESOURCE_EXHAUSTED, "s3: out of memory");
+    for (i = 0; i < n; ++i) plugin_set_oom(statuses[i]);
     free(xs);
     free(calls);
     return -1;

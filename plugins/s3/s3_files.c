@@ -44,7 +44,7 @@ static int reserve_etags(s3_writer* w, int number, TF_Status* status) {
   if (cap > S3_MAX_PARTS) cap = S3_MAX_PARTS;
   e = realloc(w->etags, (size_t)cap * sizeof *e);
   if (e == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "s3: out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   memset(e + w->etags_cap, 0, (size_t)(cap - w->etags_cap) * sizeof *e);
@@ -70,7 +70,7 @@ static void part_sent(objstore_upload* u, objstore_part* p) {
   s3_writer* w = (s3_writer*)u;
   if (TF_GetCode(p->status) != TF_OK) return;
   w->etags[p->number - 1] = strdup(p->resp.etag);
-  if (w->etags[p->number - 1] == NULL) TF_SetStatus(p->status, TF_RESOURCE_EXHAUSTED, "s3: out of memory");
+  if (w->etags[p->number - 1] == NULL) plugin_set_oom(p->status);
 }
 
 static int complete(objstore_upload* u, TF_Status* status) {
@@ -198,7 +198,7 @@ static int keep_by_copy(objstore_upload* u, objstore_reader* old, TF_WritableFil
   objstore_upload_skip(u, (int)whole, whole * copy_part);
   if (tail == 0) return 1;
   if ((rest = malloc((size_t)tail)) == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "s3: out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   if (objstore_reader_read(old, (uint64_t)(whole * copy_part), (size_t)tail, rest, status) == tail)

@@ -62,7 +62,7 @@ int s3_complete_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
   }
   if (plugin_buf_append(&body, "</CompleteMultipartUpload>", 26) != 0) {
     plugin_buf_free(&body);
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   s3_request_init(&req, &resp, "POST", dst->bucket, dst->key);
@@ -94,7 +94,7 @@ void s3_abort_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
 static char* copy_source(const s3_path* src, TF_Status* status) {
   size_t n = strlen(src->bucket) + strlen(src->key) + 2;
   char* source = malloc(n);
-  if (source == NULL) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+  if (source == NULL) plugin_set_oom(status);
   else snprintf(source, n, "%s/%s", src->bucket, src->key);
   return source;
 }
@@ -119,7 +119,7 @@ int s3_copy_parts(s3_fs* fs, const s3_config* cfg, const s3_path* src, int64_t l
   TF_Status** statuses = calloc((size_t)n, sizeof *statuses);
   if (source == NULL) goto done;
   if (parts == NULL || reqs == NULL || resps == NULL || statuses == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     goto done;
   }
   for (i = 0; i < n; ++i) {
@@ -141,7 +141,7 @@ int s3_copy_parts(s3_fs* fs, const s3_config* cfg, const s3_path* src, int64_t l
     etags[i] = strdup(etag != NULL ? etag : resps[i].etag);
     free(etag);
     if (etags[i] == NULL) {
-      TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+      plugin_set_oom(status);
       goto done;
     }
   }
@@ -181,7 +181,7 @@ int s3_copy_object(s3_fs* fs, const s3_config* cfg, const s3_path* src,
   }
   etags = calloc((size_t)parts, sizeof *etags);
   if (etags == NULL) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   upload_id = s3_create_multipart(fs, cfg, dst, NULL, status);
@@ -302,7 +302,7 @@ int s3_get_incomplete_writes(const TF_Filesystem* filesystem, const char* path,
   TF_SetStatus(status, TF_OK, "");
   goto done;
 oom:
-  TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+  plugin_set_oom(status);
 done:
   plugin_memory_free(times);
   plugin_strlist_free(&names);

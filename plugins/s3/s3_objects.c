@@ -24,7 +24,7 @@ int s3_path_parse(const char* path, s3_path* out, TF_Status* status) {
   out->key = strdup(slash);
   if (out->bucket == NULL || out->key == NULL) {
     s3_path_free(out);
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   if (*out->bucket != '\0' && strlen(out->bucket) < 3) {
@@ -175,7 +175,7 @@ int s3_attributes_set(s3_attributes* a, const char* const* names, const char* co
   }
   return 0;
 oom:
-  TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+  plugin_set_oom(status);
   return -1;
 }
 

@@ -49,7 +49,7 @@ static object_call* call_new(s3_fs* fs, const char* bucket, const char* key, TF_
   }
   return c;
 oom:
-  TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "s3: out of memory");
+  plugin_set_oom(status);
   return NULL;
 }
 
@@ -178,7 +178,7 @@ static int list_request(void* store, const void* config, const char* bucket, con
   c->token = token != NULL ? strdup(token) : NULL;
   if (c->prefix == NULL || (token != NULL && c->token == NULL)) {
     object_call_free(c);
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "s3: out of memory");
+    plugin_set_oom(status);
     return -1;
   }
   s3_list_request(&c->list, c->path.bucket, c->prefix, delimiter, max, c->token);
@@ -205,7 +205,7 @@ static int list_answer(void* store, const objstore_exchange* x, objstore_listing
     rc = plugin_strlist_push(&l->prefixes, page.prefixes.items[i], strlen(page.prefixes.items[i]));
   if (rc == 0 && page.truncated && page.next_token != NULL && (l->next_token = strdup(page.next_token)) == NULL)
     rc = -1;
-  if (rc != 0 && TF_GetCode(status) == TF_OK) TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "s3: out of memory");
+  if (rc != 0 && TF_GetCode(status) == TF_OK) plugin_set_oom(status);
   s3_listing_free(&page);
   return rc;
 }
@@ -314,7 +314,7 @@ static int delete_batches(s3_fs* fs, const s3_config* cfg, const char* bucket, c
     }
     for (i = 0, k = 0; i < n; ++i) {
       if (!sent[i]) continue;
-      if (!ran) TF_SetStatus(statuses[i], TF_RESOURCE_EXHAUSTED, "out of memory");
+      if (!ran) plugin_set_oom(statuses[i]);
       failed += settle_batch(bucket, &batches[i], ran && TF_GetCode(statuses[i]) == TF_OK, &resps[k],
                              statuses[i], error);
       ++k;
