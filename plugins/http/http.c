@@ -45,80 +45,67 @@ static const plugin_schema http_schema = {"http", http_options,
 static const http_config http_defaults = {
     {0}, "", "", OBJSTORE_DEFAULT_SETTINGS, 64 * 1024, 8 * MiB, 10};
 
-static http_config* config_acquire(http_fs* fs) {
-  return (http_config*)plugin_config_acquire(&fs->base.config);
-}
-
-static void config_release(http_fs* fs, http_config* cfg) {
-  plugin_config_release(&fs->base.config, cfg);
-}
-
 static http_fs* fs_of(const TF_Filesystem* filesystem) { return filesystem->plugin_filesystem; }
 
 /* ---- URLs ---------------------------------------------------------------------------- */
 
 /* scheme://host/rest for the path "/host/rest" (with a trailing "/" when
- * folder), the bytes a URL cannot carry percent-encoded; malloc'd. */
-static char* url_of(const http_fs* fs, const char* path, int folder) {
+ * folder), the bytes a URL cannot carry percent-encoded, onto the empty
+ * b; 0, or -1 when out of memory. */
+static int url_of(plugin_buf* b, const char* scheme, const char* path, int folder) {
   static const char keep[] = "-._~!$&'()*+,;=:@/%";
-  plugin_buf b = {0};
   const char* p = path;
   char esc[4];
   while (*p == '/') ++p;
-  if (plugin_buf_append(&b, fs->scheme, strlen(fs->scheme)) != 0 ||
-      plugin_buf_append(&b, "://", 3) != 0)
-    goto oom;
+  if (plugin_buf_append(b, scheme, strlen(scheme)) != 0 || plugin_buf_append(b, "://", 3) != 0) return -1;
   for (; *p != '\0'; ++p) {
     unsigned char c = (unsigned char)*p;
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
         (c != '\0' && strchr(keep, c) != NULL)) {
-      if (plugin_buf_append(&b, p, 1) != 0) goto oom;
+      if (plugin_buf_append(b, p, 1) != 0) return -1;
     } else {
       snprintf(esc, sizeof esc, "%%%02X", c);
-      if (plugin_buf_append(&b, esc, 3) != 0) goto oom;
+      if (plugin_buf_append(b, esc, 3) != 0) return -1;
     }
   }
   /* the host's root, or a folder: a trailing "/" */
-  if ((folder || strchr(b.data + strlen(fs->scheme) + 3, '/') == NULL) &&
-      b.data[b.len - 1] != '/' && plugin_buf_append(&b, "/", 1) != 0)
-    goto oom;
-  return b.data;
-oom:
-  plugin_buf_free(&b);
-  return NULL;
+  if ((folder || strchr(b->data + strlen(scheme) + 3, '/') == NULL) && b->data[b->len - 1] != '/')
+    return plugin_buf_append(b, "/", 1);
+  return 0;
 }
 
 /* ---- the store's hooks --------------------------------------------------------------- */
 
-/* A request of the http store: the URL, its headers, and the settings. */
+/* A request of the http store: the engine's (the URL, headers, the
+ * settings snapshot as cfg), the range asked for and the ETag it is
+ * pinned to. */
 typedef struct http_call {
-  http_fs* fs;
-  http_config* cfg;
-  char* url;
+  objstore_call base;
+  const http_config* cfg;
   char range[64];
   char if_match[96];
-  struct curl_slist* headers;
 } http_call;
 
-static void call_free(http_call* c) {
-  if (c == NULL) return;
-  free(c->url);
-  curl_slist_free_all(c->headers);
-  config_release(c->fs, c->cfg);
-  free(c);
-}
-
-static http_call* call_new(http_fs* fs, const char* path, int folder, TF_Status* status) {
-  http_call* c = calloc(1, sizeof *c);
-  if (c == NULL || (c->url = url_of(fs, path, folder)) == NULL) {
-    free(c);
+/* A request for x (its method set) of path, a folder's URL when folder,
+ * bound to x, with max_redirects from the settings; NULL with status set
+ * and nothing left bound when out of memory. */
+static http_call* call_bind(http_fs* fs, const char* path, int folder, objstore_exchange* x,
+                            TF_Status* status) {
+  http_call* c = objstore_call_new(sizeof *c, fs, x->method, path + strspn(path, "/"), NULL, x, status);
+  if (c != NULL && url_of(&c->base.url, fs->scheme, path, folder) != 0) {
     plugin_set_oom(status);
+    c = NULL;
+  }
+  if (c == NULL) {
+    objstore_call_free(x);
     return NULL;
   }
-  c->fs = fs;
-  c->cfg = config_acquire(fs);
+  c->cfg = c->base.config;
+  x->max_redirects = (int)c->cfg->max_redirects;
   return c;
 }
+
+static const char* url(const http_call* c) { return c->base.url.data; }
 
 static struct curl_slist* add_header(struct curl_slist* list, const char* name, const char* value,
                                      int* failed) {
@@ -134,19 +121,20 @@ static struct curl_slist* add_header(struct curl_slist* list, const char* name, 
  * and its pin, and the credentials only where they belong. */
 static int http_authorize(void* store, objstore_exchange* x, TF_Status* status) {
   http_call* c = (http_call*)x->store_request;
-  const char* url = x->resp->redirected_to != NULL ? x->resp->redirected_to : c->url;
+  const char* to = x->resp->redirected_to != NULL ? x->resp->redirected_to : url(c);
+  struct curl_slist** headers = &c->base.sent;
   int failed = 0;
   (void)store;
-  curl_slist_free_all(c->headers);
-  c->headers = add_header(NULL, "Accept-Encoding", "identity", &failed);
-  if (*c->range) c->headers = add_header(c->headers, "Range", c->range, &failed);
-  if (*c->if_match) c->headers = add_header(c->headers, "If-Match", c->if_match, &failed);
-  if (url == c->url || objstore_same_origin(url, c->url)) {
+  curl_slist_free_all(*headers);
+  *headers = add_header(NULL, "Accept-Encoding", "identity", &failed);
+  if (*c->range) *headers = add_header(*headers, "Range", c->range, &failed);
+  if (*c->if_match) *headers = add_header(*headers, "If-Match", c->if_match, &failed);
+  if (to == url(c) || objstore_same_origin(to, url(c))) {
     const char* line = c->cfg->headers;
     if (*c->cfg->bearer_token) {
       char bearer[1100];
       snprintf(bearer, sizeof bearer, "Bearer %s", c->cfg->bearer_token);
-      c->headers = add_header(c->headers, "Authorization", bearer, &failed);
+      *headers = add_header(*headers, "Authorization", bearer, &failed);
     }
     while (*line != '\0') { /* one header per line */
       const char* end = strchr(line, '\n');
@@ -157,9 +145,9 @@ static int http_authorize(void* store, objstore_exchange* x, TF_Status* status) 
         memcpy(one, line, n);
         one[n] = '\0';
         if (one[n - 1] == '\r') one[n - 1] = '\0';
-        grown = curl_slist_append(c->headers, one);
+        grown = curl_slist_append(*headers, one);
         if (grown == NULL) failed = 1;
-        else c->headers = grown;
+        else *headers = grown;
       }
       line += n + (end != NULL);
     }
@@ -168,13 +156,13 @@ static int http_authorize(void* store, objstore_exchange* x, TF_Status* status) 
     plugin_set_oom(status);
     return -1;
   }
-  x->url = (char*)url;
-  x->headers = c->headers;
+  x->url = (char*)to;
+  x->headers = *headers;
   return 0;
 }
 
 /* Whether the path asked for a folder (its URL ends in "/"). */
-static int asks_folder(const http_call* c) { return c->url[strlen(c->url) - 1] == '/'; }
+static int asks_folder(const http_call* c) { return url(c)[c->base.url.len - 1] == '/'; }
 
 /* Whether the answer came from a folder's URL after redirects. */
 static int answered_by_folder(const objstore_exchange* x) {
@@ -197,7 +185,7 @@ static void http_read_answer(void* store, objstore_exchange* x) {
 static void http_describe(void* store, const objstore_exchange* x, char* out, size_t cap) {
   const http_call* c = x->store_request;
   (void)store;
-  snprintf(out, cap, "%s %s", x->method, c->url);
+  snprintf(out, cap, "%s %s", x->method, url(c));
 }
 
 static void http_set_error(void* store, const objstore_exchange* x, TF_Status* status) {
@@ -223,26 +211,18 @@ static void http_set_error(void* store, const objstore_exchange* x, TF_Status* s
   TF_SetStatus(status, code, msg);
 }
 
-static int object_call(http_fs* fs, const char* path, int folder, const char* range,
-                       const char* if_match, objstore_exchange* x, TF_Status* status) {
-  http_call* c = call_new(fs, path, folder, status);
+static int http_object_request(void* store, const char* path, const char* range,
+                               const char* if_match, objstore_exchange* x, TF_Status* status) {
+  http_call* c = call_bind(store, path, 0, x, status);
   if (c == NULL) return -1;
   if (range != NULL) snprintf(c->range, sizeof c->range, "%s", range);
   if (if_match != NULL) snprintf(c->if_match, sizeof c->if_match, "%s", if_match);
-  x->store_request = c;
-  x->max_redirects = (int)c->cfg->max_redirects;
   return 0;
-}
-
-static int http_object_request(void* store, const char* path, const char* range,
-                               const char* if_match, objstore_exchange* x, TF_Status* status) {
-  return object_call(store, path, 0, range, if_match, x, status);
 }
 
 static void http_release_request(void* store, objstore_exchange* x) {
   (void)store;
-  call_free((http_call*)x->store_request);
-  x->store_request = NULL;
+  objstore_call_free(x);
 }
 
 static void http_name_object(void* store, const char* path, char* out, size_t cap) {
@@ -262,15 +242,17 @@ static const objstore_store http_store = {
 
 /* ---- lifecycle ------------------------------------------------------------------------ */
 
+/* Reads are the engine's readers; the namespace is this file's own. */
+static const objstore_fs_spec http_spec = {&http_store,
+                                           NULL,
+                                           offsetof(http_config, transport),
+                                           offsetof(http_config, read_ahead),
+                                           offsetof(http_config, part_size),
+                                           NULL};
+
 static void fs_init(TF_Filesystem* filesystem, const char* scheme, TF_Status* status) {
-  http_fs* fs = plugin_fs_create(filesystem, sizeof *fs, &http_schema, &http_defaults, NULL, status);
-  if (fs == NULL) return;
-  fs->scheme = scheme;
-  fs->engine = objstore_engine_new(&http_store, fs);
-  if (fs->engine == NULL) {
-    plugin_fs_free(filesystem);
-    plugin_set_oom(status);
-  }
+  http_fs* fs = objstore_fs_create(filesystem, sizeof *fs, &http_schema, &http_defaults, &http_spec, status);
+  if (fs != NULL) fs->scheme = scheme; /* "https" too: in URLs and messages */
 }
 
 static void fs_init_http(TF_Filesystem* filesystem, TF_Status* status) {
@@ -286,10 +268,6 @@ static void fs_cleanup(TF_Filesystem* filesystem) {
   if (fs == NULL) return;
   objstore_engine_free(fs->engine);
   plugin_fs_free(filesystem);
-}
-
-static void fs_flush_caches(const TF_Filesystem* filesystem) {
-  objstore_engine_close_idle(fs_of(filesystem)->engine);
 }
 
 /* ---- queries -------------------------------------------------------------------------- */
@@ -311,8 +289,7 @@ static int head(http_fs* fs, const char* path, TF_FileStatistics* stats, TF_Stat
   int rc;
   http_call* c;
   objstore_exchange_init(&x, &resp, "HEAD", NULL);
-  if (object_call(fs, path, is_host_root(path), NULL, NULL, &x, status) != 0) return -1;
-  c = (http_call*)x.store_request;
+  if ((c = call_bind(fs, path, is_host_root(path), &x, status)) == NULL) return -1;
   rc = objstore_run(fs->engine, &c->cfg->transport, &x, status);
   if (rc != 0 && (resp.http == 405 || resp.http == 501)) {
     objstore_response_free(&resp);
@@ -334,7 +311,7 @@ static int head(http_fs* fs, const char* path, TF_FileStatistics* stats, TF_Stat
     stats->mtime_nsec = resp.mtime_nsec;
   }
   objstore_response_free(&resp);
-  call_free(c);
+  objstore_call_free(&x);
   return rc;
 }
 
@@ -375,13 +352,14 @@ static int http_explain_missing(void* store, const char* path, const char* what,
 static void fs_stat(const TF_Filesystem* filesystem, const char* path, TF_FileStatistics* stats,
                     TF_Status* status) {
   http_fs* fs = fs_of(filesystem);
-  http_config* cfg = config_acquire(fs);
-  if (objstore_stat_cached(fs->engine, &cfg->transport, path, stats)) {
+  objstore_tree t; /* the settings snapshot */
+  objstore_fs_begin(fs, &t);
+  if (objstore_stat_cached(fs->engine, t.settings, path, stats)) {
     TF_SetStatus(status, TF_OK, "");
   } else if (head(fs, path, stats, status) == 0) {
-    objstore_stat_remember(fs->engine, &cfg->transport, path, stats);
+    objstore_stat_remember(fs->engine, t.settings, path, stats);
   }
-  config_release(fs, cfg);
+  objstore_fs_end(fs, &t);
 }
 
 static void fs_path_exists(const TF_Filesystem* filesystem, const char* path, TF_Status* status) {
@@ -405,11 +383,10 @@ static int list_folder(const TF_Filesystem* filesystem, const char* path, plugin
   http_fs* fs = fs_of(filesystem);
   objstore_exchange x;
   objstore_response resp;
-  http_call* c = call_new(fs, path, 1, status);
+  http_call* c;
   int rc;
-  if (c == NULL) return -1;
-  objstore_exchange_init(&x, &resp, "GET", c);
-  x.max_redirects = (int)c->cfg->max_redirects;
+  objstore_exchange_init(&x, &resp, "GET", NULL);
+  if ((c = call_bind(fs, path, 1, &x, status)) == NULL) return -1;
   rc = objstore_run(fs->engine, &c->cfg->transport, &x, status);
   if (rc != 0 && resp.http == 404) {
     TF_FileStatistics stats;
@@ -425,12 +402,12 @@ static int list_folder(const TF_Filesystem* filesystem, const char* path, plugin
   }
   if (rc == 0 &&
       http_index_children(resp.body.data != NULL ? resp.body.data : "", resp.body.len,
-                          resp.redirected_to != NULL ? resp.redirected_to : c->url, listing) != 0) {
+                          resp.redirected_to != NULL ? resp.redirected_to : url(c), listing) != 0) {
     plugin_set_oom(status);
     rc = -1;
   }
   objstore_response_free(&resp);
-  call_free(c);
+  objstore_call_free(&x);
   return rc;
 }
 
@@ -452,39 +429,6 @@ static int fs_get_children(const TF_Filesystem* filesystem, const char* path, ch
 static char* fs_translate_name(const TF_Filesystem* filesystem, const char* uri) {
   (void)filesystem;
   return plugin_translate_name(uri, PLUGIN_NAMES_HOST_TREE);
-}
-
-/* ---- reading -------------------------------------------------------------------------- */
-
-static objstore_reader* reader_open(const TF_Filesystem* filesystem, const char* path,
-                                    const char* what, TF_Status* status) {
-  http_fs* fs = fs_of(filesystem);
-  http_config* cfg = config_acquire(fs);
-  objstore_reader* r = objstore_reader_open(fs->engine, &cfg->transport, path, cfg->read_ahead,
-                                            cfg->part_size, what, status);
-  config_release(fs, cfg);
-  return r;
-}
-
-static void fs_new_random_access_file(const TF_Filesystem* filesystem, const char* path,
-                                      TF_RandomAccessFile* file, TF_Status* status) {
-  file->plugin_file = reader_open(filesystem, path, "open", status);
-}
-
-static void fs_read_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
-                          char* const* buffers, const size_t* caps, int64_t* sizes,
-                          TF_Status** statuses) {
-  http_fs* fs = fs_of(filesystem);
-  http_config* cfg = config_acquire(fs);
-  objstore_read_objects(fs->engine, &cfg->transport, paths, n, buffers, caps, sizes, statuses);
-  config_release(fs, cfg);
-}
-
-static void fs_new_region(const TF_Filesystem* filesystem, const char* path,
-                          TF_ReadOnlyMemoryRegion* out, TF_Status* status) {
-  objstore_reader* r = reader_open(filesystem, path, "map", status);
-  out->plugin_memory_region = NULL;
-  if (r != NULL) objstore_map(r, out, status);
 }
 
 /* ---- writes: none --------------------------------------------------------------------- */
@@ -536,33 +480,19 @@ static void fs_copy_file(const TF_Filesystem* filesystem, const char* src, const
 
 static void writer_cleanup(TF_WritableFile* file) { (void)file; }
 
-/* Its options, and the engine's counts (the read-only option traffic). */
-static void fs_get_option(const TF_Filesystem* filesystem, const char* key, TF_Filesystem_Option** option,
-                          TF_Status* status) {
-  if (!objstore_get_traffic_option(fs_of(filesystem)->engine, key, option, status))
-    plugin_get_configuration_option(filesystem, key, option, status);
-}
-
 /* ---- registration ----------------------------------------------------------------------- */
 
 #define HTTP_FILESYSTEM_OPS(init_fn)                                                  \
   {                                                                                   \
-    .init = init_fn, .cleanup = fs_cleanup,                                           \
-    .new_random_access_file = fs_new_random_access_file,                              \
+    .init = init_fn, .cleanup = fs_cleanup, OBJSTORE_READER_OPS,                      \
     .new_writable_file = fs_new_writable_file,                                        \
     .new_appendable_file = fs_new_appendable_file,                                    \
-    .new_read_only_memory_region_from_file = fs_new_region,                           \
     .create_dir = fs_create_dir, .delete_file = fs_delete_file,                       \
     .delete_dir = fs_delete_dir, .rename_file = fs_rename_file,                       \
     .copy_file = fs_copy_file, .path_exists = fs_path_exists, .stat = fs_stat,        \
     .is_directory = fs_is_directory, .translate_name = fs_translate_name,             \
-    .get_children = fs_get_children, .flush_caches = fs_flush_caches,                 \
-    .read_files = fs_read_files,                                                      \
-    .get_filesystem_configuration = plugin_get_configuration,                        \
-    .set_filesystem_configuration = plugin_set_configuration,                        \
-    .get_filesystem_configuration_option = fs_get_option,                            \
-    .set_filesystem_configuration_option = plugin_set_configuration_option,          \
-    .get_filesystem_configuration_keys = plugin_get_configuration_keys               \
+    .get_children = fs_get_children, .flush_caches = objstore_fs_flush_caches,        \
+    OBJSTORE_CONFIGURATION_OPS                                                        \
   }
 
 static const TF_FilesystemOps http_filesystem_ops = HTTP_FILESYSTEM_OPS(fs_init_http);

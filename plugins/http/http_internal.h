@@ -29,11 +29,10 @@ typedef struct http_config {
   int64_t max_redirects;
 } http_config;
 
-typedef struct http_fs {
-  plugin_fs base;
-  objstore_engine* engine;
-  const char* scheme; /* "http" or "https" */
-} http_fs;
+/* A filesystem of the http store: the engine's state (objstore_fs: its
+ * settings, engine and scheme, "http" or "https"), without the
+ * namespace's hooks: stat and listings are the plugin's own. */
+typedef objstore_fs http_fs;
 
 /* The links of an HTML index page at dir_url (ending in "/") that name
  * its children: same origin, one level below, no query; each name
