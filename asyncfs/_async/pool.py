@@ -25,7 +25,9 @@ Threads start when work needs them: a batch queued when every thread is
 busy starts one more, up to ``workers`` (ThreadPoolExecutor's rule), so a
 process whose calls overlap four at a time holds about four threads, not
 ``workers``; helpers a batch calls in wait for a thread to come free, or
-for the monitor to start one (see WorkerPool._offer).
+for the monitor to start one while the batch has work left, and so does a
+network pool's work once the pool has a thread, until it has waited a look
+of the monitor (see WorkerPool._offer).
 
 The pool is not the loop's default executor: it never competes with DNS
 resolution or ``to_thread`` users for threads.
@@ -674,31 +676,58 @@ class _Jobs:
     """A pool's queue of batches, and how many of its threads wait on it
     now, counted under the lock each item is queued under: a thread that
     leaves after waiting idle seconds (see take) cannot leave behind an
-    item that was counted on it."""
+    item that was counted on it. Beside the queue, the items and their
+    numbers in order, so that the monitor can tell work that waited from
+    work queued a moment ago, and a batch that still has work from one
+    queued again for a helper after others drained it (see waited); two
+    threads taking at once may drop each other's entry there, which leaves
+    the count right."""
 
-    __slots__ = ("_lock", "_queue", "_waiting")
+    __slots__ = ("_items", "_lock", "_number", "_queue", "_waiting")
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._waiting = 0
+        self._number = 0  # of the last item queued
+        self._items: deque[tuple[int, Any]] = deque()  # (number, item), as queued: first in, first out
 
     def put(self, item: Any) -> int:
         """Queue item; answers how many queued items no waiting thread will take."""
         with self._lock:
             self._queue.put(item)
+            self._number += 1
+            self._items.append((self._number, item))
             return self._queue.qsize() - self._waiting
 
-    def untaken(self) -> int:
-        """How many queued items no waiting thread will take."""
+    def mark(self) -> int:
+        """A mark of what is queued now, for :meth:`waited`."""
         with self._lock:
-            return self._queue.qsize() - self._waiting
+            return self._number
+
+    def waited(self, mark: int) -> int:
+        """How many more threads the batches queued before mark want, that
+        no waiting thread will serve: a batch counts once for each time it
+        was queued, up to the operations it has left (none, once others
+        drained it)."""
+        with self._lock:
+            times: dict[_Batch, int] = {}
+            for number, item in self._items:
+                if number > mark:
+                    break
+                if isinstance(item, _Batch):
+                    times[item] = times.get(item, 0) + 1
+            wanted = sum(min(queued, batch.left()) for batch, queued in times.items())
+            return max(0, wanted - self._waiting)
 
     def empty(self) -> bool:
         return self._queue.empty()
 
     def get_nowait(self) -> Any:
-        return self._queue.get_nowait()
+        item = self._queue.get_nowait()
+        with self._lock:
+            self._items.popleft()
+        return item
 
     def take(self, idle: float | None) -> Any:
         """The next item, for a worker, counted as waiting meanwhile;
@@ -717,6 +746,7 @@ class _Jobs:
                 return _LEAVE
             with self._lock:
                 self._waiting -= 1
+                self._items.popleft()
             return item
 
 
@@ -907,7 +937,11 @@ class WorkerPool:
         """network: its calls wait on a network; a thread's share of the
         cores then says nothing about what more threads would gain (on a
         loopback gateway, the client computes while the server waits), so
-        its batches are never limited to the cores. idle_after: seconds a
+        its batches are never limited to the cores; and as its calls wait
+        on the store's engine (one thread for every transfer), a thread
+        finishing its call takes the next batch sooner than a new one would
+        start, so threads beyond the first start only for work that waited
+        (see WorkerPool._offer). idle_after: seconds a
         worker waits for work before it leaves (None: it stays); the next
         work starts threads again."""
         if workers is not None and workers < 1:
@@ -922,6 +956,7 @@ class WorkerPool:
         self.worker_nice = worker_nice
         self.idle_after = idle_after
         self._queue = _Jobs()
+        self._looked = 0  # the queue's mark at the monitor's last look
         self._states: list[_WorkerState] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -942,6 +977,7 @@ class WorkerPool:
         child's loops are new, so no batcher carries over; work the parent
         had in flight is the parent's."""
         self._queue = _Jobs()
+        self._looked = 0
         self._states = []
         self._lock = threading.Lock()
         self._active = threading.Event()
@@ -969,10 +1005,15 @@ class WorkerPool:
         """Queue batch for a worker, starting a thread if none is free to
         take it, up to ``workers``. A call for one more helper on a batch
         (start=False) starts none: if no thread comes free for it before the
-        monitor's next look, the monitor starts one (a thread started at once
-        for a helper came, on a store's short calls, after its batch was
-        drained, and stayed idle)."""
-        if self._queue.put(batch) > 0 and start:
+        monitor's next look, the monitor starts one, if the batch still has
+        work then (a thread started at once for a helper came, on a store's
+        short calls, after its batch was drained, and stayed idle). A
+        network pool that has a thread starts none either: the monitor
+        starts one for a batch still untaken a whole look after it was
+        queued (with 64 GETs in flight on a loopback Ceph gateway, threads
+        started at once for batches that a finishing call was about to
+        take made 5 to 7 workers where 4 did the same work as fast)."""
+        if self._queue.put(batch) > 0 and start and not (self.network and self._states):
             with self._lock:
                 if not self._closed and len(self._states) < self.workers:
                     self._spawn(spare=False)
@@ -1155,9 +1196,11 @@ class WorkerPool:
                     batch.step_aside()  # so that a thread limit leaves room for the one that takes over
                     if batch.left():
                         self._queue.put(batch)  # its batch-mates go to other threads
-        untaken = self._queue.untaken()
-        # work that waits with no thread free to take it: a worker each, up to
-        # `workers`, and past them a spare each while workers are stuck
+        # work that waits with no thread free to take it (in a network pool,
+        # work queued before the last look): a worker each, up to `workers`,
+        # and past them a spare each while workers are stuck
+        untaken = self._queue.waited(self._looked if self.network else self._queue.mark())
+        self._looked = self._queue.mark()
         with self._lock:
             while (
                 untaken > 0

@@ -18,6 +18,7 @@ import time
 import weakref
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,60 @@ async def test_work_goes_on_when_every_worker_is_blocked(env: asyncfs.Env, fifo:
             assert await env.read_file("mem:///pool-spare.txt") == b"still served"
         await release_until(fifo, finished, blocked)
     await env.rm("mem:///pool-spare.txt")
+
+
+async def test_a_network_pool_serves_calls_past_blocked_ones(fifo: Path) -> None:
+    """A network pool starts threads beyond its first only for work that
+    waited a look of the monitor: with its first thread blocked, the
+    calls after it still run, and so do calls past a second blocked one."""
+    pool = _pool.WorkerPool(4, network=True)
+    fs = asyncfs.get_filesystem("mem://")
+    fs.write_file("mem:///network-pool.txt", b"served")
+    try:
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tasks:
+                for _ in range(2):
+                    tasks.start_soon(partial(pool.run, mutating=False), _open_blocked, fifo)
+                    await anyio.sleep(0.05)
+                    assert await pool.run(fs.read_file, "mem:///network-pool.txt", mutating=False) == b"served"
+                assert pool.threads == 3  # one per blocked call, one for the rest
+                await anyio.to_thread.run_sync(release, fifo)
+    finally:
+        pool.shutdown()
+
+
+def _open_blocked(fifo: Path) -> None:
+    """Blocks in the posix plugin until the FIFO gets a writer."""
+    with contextlib.suppress(asyncfs.AsyncFSError):
+        asyncfs.get_filesystem("file://").read_file(str(fifo))
+
+
+def test_the_monitor_starts_threads_for_work_that_waited_and_is_left() -> None:
+    """What the monitor starts threads for (_Jobs.waited): a batch queued
+    before the mark, once each time it was queued, up to the operations it
+    has left; not a batch queued after the mark; not an entry queued for a
+    helper of a batch that others drained meanwhile."""
+
+    def batch(size: int) -> _pool._Batch:
+        return _pool._Batch([_pool._Work(print, (), _pool.Waiter(None), None) for _ in range(size)], print)
+
+    jobs = _pool._Jobs()
+    two, drained, late = batch(2), batch(1), batch(1)
+    for _ in range(3):  # its own entry and two for helpers: two operations to run
+        jobs.put(two)
+    for _ in range(2):
+        jobs.put(drained)
+    drained.join()
+    assert drained.take() is not None and drained.left() == 0
+    mark = jobs.mark()
+    jobs.put(late)
+    assert jobs.waited(mark) == 2
+    assert jobs.waited(jobs.mark()) == 3
+    assert jobs.take(None) is two  # a thread takes one of two's entries
+    assert jobs.waited(mark) == 2
+    assert two.take() is not None and two.take() is not None  # and drains it
+    assert jobs.waited(mark) == 0
+    assert jobs.waited(jobs.mark()) == 1
 
 
 def test_close_is_bounded_with_a_blocked_call_and_names_it(fifo: Path, tmp_path: Path) -> None:
