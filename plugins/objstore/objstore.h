@@ -9,6 +9,7 @@
  *                         handle for every filesystem: the queues, each
  *                         filesystem's connection bound, idle connections
  *                         (then the thread leaves), retries on a timer, fork
+ *   objstore_watch.c      the sockets that thread sleeps on (epoll on Linux)
  *   objstore_exchange.c   one request's curl options, its answer's
  *                         headers and body, the retry policy, the errors
  *

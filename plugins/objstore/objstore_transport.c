@@ -19,7 +19,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +26,7 @@
 #include <unistd.h>
 
 #include "objstore_internal.h"
+#include "objstore_watch.h"
 
 /* The runtime's record of the tries of the requests a traced call makes
  * (plugins/runtime/requests.c): weak, since inside TensorFlow there is no
@@ -44,12 +44,10 @@ struct objstore_group {
   int pending;
 };
 
-/* The sockets curl wants watched, after the thread's wake-up pipe at
- * fds[0], and when curl wants its timer called. */
+/* The sockets curl wants watched, beside the thread's wake-up pipe (a
+ * set while the thread runs), and when curl wants its timer called. */
 typedef struct watched {
-  struct pollfd* fds;
-  int count;
-  int cap;
+  objstore_watch set;
   int64_t timer_due_ms; /* on the objstore_now_ms clock; -1: none */
 } watched;
 
@@ -137,6 +135,7 @@ static void after_fork_in_child(void) {
   if (T.running) {
     close(T.wake[0]);
     close(T.wake[1]);
+    objstore_watch_forget(&T.watch.set);
   }
   T.running = 0;
   T.close_asked = T.close_done = 0;
@@ -146,7 +145,7 @@ static void after_fork_in_child(void) {
   T.ready = NULL;
   T.retries = NULL;
   T.in_flight = 0;
-  memset(&T.watch, 0, sizeof T.watch);
+  T.watch.timer_due_ms = -1;
   pthread_cond_init(&T_closed, NULL);
   for (e = engines; e != NULL; e = e->next_engine) {
     e->waiting.head = e->waiting.tail = NULL;
@@ -169,28 +168,9 @@ static void process_setup(void) {
 
 static int on_socket(CURL* easy, curl_socket_t s, int what, void* arg, void* socketp) {
   watched* w = arg;
-  int i;
   (void)easy;
   (void)socketp;
-  for (i = 1; i < w->count && w->fds[i].fd != s; ++i) {
-  }
-  if (what == CURL_POLL_REMOVE) {
-    if (i < w->count) w->fds[i] = w->fds[--w->count];
-    return 0;
-  }
-  if (i == w->count) {
-    if (w->count == w->cap) {
-      int cap = 2 * w->cap;
-      struct pollfd* fds = realloc(w->fds, (size_t)cap * sizeof *fds);
-      if (fds == NULL) return -1; /* curl fails the transfer */
-      w->fds = fds;
-      w->cap = cap;
-    }
-    w->fds[w->count++].fd = s;
-  }
-  w->fds[i].events = (short)(((what & CURL_POLL_IN) ? POLLIN : 0) | ((what & CURL_POLL_OUT) ? POLLOUT : 0));
-  w->fds[i].revents = 0;
-  return 0;
+  return objstore_watch_set(&w->set, s, what); /* -1: curl fails the transfer */
 }
 
 static int on_timer(CURLM* multi, long timeout_ms, void* arg) {
@@ -219,7 +199,6 @@ static void close_connections(void) {
   curl_multi_cleanup(T.multi); /* may still tell on_socket to forget sockets */
   T.multi = NULL;
   T.kept = 0;
-  T.watch.count = 1;
   T.watch.timer_due_ms = -1;
 }
 
@@ -418,30 +397,12 @@ static int sleep_ms(uint64_t now) {
 /* Sleeps until a socket is ready, a timer is due or a caller wakes it;
  * hands curl the ready sockets. */
 static void wait_and_dispatch(void) {
-  watched* w = &T.watch;
-  struct pollfd got[64];
-  int i, k, ready, still;
-  ready = poll(w->fds, (nfds_t)w->count, sleep_ms(objstore_now_ms()));
-  if (ready <= 0) return;
-  if (w->fds[0].revents != 0) {
-    char drain[64];
-    while (read(T.wake[0], drain, sizeof drain) > 0) {
-    }
-  }
-  /* Copied first: curl's socket callback changes the set. The ready ones
-   * beyond 64 are still ready at the next poll. */
-  for (i = 1, k = 0; i < w->count && k < 64; ++i)
-    if (w->fds[i].revents != 0) got[k++] = w->fds[i];
-  for (i = 0; i < k; ++i) {
-    short r = got[i].revents;
-    int mask;
-    if (r & POLLNVAL) { /* closed without curl saying so */
-      on_socket(NULL, got[i].fd, CURL_POLL_REMOVE, w, NULL);
-      continue;
-    }
-    mask = ((r & (POLLIN | POLLHUP)) ? CURL_CSELECT_IN : 0) | ((r & POLLOUT) ? CURL_CSELECT_OUT : 0) |
-           ((r & POLLERR) ? CURL_CSELECT_ERR : 0);
-    if (T.multi != NULL) curl_multi_socket_action(T.multi, got[i].fd, mask, &still);
+  objstore_ready ready[64];
+  int i, n, still;
+  n = objstore_watch_wait(&T.watch.set, sleep_ms(objstore_now_ms()), ready, 64);
+  for (i = 0; i < n; ++i) {
+    if (ready[i].mask == 0) objstore_watch_set(&T.watch.set, ready[i].fd, CURL_POLL_REMOVE);
+    else if (T.multi != NULL) curl_multi_socket_action(T.multi, ready[i].fd, ready[i].mask, &still);
   }
 }
 
@@ -457,6 +418,7 @@ static int leave_if_idle(void) {
     pthread_mutex_unlock(&T_lock);
     return 0;
   }
+  objstore_watch_close(&T.watch.set);
   close(T.wake[0]);
   close(T.wake[1]);
   T.running = 0;
@@ -546,22 +508,20 @@ static void wake(void) {
  * 0, or -1 when it cannot. */
 static int ensure_thread(void) {
   if (T.running) return 0;
-  if (T.watch.fds == NULL) { /* the first, or a forked child's */
-    T.watch.fds = malloc(16 * sizeof *T.watch.fds);
-    if (T.watch.fds == NULL) return -1;
-    T.watch.cap = 16;
-  }
-  T.watch.count = 1;
   T.watch.timer_due_ms = -1;
   if (pipe(T.wake) != 0) return -1;
   fcntl(T.wake[0], F_SETFL, O_NONBLOCK);
   fcntl(T.wake[1], F_SETFL, O_NONBLOCK);
   fcntl(T.wake[0], F_SETFD, FD_CLOEXEC);
   fcntl(T.wake[1], F_SETFD, FD_CLOEXEC);
-  T.watch.fds[0].fd = T.wake[0];
-  T.watch.fds[0].events = POLLIN;
   T.idle_since_ms = objstore_now_ms();
+  if (objstore_watch_open(&T.watch.set, T.wake[0]) != 0) {
+    close(T.wake[0]);
+    close(T.wake[1]);
+    return -1;
+  }
   if (pthread_create(&T.thread, NULL, engine_thread, NULL) != 0) {
+    objstore_watch_close(&T.watch.set);
     close(T.wake[0]);
     close(T.wake[1]);
     return -1;
