@@ -12,6 +12,18 @@
  *   objstore_watch.c      the sockets that thread sleeps on (epoll on Linux)
  *   objstore_exchange.c   one request's curl options, its answer's
  *                         headers and body, the retry policy, the errors
+ *   objstore_reader.c     objects read: opens pinned to a version, ranged
+ *                         GETs in flight at once, many whole objects
+ *   objstore_cache.c      the block and stat caches
+ *   objstore_tree.c       directories over a flat namespace, on a store's
+ *                         request shapes (objstore_tree_hooks)
+ *   objstore_fs.c         a store's filesystem ops on that namespace
+ *   objstore_call.c       the part of a request every store's has
+ *   objstore_upload.c     writable files on a store's upload hooks
+ *   objstore_writes.c     many objects written at once; a writer's first
+ *                         failure
+ *   objstore_token.c      tokens that expire (objstore_token.h)
+ *   objstore_xml.c, objstore_formats.c  XML, JSON and time answers
  *
  * A plugin call that needs one request waits for it (objstore_run); a bulk
  * call puts all its requests in flight at once from its one thread

@@ -1,5 +1,5 @@
-/* AWS config files, JSON documents and ISO 8601 times, read with libc
- * only (see s3_formats.h). */
+/* AWS's shared config and credentials files, read with libc only (see
+ * s3_formats.h); JSON and times are the engine's (objstore_formats.c). */
 #include "s3_formats.h"
 
 #include <ctype.h>

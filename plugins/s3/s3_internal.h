@@ -4,12 +4,14 @@
  *                ABI configuration ops)
  *   s3_credentials.c  where credentials come from: settings, profiles,
  *                credential_process, STS, container and instance metadata
- *   s3_formats.c INI, JSON and ISO 8601 text, libc only (s3_formats.h)
+ *   s3_formats.c the shared config files' INI, libc only (s3_formats.h)
  *   s3_client.c  the s3 store on the object-store engine: requests
  *                authorized (signed), S3's error documents and codes
  *   s3_sign.c    AWS Signature Version 4: URL, canonical request, signature
  *   s3_xml.c     the few XML documents S3 answers with (expat)
  *   s3_objects.c paths, listings, HEAD: what is at a path
+ *   s3_tree.c    the requests the engine's readers, namespace and bulk
+ *                writes ask the store for (objstore_tree_hooks)
  *   s3_multipart.c  multipart uploads and server-side copies
  *   s3_files.c   the upload hooks of the engine's writable files: one
  *                PUT, or a multipart upload; appends that copy parts
