@@ -103,8 +103,8 @@ class Env:
 
     Plugins whose calls wait on a network (s3://; the ASYNCFS_PLUGIN_NETWORK
     flag) run on a second pool of at most ``network_workers`` threads
-    (default 8; each beyond the first starts when a call has waited for
-    the others a look of the pool's monitor, 10 to 20 ms),
+    (default 8; while others are busy, one more starts when a call has
+    waited a look of the pool's monitor, 10 to 20 ms),
     so that waiting on a network never crowds the few threads that copy
     local files; that pool is the process's, shared by every Env with the
     same ``network_workers`` and ``max_in_flight``, and its threads leave

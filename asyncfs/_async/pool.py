@@ -26,8 +26,8 @@ busy starts one more, up to ``workers`` (ThreadPoolExecutor's rule), so a
 process whose calls overlap four at a time holds about four threads, not
 ``workers``; helpers a batch calls in wait for a thread to come free, or
 for the monitor to start one while the batch has work left, and so does a
-network pool's work once the pool has a thread, until it has waited a look
-of the monitor (see WorkerPool._offer).
+network pool's work while one of its batches drains, until it has waited a
+look of the monitor (see WorkerPool._offer).
 
 The pool is not the loop's default executor: it never competes with DNS
 resolution or ``to_thread`` users for threads.
@@ -940,8 +940,8 @@ class WorkerPool:
         its batches are never limited to the cores; and as its calls wait
         on the store's engine (one thread for every transfer), a thread
         finishing its call takes the next batch sooner than a new one would
-        start, so threads beyond the first start only for work that waited
-        (see WorkerPool._offer). idle_after: seconds a
+        start, so while one of its batches drains, more threads start only
+        for work that waited (see WorkerPool._offer). idle_after: seconds a
         worker waits for work before it leaves (None: it stays); the next
         work starts threads again."""
         if workers is not None and workers < 1:
@@ -1008,14 +1008,16 @@ class WorkerPool:
         monitor's next look, the monitor starts one, if the batch still has
         work then (a thread started at once for a helper came, on a store's
         short calls, after its batch was drained, and stayed idle). A
-        network pool that has a thread starts none either: the monitor
+        network pool with a batch draining starts none either: the monitor
         starts one for a batch still untaken a whole look after it was
         queued (with 64 GETs in flight on a loopback Ceph gateway, threads
         started at once for batches that a finishing call was about to
         take made 5 to 7 workers where 4 did the same work as fast)."""
-        if self._queue.put(batch) > 0 and start and not (self.network and self._states):
+        if self._queue.put(batch) > 0 and start:
             with self._lock:
-                if not self._closed and len(self._states) < self.workers:
+                # (a network pool's: only while no batch drains, as then the
+                # monitor, which looks while any does, may not be looking)
+                if not self._closed and len(self._states) < self.workers and not (self.network and self._draining):
                     self._spawn(spare=False)
 
     def release_later(self, work: _Work) -> None:
