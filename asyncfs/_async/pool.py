@@ -1201,8 +1201,9 @@ class WorkerPool:
         # work that waits with no thread free to take it (in a network pool,
         # work queued before the last look): a worker each, up to `workers`,
         # and past them a spare each while workers are stuck
-        untaken = self._queue.waited(self._looked if self.network else self._queue.mark())
-        self._looked = self._queue.mark()
+        mark = self._queue.mark()
+        untaken = self._queue.waited(self._looked if self.network else mark)
+        self._looked = mark
         with self._lock:
             while (
                 untaken > 0

@@ -17,8 +17,9 @@ itself; the two instances share nothing. Copies are cached by content in
 ``~/.cache/asyncfs``, when that folder is this user's and no one else may
 write it (a private temporary folder otherwise, removed when the process
 ends); a copy is checked, byte for byte, through the descriptor it is then
-loaded by, so no other process can slip other code in between. Each use touches a copy, and copies unused
-for 30 days are removed when a new one is written.
+loaded by, so no other process can slip other code in between. Each use
+touches a copy, and copies unused for 30 days are removed when a new one is
+written.
 A dependency the plugin finds through ``$ORIGIN`` (bundled beside it, as
 auditwheel does) is loaded from beside the original first.
 """

@@ -197,6 +197,7 @@ static int open_multi(void) {
 static void close_connections(void) {
   if (T.multi == NULL) return;
   curl_multi_cleanup(T.multi); /* may still tell on_socket to forget sockets */
+  objstore_watch_clear(&T.watch.set);
   T.multi = NULL;
   T.kept = 0;
   T.watch.timer_due_ms = -1;

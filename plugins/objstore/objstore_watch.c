@@ -44,6 +44,8 @@ void objstore_watch_forget(objstore_watch* w) {
   objstore_watch_close(w); /* the child's descriptor only: the parent's set is untouched */
 }
 
+void objstore_watch_clear(objstore_watch* w) { (void)w; /* a closed socket leaves the set by itself */ }
+
 int objstore_watch_set(objstore_watch* w, int s, int what) {
   struct epoll_event ev = {0};
   if (what == CURL_POLL_REMOVE) {
@@ -94,6 +96,8 @@ void objstore_watch_forget(objstore_watch* w) {
   w->fds = NULL; /* the parent's allocation: left as it is */
   w->count = w->cap = 0;
 }
+
+void objstore_watch_clear(objstore_watch* w) { w->count = 1; }
 
 int objstore_watch_set(objstore_watch* w, int s, int what) {
   int i;

@@ -45,6 +45,9 @@ void objstore_watch_close(objstore_watch* w);
 /* A forked child's copy of its parent's set: let go of without touching
  * what the parent shares (an epoll instance is one for both). */
 void objstore_watch_forget(objstore_watch* w);
+/* Every socket forgotten, the wake-up pipe kept: the multi handle that
+ * named them is gone (an epoll set lost them as they closed). */
+void objstore_watch_clear(objstore_watch* w);
 /* curl's socket callback's work: s watched for what (CURL_POLL_IN, _OUT,
  * _INOUT), or no longer (CURL_POLL_REMOVE). 0, or -1 (curl fails the
  * transfer). */

@@ -136,9 +136,10 @@ async def test_work_goes_on_when_every_worker_is_blocked(env: asyncfs.Env, fifo:
 
 
 async def test_a_network_pool_serves_calls_past_blocked_ones(fifo: Path) -> None:
-    """A network pool starts threads beyond its first only for work that
-    waited a look of the monitor: with its first thread blocked, the
-    calls after it still run, and so do calls past a second blocked one."""
+    """While one of its batches drains, a network pool starts a thread only
+    for work that waited a look of the monitor: with its first thread
+    blocked, the calls after it still run, and so do calls past a second
+    blocked one."""
     pool = _pool.WorkerPool(4, network=True)
     fs = asyncfs.get_filesystem("mem://")
     fs.write_file("mem:///network-pool.txt", b"served")
