@@ -7,8 +7,12 @@ values and are released with that plugin's own free function.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from dataclasses import dataclass
+from functools import cache
+from itertools import starmap
+from typing import Any, TypeVar
 
 from .binding import CData, ffi, runtime
 from .speedups import SPEEDUPS
@@ -20,6 +24,7 @@ __all__ = [
     "decode",
     "encode",
     "free_options",
+    "made",
     "option_from_c",
     "option_to_c",
     "take_string",
@@ -55,6 +60,29 @@ def cut_files(buffer: CData, sizes: CData, count: int) -> list[bytes]:
     if _cut is None:
         return _cut_files(buffer, sizes, count)
     return _cut(int(ffi.cast("uintptr_t", buffer)), int(ffi.cast("uintptr_t", sizes)), count)  # type: ignore[no-any-return]
+
+
+T = TypeVar("T")
+
+# made in C (an extension built before it existed has none)
+_made = getattr(SPEEDUPS, "made", None)
+
+
+@cache
+def _field_names(cls: Any) -> tuple[str, ...]:
+    if not dataclasses.is_dataclass(cls) or hasattr(cls, "__post_init__"):
+        raise TypeError(f"{cls.__name__} is not a dataclass whose __init__ only sets its fields")
+    return tuple(field.name for field in dataclasses.fields(cls))
+
+
+def made(cls: type[T], rows: list[tuple[Any, ...]]) -> list[T]:
+    """``cls(*row)`` for each row, where cls is a dataclass whose
+    ``__init__`` only sets its fields: in C when the extension was built,
+    which sets them as a frozen dataclass's ``__init__`` does without
+    calling it (three fields: 0.1 µs an instance, against 0.43)."""
+    if _made is None:
+        return list(starmap(cls, rows))
+    return _made(cls, _field_names(cls), rows)  # type: ignore[no-any-return]
 
 
 def refuse_text(data: object, op: str, uri: str) -> None:

@@ -28,6 +28,7 @@ from .._native import (
     encode,
     ffi,
     free_options,
+    made,
     option_from_c,
     option_to_c,
     refuse_text,
@@ -691,7 +692,7 @@ class ModularFileSystem:
                     self._free(block)
         shortest = min((length for length, _, _ in raw), default=0)
         _ffi.check_count(shortest, _ffi.UNBOUNDED, plugin=self.metadata.name, op=op, path=uri, what="as length")
-        found = [(name, FileStatistics(*fields)) for name, fields in zip(names, raw, strict=True)]
+        found = list(zip(names, made(FileStatistics, raw), strict=True))
         if codes is None:
             return by_statistics(found)
         known = {kind.value: kind for kind in EntryKind}
@@ -947,14 +948,11 @@ class ModularFileSystem:
         finally:
             rt.ASYNCFS_DeleteStatusArray(statuses, n)
 
-    def _call_per_path(
-        self, op: str, single: str, uris: Sequence[str], *args: Any
-    ) -> Iterator[tuple[int, str, StatusError | None]]:
+    def _errors_per_path(self, op: str, single: str, uris: Sequence[str], *args: Any) -> list[StatusError | None]:
         """Call a plugin op that takes many paths (``op(fs, paths, n, *args,
-        statuses)``) and yield each URI's index, the URI and its error (None
-        when OK), named as the op for one path (single) would name it. A URI
-        that cannot be a path fails alone, without being sent. The statuses
-        live until the generator is exhausted or closed."""
+        statuses)``) and return each URI's error (None when OK), named as
+        the op for one path (single) would name it. A URI that cannot be a
+        path fails alone, without being sent."""
         n = len(uris)
         packed, refused = _packed(uris)
         rt = _ffi.runtime()
@@ -969,13 +967,14 @@ class ModularFileSystem:
             self._ops[op](self._fs, paths, n, *args, statuses)
             codes = ffi.new("int[]", n)
             rt.ASYNCFS_StatusArrayCodes(statuses, n, codes)
-            for i, uri in enumerate(uris):
-                if refused and i in refused:
-                    yield i, uri, refused[i]
-                elif codes[i]:
-                    yield i, uri, _ffi.error_from(statuses[i], single, uri)
-                else:
-                    yield i, uri, None
+            errors: list[StatusError | None] = [None] * n
+            if any(ffi.unpack(codes, n)):  # (a list of ints at C speed: most calls fail nowhere)
+                for i, code in enumerate(ffi.unpack(codes, n)):
+                    if code:
+                        errors[i] = _ffi.error_from(statuses[i], single, uris[i])
+            for i, error in refused.items():
+                errors[i] = error
+            return errors
         finally:
             rt.ASYNCFS_DeleteStatusArray(statuses, n)
             rt.ASYNCFS_FreeNames(paths, n)
@@ -992,7 +991,8 @@ class ModularFileSystem:
         sizes = ffi.new("int64_t[]", n)
         view = memoryview(buffer)
         results: list[bytes | StatusError | None] = []
-        for i, uri, error in self._call_per_path("read_files", "read_file", uris, buffers, caps, sizes):
+        errors = self._errors_per_path("read_files", "read_file", uris, buffers, caps, sizes)
+        for i, (uri, error) in enumerate(zip(uris, errors, strict=True)):
             if error is not None:
                 results.append(error)
                 continue
@@ -1015,15 +1015,18 @@ class ModularFileSystem:
         if "stat_files" not in self._ops:
             return _one_by_one(self.stat, uris)
         stats = ffi.new("TF_FileStatistics[]", len(uris))
-        results: list[FileStatistics | StatusError] = []
-        for i, uri, error in self._call_per_path("stat_files", "stat", uris, stats):
-            if error is None:
-                try:
-                    results.append(self._statistics(stats[i], uri))
-                except StatusError as nonsense:
-                    results.append(nonsense)
-            else:
-                results.append(error)
+        errors = self._errors_per_path("stat_files", "stat", uris, stats)
+        fields = unpack_statistics(stats, len(uris))  # each one's, in one pass: no cdata per field
+        results: list[FileStatistics | StatusError] = [*made(FileStatistics, fields)]
+        if any(errors) or min(fields)[0] < 0:  # (the least tuple holds the least length)
+            for i, (uri, error) in enumerate(zip(uris, errors, strict=True)):
+                if error is not None:
+                    results[i] = error
+                elif fields[i][0] < 0:
+                    try:
+                        self._statistics(stats[i], uri)  # raises: the plugin's nonsense, named
+                    except StatusError as nonsense:
+                        results[i] = nonsense
         return results
 
     def read_small_first(
@@ -1081,7 +1084,7 @@ class ModularFileSystem:
         try:
             lengths = ffi.new("size_t[]", [len(view) for view in keep])
             pointers = ffi.new("char*[]", [ffi.cast("char*", view) for view in keep])
-            return [error for _, _, error in self._call_per_path("write_files", "write_file", uris, pointers, lengths)]
+            return self._errors_per_path("write_files", "write_file", uris, pointers, lengths)
         finally:  # the callers' buffers are theirs again, raised or not (see RandomAccessFile.read_into)
             for view in keep:
                 ffi.release(view)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import os
 import re
@@ -36,6 +37,7 @@ from asyncfs._native import marshal as _marshal  # noqa: E402
 from asyncfs._native import paths as _paths  # noqa: E402
 from asyncfs._native import speedups as _extension  # noqa: E402
 from asyncfs._native.binding import ffi  # noqa: E402
+from asyncfs._sync.entries import FileStatistics  # noqa: E402
 from asyncfs.tfrecord import masked_crc32c  # noqa: E402
 
 EXAMPLES = int(os.environ.get("ASYNCFS_HYPOTHESIS_EXAMPLES", "150"))
@@ -275,6 +277,30 @@ def test_a_bulk_reads_buffer_is_cut_back_into_its_files(implementation: str, fil
         sizes[0] = -1
         with pytest.raises(ValueError, match="negative size"):
             cut(buffer, sizes, 1)
+
+
+@pytest.mark.parametrize("implementation", ["python", "c"])
+@SETTINGS
+@given(rows=st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1), st.booleans())))
+def test_statistics_made_in_bulk_are_what_their_class_makes(implementation: str, rows: list[Any]) -> None:
+    """A bulk stat's FileStatistics, made in C (asyncfs._speedups) without
+    calling __init__, equal, hash, print and refuse changes as the ones
+    FileStatistics(*row) makes; rows that do not fit the fields are refused."""
+    if implementation == "c" and _extension.SPEEDUPS is None:
+        pytest.skip(_extension.WHY_NOT)
+    made = _marshal.made if implementation == "c" else (lambda cls, rows: [cls(*row) for row in rows])
+    got = made(FileStatistics, rows)
+    expected = [FileStatistics(*row) for row in rows]
+    assert got == expected
+    assert [(type(one), hash(one), repr(one)) for one in got] == [(type(one), hash(one), repr(one)) for one in expected]
+    for one in got:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            one.length = 0  # type: ignore[misc]
+    if implementation == "c":
+        with pytest.raises(ValueError, match="one value per field"):
+            made(FileStatistics, [(1, 2)])
+        with pytest.raises(TypeError, match="not a dataclass"):
+            made(int, [(1,)])
 
 
 @pytest.fixture
