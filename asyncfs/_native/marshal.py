@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import struct
 from dataclasses import dataclass
-from functools import cache
 from itertools import starmap
 from typing import Any, TypeVar
 
@@ -68,11 +67,16 @@ T = TypeVar("T")
 _made = getattr(SPEEDUPS, "made", None)
 
 
-@cache
-def _field_names(cls: Any) -> tuple[str, ...]:
-    if not dataclasses.is_dataclass(cls) or hasattr(cls, "__post_init__"):
-        raise TypeError(f"{cls.__name__} is not a dataclass whose __init__ only sets its fields")
-    return tuple(field.name for field in dataclasses.fields(cls))
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        if not dataclasses.is_dataclass(cls) or hasattr(cls, "__post_init__"):
+            raise TypeError(f"{cls.__name__} is not a dataclass whose __init__ only sets its fields")
+        names = _FIELDS[cls] = tuple(field.name for field in dataclasses.fields(cls))
+    return names
 
 
 def made(cls: type[T], rows: list[tuple[Any, ...]]) -> list[T]:
