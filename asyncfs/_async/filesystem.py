@@ -158,6 +158,7 @@ class AsyncModularFileSystem:
         # read_file reads a small file at hand on the loop's thread when the
         # plugin can (see AT_HAND_TURN); a network store never has it at hand
         self._reads_at_hand = not fs.metadata.network and fs.offers("new_random_access_file_if_ready")
+        self._stats_at_hand = not fs.metadata.network and fs.offers("stat_if_ready")  # so is stat
         self._since_turn = 0  # bytes read at hand since the loop's other tasks last had a turn
 
     @property
@@ -251,24 +252,35 @@ class AsyncModularFileSystem:
         moved: Callable[[T], int] | int = 0,
         discard: Callable[[T], Any] | None = None,
         combine: Combiner | None = None,
+        at_hand: Callable[..., T | None] | None = None,
     ) -> T:
         """fn(*args) on the pool as operation: counted in the Env's meter
         (moved: the bytes it moved, or how to count them in its result) and
         seen by OpenTelemetry when the application uses it (see
-        :mod:`.telemetry`)."""
+        :mod:`.telemetry`). at_hand, if given, is the same call made only
+        from what the plugin holds at hand, tried first on the loop's thread
+        (see AT_HAND_TURN): its None sends the call to the pool."""
         seen = (
             watch(self.wrapped.scheme, operation, args[0] if args else None, network=self.network)
             if otel_imported()
             else None
         )
         meter = self._meter
-        if meter is None and seen is None:
+        if meter is None and seen is None and at_hand is None:
             return await self._pool.run(fn, *args, mutating=mutating, discard=discard, combine=combine)
         start = perf_counter_ns()
         try:
-            result = await self._pool.run(
-                fn if seen is None else seen.carry(fn), *args, mutating=mutating, discard=discard, combine=combine
-            )
+            result = None
+            if at_hand is not None:
+                self._pool.check_open()
+                if self.turn_due():
+                    await checkpoint()
+                self.took_at_hand(0)
+                result = at_hand(*args)
+            if result is None:
+                result = await self._pool.run(
+                    fn if seen is None else seen.carry(fn), *args, mutating=mutating, discard=discard, combine=combine
+                )
         except BaseException as error:
             self._failed(operation, start, error, seen)
             raise
@@ -410,7 +422,10 @@ class AsyncModularFileSystem:
         return [item for part in _fanout.unwrap(parts) for item in part]
 
     async def stat(self, uri: str) -> FileStatistics:
-        return await self._call("stat", self.wrapped.stat, uri, mutating=False, combine=self._combined.stat)
+        at_hand = self.wrapped.stat_if_ready if self._stats_at_hand else None
+        return await self._call(
+            "stat", self.wrapped.stat, uri, mutating=False, combine=self._combined.stat, at_hand=at_hand
+        )
 
     async def is_directory(self, uri: str) -> bool:
         return await self._read("is_directory", self.wrapped.is_directory, uri)

@@ -73,7 +73,7 @@ def is_secret(option: str) -> bool:
 
 _SCRATCH = 4096
 _HEAD = 64 * 1024  # read_file reads this much before asking for the size
-_UNAVAILABLE = int(Code.UNAVAILABLE)  # read_file_if_ready's "not at hand"
+_UNAVAILABLE = int(Code.UNAVAILABLE)  # read_file_if_ready's and stat_if_ready's "not at hand"
 
 
 class _Scratch(threading.local):
@@ -84,6 +84,7 @@ class _Scratch(threading.local):
         self.head = ffi.new("char[]", _HEAD)
         self.size = ffi.new("int64_t*")
         self.handle = ffi.new("TF_RandomAccessFile*")
+        self.stats = ffi.new("TF_FileStatistics*")
 
 
 _scratch = _Scratch()
@@ -616,6 +617,23 @@ class ModularFileSystem:
         """Length, modification time (ns) and kind of uri."""
         stats = ffi.new("TF_FileStatistics*")
         self._path_call("stat", uri, stats)
+        return self._statistics(stats[0], uri)
+
+    def stat_if_ready(self, uri: str) -> FileStatistics | None:
+        """:meth:`stat`, made only from what the plugin holds at hand (its
+        ``stat_if_ready``, API 9: cached directory entries, ``mem://``),
+        without waiting on a device, a network or a lock, so it may run on
+        an event loop's thread. None when it is not at hand or the plugin
+        does not offer the op: :meth:`stat` answers, on a worker. An error
+        known at hand (NOT_FOUND) raises as stat's would."""
+        _uri.check_uri(uri)
+        stats = _scratch.stats
+        status = _ffi.thread_status()
+        _ffi.runtime().ASYNCFS_StatIfReady(self._fs_ops, self._fs, self._free, encode(uri), stats, status)
+        if status.code:  # an event loop's hot path: ints compared, no enum looked up
+            if status.code == _UNAVAILABLE:
+                return None
+            _ffi.check(status, "stat", uri)
         return self._statistics(stats[0], uri)
 
     def _statistics(self, stats: CData, uri: str) -> FileStatistics:

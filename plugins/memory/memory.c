@@ -347,6 +347,23 @@ static void fs_stat(const TF_Filesystem* filesystem, const char* path,
   pthread_rwlock_unlock(&fs->lock);
 }
 
+/* stat, unless it would wait (mem_rdlock_if_ready). */
+static void fs_stat_if_ready(const TF_Filesystem* filesystem, const char* path,
+                             TF_FileStatistics* stats, TF_Status* status) {
+  memfs* fs = mem_fs_of(filesystem);
+  node* n;
+  if (mem_rdlock_if_ready(fs) != 0) {
+    TF_SetStatus(status, TF_UNAVAILABLE, "not ready without waiting");
+    return;
+  }
+  n = mem_find_existing(fs, path, status);
+  if (n != NULL) {
+    node_stats(n, stats);
+    plugin_set_ok(status);
+  }
+  pthread_rwlock_unlock(&fs->lock);
+}
+
 static bool fs_is_directory(const TF_Filesystem* filesystem, const char* path,
                             TF_Status* status) {
   memfs* fs = mem_fs_of(filesystem);
@@ -520,7 +537,8 @@ static const TF_FilesystemOps mem_filesystem_ops = {
     PLUGIN_TRANSACTION_OPS,
     PLUGIN_CONFIGURATION_OPS,
     .rename_dir = fs_rename_dir,
-    .new_random_access_file_if_ready = mem_new_random_access_file_if_ready};
+    .new_random_access_file_if_ready = mem_new_random_access_file_if_ready,
+    .stat_if_ready = fs_stat_if_ready};
 
 static const plugin_scheme mem_schemes[] = {
     {"mem", &mem_filesystem_ops, &mem_reader_ops, &mem_writer_ops,

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "asyncfs/filesystem_interface.h"
+#include "at_hand.h"
 #include "plugin_common.h"
 #include "plugin_fs.h"
 #include "posix_internal.h"
@@ -311,6 +312,27 @@ static void fs_stat(const TF_Filesystem* filesystem, const char* path,
   plugin_set_ok(status);
 }
 
+/* stat through cached directory entries only, on a filesystem that
+ * answers fstat from memory (common/at_hand.h): the O_PATH descriptor is
+ * stat'ed as the path would be (its links followed) and closed. */
+static void fs_stat_if_ready(const TF_Filesystem* filesystem, const char* path,
+                             TF_FileStatistics* stats, TF_Status* status) {
+  struct stat st;
+  int fd = at_hand_open(path, O_PATH, &st);
+  (void)filesystem;
+  if (fd == -EAGAIN) {
+    TF_SetStatus(status, TF_UNAVAILABLE, "not at hand");
+    return;
+  }
+  if (fd < 0) {
+    TF_SetStatusFromIOError(status, -fd, path);
+    return;
+  }
+  close(fd);
+  stats_from(&st, stats);
+  plugin_set_ok(status);
+}
+
 /* stat of each of n paths, one after another on the calling thread: one
  * call into the plugin for many paths (Env.stat_files). */
 static void fs_stat_files(const TF_Filesystem* filesystem, const char* const* paths, int n,
@@ -565,6 +587,7 @@ static const TF_FilesystemOps posix_filesystem_ops = {
     .replace_file = posix_replace_file,
     .read_files = posix_read_files,
     .stat_files = fs_stat_files,
+    .stat_if_ready = fs_stat_if_ready,
     .new_random_access_file_if_ready = posix_new_random_access_file_if_ready};
 
 static const plugin_scheme posix_schemes[] = {

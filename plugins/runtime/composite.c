@@ -206,6 +206,23 @@ RUNTIME_EXPORT int64_t ASYNCFS_ReadIfReady(const TF_FilesystemOps* ops,
   return -1;
 }
 
+RUNTIME_EXPORT void ASYNCFS_StatIfReady(const TF_FilesystemOps* ops, const TF_Filesystem* fs,
+                                        void (*plugin_free)(void*), const char* uri,
+                                        TF_FileStatistics* stats, TF_Status* status) {
+  char* path;
+  if (ops->stat_if_ready == NULL) {
+    AF_SetStatus(status, TF_UNAVAILABLE, "the plugin stats nothing at hand");
+    return;
+  }
+  path = translate(ops, fs, plugin_free, uri);
+  if (path == NULL) {
+    AF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  ops->stat_if_ready(fs, path, stats, status);
+  free(path);
+}
+
 RUNTIME_EXPORT int64_t ASYNCFS_ReadAndClose(const TF_RandomAccessFileOps* file_ops,
                                             TF_RandomAccessFile* file,
                                             uint64_t offset, size_t n,

@@ -96,6 +96,15 @@ int64_t ASYNCFS_ReadIfReady(const TF_FilesystemOps* ops,
                             void (*plugin_free)(void*), const char* uri,
                             char* out, size_t cap, TF_Status* status);
 
+/* stat of uri made only from what the plugin holds at hand (its
+ * stat_if_ready), so that it may run on an event loop's thread: stats set
+ * and OK; TF_UNAVAILABLE when it is not at hand or the plugin does not
+ * offer the op: stat it on a worker; another status: the answer stat gives
+ * (NOT_FOUND, ...), which was at hand. */
+void ASYNCFS_StatIfReady(const TF_FilesystemOps* ops, const TF_Filesystem* fs,
+                         void (*plugin_free)(void*), const char* uri,
+                         TF_FileStatistics* stats, TF_Status* status);
+
 /* read, then cleanup: the handle is released whatever happens. Returns the
  * count read (a short count at end of file is not an error here). */
 int64_t ASYNCFS_ReadAndClose(const TF_RandomAccessFileOps* file_ops,

@@ -9,6 +9,7 @@ other threads, and loses nothing on the way."""
 
 from __future__ import annotations
 
+import errno
 import gzip
 import os
 from collections.abc import Awaitable, Callable
@@ -171,6 +172,43 @@ def test_an_open_at_hand_is_the_open_of_new_random_access_file(sync_fs: asyncfs.
         pass  # known at hand, as new_random_access_file says it
     else:
         assert got is None  # left to new_random_access_file
+
+
+def test_a_stat_at_hand_is_the_stat_of_stat(sync_fs: asyncfs.ModularFileSystem, root: str) -> None:
+    """Where the plugin stats at hand (stat_if_ready, API 9), it answers
+    what stat answers, for a file, a folder and a missing path (the same
+    error, in the same words); anything not at hand is left to stat (None)."""
+    put_file(sync_fs, f"{root}/file", b"x" * 1234)
+    put_dir(sync_fs, f"{root}/dir")
+    offered = sync_fs.offers("stat_if_ready")
+    assert offered == (sync_fs.scheme in ("file", "mem"))  # the built-ins that stat at hand
+    for name in ("file", "dir"):
+        stat = sync_fs.stat(f"{root}/{name}")  # its directory entries now cached
+        got = sync_fs.stat_if_ready(f"{root}/{name}")
+        if not offered or (sync_fs.scheme == "file" and not at_hand_here(Path(root.removeprefix("file://")))):
+            assert got is None
+            return
+        assert got == stat, name
+    with pytest.raises(asyncfs.NotFoundError) as on_a_worker:
+        sync_fs.stat(f"{root}/missing")
+    with pytest.raises(asyncfs.NotFoundError) as at_hand_too:
+        sync_fs.stat_if_ready(f"{root}/missing")  # a cached negative entry, in posix
+    assert str(at_hand_too.value) == str(on_a_worker.value)
+    assert at_hand_too.value.op == on_a_worker.value.op == "stat"
+
+
+def test_a_fifo_is_stated_at_hand_without_being_opened(tmp_path: Path) -> None:
+    """A FIFO is stat'ed through an O_PATH descriptor, which opens nothing:
+    a writer waiting in its own open still waits."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    fs = asyncfs.get_filesystem("file://")
+    expected = fs.stat(str(fifo))
+    got = fs.stat_if_ready(str(fifo))
+    assert got is None or got == expected
+    with pytest.raises(OSError) as no_reader:  # no reader came: a writer's open would wait
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert no_reader.value.errno == errno.ENXIO
 
 
 def test_a_pipe_or_a_slow_store_is_not_opened_at_hand() -> None:
@@ -396,4 +434,63 @@ async def test_read_files_at_hand_one_after_another_give_the_loops_other_tasks_t
 
         got, turns = await turns_taken(read_all)
     assert got == [b"%d" % i for i in range(count)]
+    assert turns >= count * async_filesystem.AT_HAND_CALL // async_filesystem.AT_HAND_TURN - 2
+
+
+# ---- stat ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["file", "mem"])
+async def test_stat_of_a_path_at_hand_asks_no_worker(tmp_path: Path, where: str) -> None:
+    """env.stat of a cached path is answered on the loop's thread, and the
+    pool is not asked; it answers as the sync stat does, sees a rewrite at
+    once, and a missing path raises NotFoundError, also at hand."""
+    async with asyncfs.Env() as env:
+        store = _stored(env, where, tmp_path)
+        uri = await store("small", b"12345")
+        fs = env.filesystem(uri).wrapped
+        at_hand_expected = where == "mem" or at_hand_here(tmp_path)
+        fs.stat(uri)  # (its entries cached)
+        asked = env.pool.stats().operations
+        assert await env.stat(uri) == fs.stat(uri)
+        assert (env.pool.stats().operations - asked == 0) == at_hand_expected
+        await store("small", b"123")
+        assert (await env.stat(uri)).length == 3
+        with pytest.raises(asyncfs.NotFoundError):
+            await env.stat(uri + "-missing")
+        with pytest.raises(asyncfs.NotFoundError):
+            await env.stat(uri + "-missing")  # (a cached negative entry, in posix)
+        operations = env.metrics().operations
+        assert [(op.operation, op.count, op.errors) for op in operations if op.operation == "stat"] == [
+            ("stat", 4, {"NOT_FOUND": 2})
+        ]
+
+
+async def test_stat_of_a_store_made_slow_goes_to_a_worker(tmp_path: Path) -> None:
+    """A store that waits (the memory plugin's latency_us) stats nothing at
+    hand: the stat waits on a worker, not on the loop."""
+    async with asyncfs.Env() as env:
+        uri = await _stored(env, "mem", tmp_path)("slow", b"data")
+        fs = env.filesystem(uri).wrapped
+        fs.set_option("latency_us", 1000)
+        try:
+            asked = env.pool.stats().operations
+            assert (await env.stat(uri)).length == 4
+            assert env.pool.stats().operations - asked >= 1
+        finally:
+            fs.set_option("latency_us", 0)
+
+
+async def test_stats_at_hand_one_after_another_give_the_loops_other_tasks_turns(tmp_path: Path) -> None:
+    """A loop of stats at hand, each counted as AT_HAND_CALL bytes read at
+    hand, gives the loop's other tasks a turn every AT_HAND_TURN."""
+    count = 640
+    async with asyncfs.Env() as env:
+        uri = await _stored(env, "mem", tmp_path)("f", b"data")
+
+        async def stat_all() -> list[int]:
+            return [(await env.stat(uri)).length for _ in range(count)]
+
+        got, turns = await turns_taken(stat_all)
+    assert got == [4] * count
     assert turns >= count * async_filesystem.AT_HAND_CALL // async_filesystem.AT_HAND_TURN - 2

@@ -69,6 +69,7 @@ def test_filesystem_ops_are_tensorflows_33_then_the_appended_ones() -> None:
         "copy_entry",
         "new_temporary_file",
         "replace_file",
+        "stat_if_ready",
     ]
     assert fields("TF_FilesystemOps") == [*TF_FILESYSTEM_OPS, *appended]
     for entry, name in enumerate(appended, start=33):

@@ -422,6 +422,15 @@ typedef struct TF_FilesystemOps {
    * umask). A write so replaces a file's content, never its access. */
   void (*replace_file)(const TF_Filesystem* filesystem, const char* src, const char* dst,
                        TF_Status* status);
+  /* 50: asyncfs extension (filesystem ops API 9). stat, made only from
+   * what the plugin holds at hand (cached directory entries, memory), never
+   * waiting on a device, a network or a lock another thread holds, so that
+   * it may run on an event loop's thread. Sets stats and status OK; or the
+   * status stat would set (NOT_FOUND, ...) when that answer was at hand; or
+   * TF_UNAVAILABLE when anything was not at hand: the caller then calls
+   * stat, where waiting is fine. */
+  void (*stat_if_ready)(const TF_Filesystem* filesystem, const char* path, TF_FileStatistics* stats,
+                        TF_Status* status);
 } TF_FilesystemOps;
 
 /* What get_children_kinds says an entry is. */
@@ -435,7 +444,7 @@ typedef struct TF_FilesystemOps {
  * entries are appended. The core refuses a table whose ABI differs from its
  * own and warns (then loads) when only the API differs. */
 
-#define TF_FILESYSTEM_OPS_API 8
+#define TF_FILESYSTEM_OPS_API 9
 #define TF_FILESYSTEM_OPS_ABI 0
 #define TF_RANDOM_ACCESS_FILE_OPS_API 1
 #define TF_RANDOM_ACCESS_FILE_OPS_ABI 0
