@@ -158,7 +158,7 @@ class AsyncModularFileSystem:
         # read_file reads a small file at hand on the loop's thread when the
         # plugin can (see AT_HAND_TURN); a network store never has it at hand
         self._reads_at_hand = not fs.metadata.network and fs.offers("new_random_access_file_if_ready")
-        self._stats_at_hand = not fs.metadata.network and fs.offers("stat_if_ready")  # so is stat
+        self._stats_at_hand = not fs.metadata.network and fs.offers("stat_if_ready")  # so are stat, exists, isdir
         self._since_turn = 0  # bytes read at hand since the loop's other tasks last had a turn
 
     @property
@@ -564,10 +564,12 @@ class AsyncModularFileSystem:
         await self._call("append", partial(_append, self.wrapped), uri, data, mutating=True, moved=moved)
 
     async def exists(self, uri: str) -> bool:
-        return await self._read("exists", self.wrapped.exists, uri)
+        at_hand = self.wrapped.exists_if_ready if self._stats_at_hand else None
+        return await self._call("exists", self.wrapped.exists, uri, mutating=False, at_hand=at_hand)
 
     async def isdir(self, uri: str) -> bool:
-        return await self._read("isdir", self.wrapped.isdir, uri)
+        at_hand = self.wrapped.isdir_if_ready if self._stats_at_hand else None
+        return await self._call("isdir", self.wrapped.isdir, uri, mutating=False, at_hand=at_hand)
 
     async def size(self, uri: str) -> int:
         """The size of the file at uri, in bytes."""

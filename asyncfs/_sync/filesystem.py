@@ -636,6 +636,23 @@ class ModularFileSystem:
             _ffi.check(status, "stat", uri)
         return self._statistics(stats[0], uri)
 
+    def exists_if_ready(self, uri: str) -> bool | None:
+        """:meth:`exists` from :meth:`stat_if_ready`: None when that is not
+        at hand, or knew an error other than a missing path (then exists
+        says what it is)."""
+        return self._known_if_ready(uri, lambda stats: True)
+
+    def isdir_if_ready(self, uri: str) -> bool | None:
+        """:meth:`isdir` from :meth:`stat_if_ready`, as :meth:`exists_if_ready`."""
+        return self._known_if_ready(uri, lambda stats: stats.is_directory)
+
+    def _known_if_ready(self, uri: str, answer: Callable[[FileStatistics], bool]) -> bool | None:
+        try:
+            stats = self.stat_if_ready(uri)
+        except StatusError as exc:
+            return False if exc.code in (Code.NOT_FOUND, Code.FAILED_PRECONDITION) else None
+        return None if stats is None else answer(stats)
+
     def _statistics(self, stats: CData, uri: str) -> FileStatistics:
         """A plugin's TF_FileStatistics, its length checked."""
         length = _ffi.check_count(

@@ -195,6 +195,13 @@ def test_a_stat_at_hand_is_the_stat_of_stat(sync_fs: asyncfs.ModularFileSystem, 
         sync_fs.stat_if_ready(f"{root}/missing")  # a cached negative entry, in posix
     assert str(at_hand_too.value) == str(on_a_worker.value)
     assert at_hand_too.value.op == on_a_worker.value.op == "stat"
+    for name in ("file", "dir", "missing", "file/below"):
+        uri = f"{root}/{name}"
+        sync_fs.exists(uri)  # (cached, a negative entry too)
+        assert sync_fs.exists_if_ready(uri) in (sync_fs.exists(uri), None), name
+        assert sync_fs.isdir_if_ready(uri) in (sync_fs.isdir(uri), None), name
+    assert sync_fs.exists_if_ready(f"{root}/file") is True
+    assert sync_fs.isdir_if_ready(f"{root}/dir") is True
 
 
 def test_a_fifo_is_stated_at_hand_without_being_opened(tmp_path: Path) -> None:
@@ -464,6 +471,25 @@ async def test_stat_of_a_path_at_hand_asks_no_worker(tmp_path: Path, where: str)
         assert [(op.operation, op.count, op.errors) for op in operations if op.operation == "stat"] == [
             ("stat", 4, {"NOT_FOUND": 2})
         ]
+
+
+@pytest.mark.parametrize("where", ["file", "mem"])
+async def test_exists_and_isdir_at_hand_ask_no_worker(tmp_path: Path, where: str) -> None:
+    """env.exists and env.isdir of cached paths answer on the loop's thread,
+    as the sync exists and isdir do: a file, a folder, a missing path; and
+    a path below a file as they do too, at hand or not (posix: openat2's
+    RESOLVE_CACHED leaves that walk to the ordinary call)."""
+    async with asyncfs.Env() as env:
+        uri = await _stored(env, where, tmp_path)("file", b"x")
+        folder = uri.rsplit("/", 1)[0]
+        fs = env.filesystem(uri).wrapped
+        at_hand_expected = where == "mem" or at_hand_here(tmp_path)
+        for path in (uri, folder, f"{folder}/missing", f"{uri}/below"):
+            expected = fs.exists(path), fs.isdir(path)  # (its entries cached)
+            asked = env.pool.stats().operations
+            assert (await env.exists(path), await env.isdir(path)) == expected, path
+            if not path.endswith("/below"):
+                assert (env.pool.stats().operations - asked == 0) == at_hand_expected, path
 
 
 async def test_stat_of_a_store_made_slow_goes_to_a_worker(tmp_path: Path) -> None:
