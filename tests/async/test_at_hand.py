@@ -412,16 +412,19 @@ async def test_read_file_of_a_small_file_at_hand_asks_no_worker(tmp_path: Path, 
             await env.read_file(small + "-missing")
 
 
-async def test_read_file_of_a_store_made_slow_goes_to_a_worker(tmp_path: Path) -> None:
+@pytest.mark.parametrize("call", ["read_file", "stat", "exists", "isdir"])
+async def test_a_store_made_slow_is_asked_on_a_worker(tmp_path: Path, call: str) -> None:
     """A store that waits (the memory plugin's latency_us) has nothing at
-    hand: the read waits on a worker, not on the loop."""
+    hand: the call waits on a worker, not on the loop, and answers as it
+    did at hand."""
     async with asyncfs.Env() as env:
         uri = await _stored(env, "mem", tmp_path)("slow", b"data")
         fs = env.filesystem(uri).wrapped
+        expected = await getattr(env, call)(uri)
         fs.set_option("latency_us", 1000)
         try:
             asked = env.pool.stats().operations
-            assert await env.read_file(uri) == b"data"
+            assert await getattr(env, call)(uri) == expected
             assert env.pool.stats().operations - asked >= 1
         finally:
             fs.set_option("latency_us", 0)
@@ -490,21 +493,6 @@ async def test_exists_and_isdir_at_hand_ask_no_worker(tmp_path: Path, where: str
             assert (await env.exists(path), await env.isdir(path)) == expected, path
             if not path.endswith("/below"):
                 assert (env.pool.stats().operations - asked == 0) == at_hand_expected, path
-
-
-async def test_stat_of_a_store_made_slow_goes_to_a_worker(tmp_path: Path) -> None:
-    """A store that waits (the memory plugin's latency_us) stats nothing at
-    hand: the stat waits on a worker, not on the loop."""
-    async with asyncfs.Env() as env:
-        uri = await _stored(env, "mem", tmp_path)("slow", b"data")
-        fs = env.filesystem(uri).wrapped
-        fs.set_option("latency_us", 1000)
-        try:
-            asked = env.pool.stats().operations
-            assert (await env.stat(uri)).length == 4
-            assert env.pool.stats().operations - asked >= 1
-        finally:
-            fs.set_option("latency_us", 0)
 
 
 async def test_stats_at_hand_one_after_another_give_the_loops_other_tasks_turns(tmp_path: Path) -> None:
