@@ -617,7 +617,7 @@ class ModularFileSystem:
         """Length, modification time (ns) and kind of uri."""
         stats = ffi.new("TF_FileStatistics*")
         self._path_call("stat", uri, stats)
-        return self._statistics(stats[0], uri)
+        return self._statistics(stats, uri)
 
     def stat_if_ready(self, uri: str) -> FileStatistics | None:
         """:meth:`stat`, made only from what the plugin holds at hand (its
@@ -634,7 +634,7 @@ class ModularFileSystem:
             if status.code == _UNAVAILABLE:
                 return None
             _ffi.check(status, "stat", uri)
-        return self._statistics(stats[0], uri)
+        return self._statistics(stats, uri)
 
     def exists_if_ready(self, uri: str) -> bool | None:
         """:meth:`exists` from :meth:`stat_if_ready`: None when that is not
@@ -654,10 +654,12 @@ class ModularFileSystem:
         return None if stats is None else answer(stats)
 
     def _statistics(self, stats: CData, uri: str) -> FileStatistics:
-        """A plugin's TF_FileStatistics, its length checked."""
-        length = _ffi.check_count(
-            int(stats.length), _ffi.UNBOUNDED, plugin=self.metadata.name, op="stat", path=uri, what="as length"
-        )
+        """A plugin's TF_FileStatistics (or a pointer to one), its length
+        checked (an int64 is never above the bound: only a negative one
+        takes the call that raises)."""
+        length = int(stats.length)
+        if length < 0:
+            _ffi.check_count(length, _ffi.UNBOUNDED, plugin=self.metadata.name, op="stat", path=uri, what="as length")
         return FileStatistics(length, int(stats.mtime_nsec), bool(stats.is_directory))
 
     def is_directory(self, uri: str) -> bool:
