@@ -34,16 +34,22 @@ def data(n: int, seed: str = "") -> bytes:
 @pytest.fixture(scope="module")
 def tree(nginx: HttpServer) -> Path:
     """A folder both servers serve: a small file, a 3 MB one, a name with
-    a space, a nested folder and a private file (nginx wants a token)."""
+    a space and a nested folder."""
     root = nginx.root / f"tree-{uuid.uuid4().hex[:8]}"
     (root / "sub" / "deeper").mkdir(parents=True)
     (root / "a.txt").write_bytes(b"hello world")
     (root / "big.bin").write_bytes(data(3_000_000))
     (root / "sub" / "with space.txt").write_bytes(b"spaced")
     (root / "sub" / "deeper" / "z.txt").write_bytes(b"z")
+    return root
+
+
+@pytest.fixture(scope="module")
+def secret(nginx: HttpServer) -> str:
+    """The URL of a file in nginx's /private/, which wants the token."""
     (nginx.root / "private").mkdir(exist_ok=True)
     (nginx.root / "private" / "secret.txt").write_bytes(b"secret\n")
-    return root
+    return f"{nginx.url}/private/secret.txt"
 
 
 @pytest.fixture(scope="module")
@@ -130,11 +136,12 @@ def test_a_file_replaced_during_a_read_fails_instead_of_mixing(
         f.read(600_000, 1000)
 
 
-def test_token_and_headers_go_to_the_origin_only(http: asyncfs.ModularFileSystem, nginx: HttpServer) -> None:
+def test_token_and_headers_go_to_the_origin_only(
+    http: asyncfs.ModularFileSystem, nginx: HttpServer, secret: str
+) -> None:
     """nginx's /private/ wants the bearer token; a redirect on the same
     origin keeps it, one to another host (localhost for 127.0.0.1) does not
     get it; a redirect loop ends after max_redirects."""
-    secret = f"{nginx.url}/private/secret.txt"
     with pytest.raises(asyncfs.UnauthenticatedError, match="401"):
         http.read_file(secret)
     with pytest.raises(asyncfs.UnauthenticatedError):
