@@ -1,18 +1,11 @@
 /* JSON documents and ISO 8601 times, read with libc only (see
  * objstore_formats.h). */
+#define _POSIX_C_SOURCE 200809L /* strndup */
 #include "objstore_formats.h"
 
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
-
-static char* copy_span(const char* s, size_t n) {
-  char* out = malloc(n + 1);
-  if (out == NULL) return NULL;
-  memcpy(out, s, n);
-  out[n] = '\0';
-  return out;
-}
 
 /* ---- JSON ------------------------------------------------------------------ */
 
@@ -266,7 +259,7 @@ int objstore_json_members(const char* json, size_t len, const char* const* keys,
 
 char* objstore_json_value(const char* value, size_t len) {
   if (value == NULL || len == 0 || value[0] == '{' || value[0] == '[' || value[0] == 'n') return NULL;
-  return value[0] == '"' ? objstore_json_string(value, len) : copy_span(value, len);
+  return value[0] == '"' ? objstore_json_string(value, len) : strndup(value, len);
 }
 
 char* objstore_json_get(const char* json, size_t len, const char* key) {

@@ -1,18 +1,11 @@
 /* AWS's shared config and credentials files, read with libc only (see
  * s3_formats.h); JSON and times are the engine's (objstore_formats.c). */
+#define _POSIX_C_SOURCE 200809L /* strndup */
 #include "s3_formats.h"
 
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
-
-static char* copy_span(const char* s, size_t n) {
-  char* out = malloc(n + 1);
-  if (out == NULL) return NULL;
-  memcpy(out, s, n);
-  out[n] = '\0';
-  return out;
-}
 
 /* ---- INI ------------------------------------------------------------------- */
 
@@ -88,7 +81,7 @@ char* s3_ini_get(const char* text, const char* section, const char* key,
       trim(&vs, &ve);
       if (same_key(ns, ne, dot + 1, strlen(dot + 1), 0)) {
         free(value);
-        value = copy_span(vs, (size_t)(ve - vs));
+        value = strndup(vs, (size_t)(ve - vs));
       }
       continue;
     }
@@ -104,7 +97,7 @@ char* s3_ini_get(const char* text, const char* section, const char* key,
       in_nested = vs == ve && same_key(ns, ne, key, top_len, 1);
       if (in_section && dot == NULL && same_key(ns, ne, key, top_len, 1)) {
         free(value);
-        value = copy_span(vs, (size_t)(ve - vs));
+        value = strndup(vs, (size_t)(ve - vs));
       }
     }
   }
