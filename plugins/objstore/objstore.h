@@ -491,6 +491,19 @@ void objstore_write_objects(objstore_engine* engine, const objstore_settings* se
 
 /* ---- a namespace of buckets and keys (objstore_tree.c) ---- */
 
+/* A plugin's path "/bucket/some/key" as its bucket and key ("" for the
+ * bucket itself), each allocated: 0; or -1 with status set (out of memory,
+ * or INVALID_ARGUMENT naming scheme://bucket for a bucket name of 1 or 2
+ * characters). Paths reach a plugin cleaned, with no empty segment. */
+typedef struct objstore_path {
+  char* bucket;
+  char* key;
+} objstore_path;
+
+int objstore_path_parse(const char* scheme, const char* path, objstore_path* out,
+                        TF_Status* status);
+void objstore_path_free(objstore_path* p);
+
 /* Directories over a flat store, as every object store's users expect
  * them: a path is /bucket/key; a key's prefix up to a "/" is its
  * directory, which exists while some key lies under it or an empty

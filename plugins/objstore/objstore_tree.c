@@ -50,20 +50,15 @@ void objstore_listing_free(objstore_listing* l) {
 
 /* ---- paths and messages ------------------------------------------------------------- */
 
-/* "/bucket/some/key" as its bucket and key ("" for the bucket itself). */
-typedef struct tree_path {
-  char* bucket;
-  char* key;
-} tree_path;
-
-static int parse(const objstore_tree* t, const char* path, tree_path* out, TF_Status* status) {
+int objstore_path_parse(const char* scheme, const char* path, objstore_path* out,
+                        TF_Status* status) {
   const char* p = path;
   const char* slash;
   while (*p == '/') ++p;
   slash = strchr(p, '/');
   if ((slash != NULL ? (size_t)(slash - p) : strlen(p)) - 1 < 2) { /* 1 or 2 characters */
     char msg[300];
-    snprintf(msg, sizeof msg, "%s://%.*s: bucket names have at least 3 characters", t->scheme,
+    snprintf(msg, sizeof msg, "%s://%.*s: bucket names have at least 3 characters", scheme,
              (int)(slash != NULL ? slash - p : (long)strlen(p)), p);
     TF_SetStatus(status, TF_INVALID_ARGUMENT, msg);
     out->bucket = out->key = NULL;
@@ -81,7 +76,7 @@ static int parse(const objstore_tree* t, const char* path, tree_path* out, TF_St
   return 0;
 }
 
-static void path_free(tree_path* p) {
+void objstore_path_free(objstore_path* p) {
   free(p->bucket);
   free(p->key);
   p->bucket = p->key = NULL;
@@ -89,7 +84,7 @@ static void path_free(tree_path* p) {
 
 /* "what scheme://bucket/key: " followed by the formatted rest. */
 static void fail(const objstore_tree* t, TF_Status* status, TF_Code code, const char* what,
-                 const tree_path* p, const char* fmt, ...) {
+                 const objstore_path* p, const char* fmt, ...) {
   char rest[400], msg[1400];
   va_list ap;
   va_start(ap, fmt);
@@ -144,7 +139,7 @@ static int request(const objstore_tree* t, objstore_tree_request kind, const cha
 /* An empty object at key if none is there; ALREADY_EXISTS when the
  * server says one is (412, or 409 from stores that answer a failed
  * create so). */
-static int create(const objstore_tree* t, const tree_path* p, const char* key,
+static int create(const objstore_tree* t, const objstore_path* p, const char* key,
                   TF_Status* status) {
   objstore_response resp;
   int rc = simple(t, OBJSTORE_CREATE, p->bucket, key, &resp, NULL, NULL, status);
@@ -204,7 +199,7 @@ static int list_all(const objstore_tree* t, const char* bucket, const char* pref
 /* What is at p: MISSING, FILE_KIND or DIR_KIND (status OK), or -1 with
  * status set. A directory made by create_dir has its marker's mtime (the
  * marker sorts first under its prefix); one made by the keys below it, 0. */
-static int probe(const objstore_tree* t, const tree_path* p, int64_t* size, int64_t* mtime,
+static int probe(const objstore_tree* t, const objstore_path* p, int64_t* size, int64_t* mtime,
                  TF_Status* status) {
   objstore_response resp;
   objstore_listing l;
@@ -243,7 +238,7 @@ static int probe(const objstore_tree* t, const tree_path* p, int64_t* size, int6
 /* The status of a path found missing: NOT_FOUND, or FAILED_PRECONDITION
  * when its parent is a file ("file/x": a store would hold both keys, but
  * a file has no children). */
-static void set_missing(const objstore_tree* t, const tree_path* p, const char* what,
+static void set_missing(const objstore_tree* t, const objstore_path* p, const char* what,
                         TF_Status* status) {
   char* slash = strrchr(p->key, '/');
   if (slash != NULL) {
@@ -271,14 +266,14 @@ static void set_missing(const objstore_tree* t, const tree_path* p, const char* 
 
 void objstore_tree_stat(const objstore_tree* t, const char* path, TF_FileStatistics* stats,
                         TF_Status* status) {
-  tree_path p;
+  objstore_path p;
   int64_t size, mtime;
   int kind;
   if (objstore_stat_cached(t->engine, t->settings, path, stats)) {
     TF_SetStatus(status, TF_OK, "");
     return;
   }
-  if (parse(t, path, &p, status) != 0) return;
+  if (objstore_path_parse(t->scheme, path, &p, status) != 0) return;
   kind = probe(t, &p, &size, &mtime, status);
   if (kind == MISSING) set_missing(t, &p, "stat", status);
   if (kind > 0) {
@@ -287,7 +282,7 @@ void objstore_tree_stat(const objstore_tree* t, const char* path, TF_FileStatist
     stats->is_directory = kind == DIR_KIND;
     objstore_stat_remember(t->engine, t->settings, path, stats);
   }
-  path_free(&p);
+  objstore_path_free(&p);
 }
 
 /* ---- many stats at once ------------------------------------------------------------- */
@@ -340,7 +335,7 @@ static void round_free(const objstore_tree* t, round* r) {
 }
 
 typedef struct stat_batch {
-  tree_path* paths;
+  objstore_path* paths;
   int* which;      /* the paths of the round, by index into paths */
   char** prefixes; /* round 2's, by the index into which */
   char* settled;   /* by path */
@@ -348,13 +343,13 @@ typedef struct stat_batch {
 
 static int make_stat(const objstore_tree* t, void* ctx, int j, objstore_exchange* x, TF_Status* status) {
   stat_batch* b = ctx;
-  const tree_path* p = &b->paths[b->which[j]];
+  const objstore_path* p = &b->paths[b->which[j]];
   return t->hooks->request(store_of(t), t->config, OBJSTORE_STAT, p->bucket, p->key, x, status);
 }
 
 static int make_list(const objstore_tree* t, void* ctx, int j, objstore_exchange* x, TF_Status* status) {
   stat_batch* b = ctx;
-  const tree_path* p = &b->paths[b->which[j]];
+  const objstore_path* p = &b->paths[b->which[j]];
   if ((b->prefixes[j] = with_slash(p->key)) == NULL) {
     plugin_set_oom(status);
     return -1;
@@ -364,7 +359,7 @@ static int make_list(const objstore_tree* t, void* ctx, int j, objstore_exchange
 
 static int make_parent_stat(const objstore_tree* t, void* ctx, int j, objstore_exchange* x, TF_Status* status) {
   stat_batch* b = ctx;
-  const tree_path* p = &b->paths[b->which[j]];
+  const objstore_path* p = &b->paths[b->which[j]];
   char* slash = strrchr(p->key, '/');
   int rc;
   *slash = '\0';
@@ -390,7 +385,7 @@ void objstore_tree_stat_files(const objstore_tree* t, const char* const* paths, 
     memset(&stats[i], 0, sizeof stats[i]);
     TF_SetStatus(statuses[i], TF_OK, "");
     if (objstore_stat_cached(t->engine, t->settings, paths[i], &stats[i]) ||
-        parse(t, paths[i], &b.paths[i], statuses[i]) != 0) {
+        objstore_path_parse(t->scheme, paths[i], &b.paths[i], statuses[i]) != 0) {
       settle(&b, i);
     } else if (*b.paths[i].key == '\0') { /* a bucket, or the root */
       objstore_tree_stat(t, paths[i], &stats[i], statuses[i]);
@@ -453,7 +448,7 @@ void objstore_tree_stat_files(const objstore_tree* t, const char* const* paths, 
   }
   if (round_run(t, &r, m, make_parent_stat, &b) != 0) goto one_by_one;
   for (j = 0; j < m; ++j) {
-    tree_path* p = &b.paths[b.which[j]];
+    objstore_path* p = &b.paths[b.which[j]];
     if (TF_GetCode(r.statuses[j]) == TF_OK) {
       char* slash = strrchr(p->key, '/');
       char parent[1100];
@@ -470,7 +465,7 @@ one_by_one: /* what a round could not take (out of memory), one at a time */
   round_free(t, &r);
   for (i = 0; i < n; ++i)
     if (b.settled == NULL || !b.settled[i]) objstore_tree_stat(t, paths[i], &stats[i], statuses[i]);
-  for (i = 0; b.paths != NULL && i < n; ++i) path_free(&b.paths[i]);
+  for (i = 0; b.paths != NULL && i < n; ++i) objstore_path_free(&b.paths[i]);
   for (i = 0; b.prefixes != NULL && i < n; ++i) free(b.prefixes[i]);
   free(b.paths);
   free(b.which);
@@ -520,14 +515,14 @@ static int addressable_key(const char* key) {
 
 int objstore_tree_list(const objstore_tree* t, const char* path, plugin_listing* out,
                        TF_Status* status) {
-  tree_path p = {NULL, NULL};
+  objstore_path p = {NULL, NULL};
   objstore_listing l;
   char* prefix = NULL;
   size_t plen;
   int i, result = -1, marker = 0;
   TF_FileStatistics st;
   memset(&l, 0, sizeof l);
-  if (parse(t, path, &p, status) != 0) return -1;
+  if (objstore_path_parse(t->scheme, path, &p, status) != 0) return -1;
   if (*p.bucket == '\0') {
     if (list_all(t, "", "", NULL, &l, status) != 0) goto done;
     for (i = 0; i < l.keys.count; ++i) {
@@ -580,7 +575,7 @@ oom:
 done:
   objstore_listing_free(&l);
   free(prefix);
-  path_free(&p);
+  objstore_path_free(&p);
   return result;
 }
 
@@ -660,7 +655,7 @@ int objstore_tree_glob(const objstore_tree* t, const char* uri_pattern, char*** 
   plugin_strlist out = {NULL, 0, 0};
   size_t scheme_len = plugin_scheme_prefix_len(uri_pattern);
   char* pattern = plugin_translate_name(uri_pattern, PLUGIN_NAMES_KEYS);
-  tree_path p = {NULL, NULL};
+  objstore_path p = {NULL, NULL};
   objstore_listing buckets;
   int i, count = -1;
   memset(&buckets, 0, sizeof buckets);
@@ -669,7 +664,7 @@ int objstore_tree_glob(const objstore_tree* t, const char* uri_pattern, char*** 
     plugin_set_oom(status);
     return -1;
   }
-  if (parse(t, pattern, &p, status) != 0) goto done;
+  if (objstore_path_parse(t->scheme, pattern, &p, status) != 0) goto done;
   if (*p.key == '\0' || plugin_has_glob_meta(p.bucket, strlen(p.bucket))) {
     /* The pattern's bucket is matched against the bucket list. */
     if (*p.bucket != '\0' && list_all(t, "", "", NULL, &buckets, status) != 0) goto done;
@@ -696,7 +691,7 @@ int objstore_tree_glob(const objstore_tree* t, const char* uri_pattern, char*** 
 done:
   plugin_strlist_free(&out);
   objstore_listing_free(&buckets);
-  path_free(&p);
+  objstore_path_free(&p);
   plugin_memory_free(pattern);
   return count;
 }
@@ -704,12 +699,12 @@ done:
 /* ---- namespace changes ---------------------------------------------------------------- */
 
 void objstore_tree_create_dir(const objstore_tree* t, const char* path, TF_Status* status) {
-  tree_path p, parent;
+  objstore_path p, parent;
   int64_t size, mtime;
   int kind;
   char* slash;
   char* marker;
-  if (parse(t, path, &p, status) != 0) return;
+  if (objstore_path_parse(t->scheme, path, &p, status) != 0) return;
   kind = probe(t, &p, &size, &mtime, status);
   if (kind < 0) goto done;
   if (kind != MISSING) {
@@ -740,23 +735,23 @@ void objstore_tree_create_dir(const objstore_tree* t, const char* path, TF_Statu
   }
 done:
   objstore_forget(t->engine, path);
-  path_free(&p);
+  objstore_path_free(&p);
 }
 
 void objstore_tree_recursively_create_dir(const objstore_tree* t, const char* path,
                                           TF_Status* status) {
-  tree_path p;
+  objstore_path p;
   char* marker = NULL;
   size_t i, n;
   int64_t size, mtime;
-  if (parse(t, path, &p, status) != 0) return;
+  if (objstore_path_parse(t->scheme, path, &p, status) != 0) return;
   if (*p.bucket == '\0') {
     TF_SetStatus(status, TF_OK, "");
     goto done;
   }
   {
     /* The bucket first. */
-    tree_path bucket = {p.bucket, ""};
+    objstore_path bucket = {p.bucket, ""};
     int kind = probe(t, &bucket, &size, &mtime, status);
     if (kind < 0) goto done;
     if (kind == MISSING && create(t, &bucket, "", status) != 0 && TF_GetCode(status) != TF_ALREADY_EXISTS)
@@ -797,29 +792,29 @@ void objstore_tree_recursively_create_dir(const objstore_tree* t, const char* pa
 done:
   objstore_forget(t->engine, path);
   free(marker);
-  path_free(&p);
+  objstore_path_free(&p);
 }
 
 void objstore_tree_delete_file(const objstore_tree* t, const char* path, TF_Status* status) {
-  tree_path p;
+  objstore_path p;
   int64_t size, mtime;
   int kind;
-  if (parse(t, path, &p, status) != 0) return;
+  if (objstore_path_parse(t->scheme, path, &p, status) != 0) return;
   kind = probe(t, &p, &size, &mtime, status);
   if (kind == MISSING) set_missing(t, &p, "delete_file", status);
   else if (kind == DIR_KIND) fail(t, status, TF_FAILED_PRECONDITION, "delete_file", &p, "a directory");
   else if (kind == FILE_KIND) request(t, OBJSTORE_DELETE, p.bucket, p.key, status);
   objstore_forget(t->engine, path);
-  path_free(&p);
+  objstore_path_free(&p);
 }
 
 void objstore_tree_delete_dir(const objstore_tree* t, const char* path, TF_Status* status) {
-  tree_path p;
+  objstore_path p;
   objstore_listing l;
   char* prefix = NULL;
   int64_t size, mtime;
   memset(&l, 0, sizeof l);
-  if (parse(t, path, &p, status) != 0) return;
+  if (objstore_path_parse(t->scheme, path, &p, status) != 0) return;
   if (*p.key == '\0') {
     if (*p.bucket == '\0') fail(t, status, TF_FAILED_PRECONDITION, "delete_dir", &p, "the root stays");
     else request(t, OBJSTORE_DELETE, p.bucket, "", status);
@@ -844,7 +839,7 @@ done:
   objstore_forget(t->engine, path);
   free(prefix);
   objstore_listing_free(&l);
-  path_free(&p);
+  objstore_path_free(&p);
 }
 
 /* Deletes the count keys of bucket, a round of DELETE_ROUND requests in
@@ -900,7 +895,7 @@ done:
 void objstore_tree_delete_recursively(const objstore_tree* t, const char* path,
                                       uint64_t* undeleted_files, uint64_t* undeleted_dirs,
                                       TF_Status* status) {
-  tree_path p;
+  objstore_path p;
   objstore_listing l;
   char* prefix = NULL;
   int64_t size, mtime;
@@ -908,7 +903,7 @@ void objstore_tree_delete_recursively(const objstore_tree* t, const char* path,
   memset(&l, 0, sizeof l);
   *undeleted_files = 0;
   *undeleted_dirs = 0;
-  if (parse(t, path, &p, status) != 0) return;
+  if (objstore_path_parse(t->scheme, path, &p, status) != 0) return;
   kind = probe(t, &p, &size, &mtime, status);
   if (kind < 0) goto done;
   if (kind == MISSING) {
@@ -944,7 +939,7 @@ done:
   objstore_forget_below(t->engine, path);
   free(prefix);
   objstore_listing_free(&l);
-  path_free(&p);
+  objstore_path_free(&p);
 }
 
 /* ---- copies and renames ------------------------------------------------------------ */
@@ -952,10 +947,12 @@ done:
 void objstore_tree_transfer(const objstore_tree* t, const char* src_path, const char* dst_path,
                             int remove_source, TF_Status* status) {
   const char* what = remove_source ? "rename" : "copy";
-  tree_path src = {NULL, NULL}, dst = {NULL, NULL};
+  objstore_path src = {NULL, NULL}, dst = {NULL, NULL};
   int64_t size, ignored_size, ignored_mtime, mtime;
   int kind;
-  if (parse(t, src_path, &src, status) != 0 || parse(t, dst_path, &dst, status) != 0) goto done;
+  if (objstore_path_parse(t->scheme, src_path, &src, status) != 0 ||
+      objstore_path_parse(t->scheme, dst_path, &dst, status) != 0)
+    goto done;
   kind = probe(t, &src, &size, &mtime, status);
   if (kind < 0) goto done;
   if (kind == MISSING) {
@@ -977,7 +974,7 @@ void objstore_tree_transfer(const objstore_tree* t, const char* src_path, const 
     /* Unlike a plain write, a copy already pays for lookups: the target's
      * parent must be a directory, as on a local filesystem. */
     char* slash = strrchr(dst.key, '/');
-    tree_path parent = {dst.bucket, slash != NULL ? dst.key : ""};
+    objstore_path parent = {dst.bucket, slash != NULL ? dst.key : ""};
     int parent_kind;
     if (slash != NULL) *slash = '\0';
     parent_kind = probe(t, &parent, &ignored_size, &ignored_mtime, status);
@@ -1003,6 +1000,6 @@ void objstore_tree_transfer(const objstore_tree* t, const char* src_path, const 
 done:
   objstore_forget_below(t->engine, dst_path);
   if (remove_source) objstore_forget_below(t->engine, src_path);
-  path_free(&src);
-  path_free(&dst);
+  objstore_path_free(&src);
+  objstore_path_free(&dst);
 }

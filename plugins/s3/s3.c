@@ -51,14 +51,15 @@ int s3_get_file_attributes(const TF_Filesystem* filesystem, const char* path, ch
                            char*** values, TF_Status* status) {
   s3_fs* fs = s3_fs_of(filesystem);
   s3_config* cfg = s3_config_acquire(fs);
-  s3_path p = {NULL, NULL};
+  objstore_path p = {NULL, NULL};
   s3_request req;
   s3_response resp;
   plugin_strlist out_names = {NULL, 0, 0}, out_values = {NULL, 0, 0};
   int i, count = -1;
   *names = *values = NULL;
   memset(&resp, 0, sizeof resp);
-  if (s3_path_parse(path, &p, status) != 0 || s3_check_object(&p, "attributes of", status) != 0)
+  if (objstore_path_parse("s3", path, &p, status) != 0 ||
+      s3_check_object(&p, "attributes of", status) != 0)
     goto done;
   s3_request_init(&req, &resp, "HEAD", p.bucket, p.key);
   req.want_attributes = 1;
@@ -91,7 +92,7 @@ done:
   plugin_strlist_free(&out_names);
   plugin_strlist_free(&out_values);
   objstore_response_free(&resp);
-  s3_path_free(&p);
+  objstore_path_free(&p);
   s3_config_release(fs, cfg);
   return count;
 }

@@ -24,7 +24,7 @@ typedef struct s3_writer {
   objstore_upload upload; /* first: the engine's writer */
   s3_fs* fs;
   s3_config* cfg; /* the upload's config */
-  s3_path path;
+  objstore_path path;
   s3_attributes attributes; /* the object is created with */
   char* upload_id;          /* once the file outgrew one part */
   char** etags;             /* per part, set as each arrives */
@@ -105,7 +105,7 @@ static void release(objstore_upload* u) {
   for (i = 0; i < w->etags_cap; ++i) free(w->etags[i]);
   free(w->etags);
   free(w->upload_id);
-  s3_path_free(&w->path);
+  objstore_path_free(&w->path);
   objstore_attributes_free(&w->attributes);
 }
 
@@ -127,15 +127,15 @@ static const objstore_upload_hooks s3_upload = {
 static s3_writer* writer_new(const TF_Filesystem* filesystem, const char* path, const char* what,
                              TF_Status* status) {
   s3_fs* fs = s3_fs_of(filesystem);
-  s3_path p = {NULL, NULL};
+  objstore_path p = {NULL, NULL};
   s3_writer* w;
-  if (s3_path_parse(path, &p, status) != 0 || s3_check_object(&p, what, status) != 0) {
-    s3_path_free(&p);
+  if (objstore_path_parse("s3", path, &p, status) != 0 || s3_check_object(&p, what, status) != 0) {
+    objstore_path_free(&p);
     return NULL;
   }
   w = (s3_writer*)objstore_upload_new(sizeof *w, &s3_upload, &fs->store, path, what, status);
   if (w == NULL) {
-    s3_path_free(&p);
+    objstore_path_free(&p);
     return NULL;
   }
   w->fs = fs;

@@ -9,7 +9,7 @@
  *                authorized (signed), S3's error documents and codes
  *   s3_sign.c    AWS Signature Version 4: URL, canonical request, signature
  *   s3_xml.c     the few XML documents S3 answers with (expat)
- *   s3_objects.c paths, listings, HEAD: what is at a path
+ *   s3_objects.c listings, HEAD: what is at a path
  *   s3_tree.c    the requests the engine's readers, namespace and bulk
  *                writes ask the store for (objstore_tree_hooks)
  *   s3_multipart.c  multipart uploads and server-side copies
@@ -247,15 +247,6 @@ int s3_parse_delete_errors(const char* xml, size_t len, char* key,
 
 /* ---- objects ------------------------------------------------------------- */
 
-/* "/bucket/some/key" split into its bucket and key ("" for the bucket). */
-typedef struct s3_path {
-  char* bucket;
-  char* key;
-} s3_path;
-
-int s3_path_parse(const char* path, s3_path* out, TF_Status* status);
-void s3_path_free(s3_path* p);
-
 /* A ListObjectsV2 page's request and what it points into. */
 typedef struct s3_list_call {
   s3_request req;
@@ -280,33 +271,33 @@ const char* s3_content_type(const s3_config* cfg, const s3_attributes* attribute
 
 /* A bucket is a directory, not a file: 0 when p names an object, else -1
  * with status set (what: "open", "create"). */
-int s3_check_object(const s3_path* p, const char* what, TF_Status* status);
+int s3_check_object(const objstore_path* p, const char* what, TF_Status* status);
 
 /* Copies bytes [0, length) of src into the parts of upload_id from number
  * 1 on, part_size each (the last one shorter), in parallel, server-side;
  * etags[i] receives part i + 1's ETag. */
-int s3_copy_parts(s3_fs* fs, const s3_config* cfg, const s3_path* src,
-                  int64_t length, int64_t part_size, const s3_path* dst,
+int s3_copy_parts(s3_fs* fs, const s3_config* cfg, const objstore_path* src,
+                  int64_t length, int64_t part_size, const objstore_path* dst,
                   const char* upload_id, char** etags, TF_Status* status);
 
 /* Server-side copy, multipart above the part size; parts in parallel. */
-int s3_copy_object(s3_fs* fs, const s3_config* cfg, const s3_path* src,
-                   int64_t size, const s3_path* dst, TF_Status* status);
+int s3_copy_object(s3_fs* fs, const s3_config* cfg, const objstore_path* src,
+                   int64_t size, const objstore_path* dst, TF_Status* status);
 
 /* The request of part_number of upload_id (number and params are its
  * storage): UploadPart from data, or UploadPartCopy from copy_range of
  * copy_source. */
-void s3_part_request(const s3_path* dst, const char* upload_id, int part_number, const char* data,
-                     size_t len, const char* copy_source, const char* copy_range, char number[16],
-                     s3_param params[2], s3_request* req, s3_response* resp);
+void s3_part_request(const objstore_path* dst, const char* upload_id, int part_number,
+                     const char* data, size_t len, const char* copy_source, const char* copy_range,
+                     char number[16], s3_param params[2], s3_request* req, s3_response* resp);
 /* attributes may be NULL (the settings' Content-Type, no metadata). */
-char* s3_create_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
+char* s3_create_multipart(s3_fs* fs, const s3_config* cfg, const objstore_path* dst,
                           const s3_attributes* attributes, TF_Status* status);
-int s3_complete_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
+int s3_complete_multipart(s3_fs* fs, const s3_config* cfg, const objstore_path* dst,
                           const char* upload_id, char** etags, int parts,
                           TF_Status* status);
 /* status may be NULL: a clean-up whose outcome nobody waits for. */
-void s3_abort_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
+void s3_abort_multipart(s3_fs* fs, const s3_config* cfg, const objstore_path* dst,
                         const char* upload_id, TF_Status* status);
 
 /* The get_incomplete_writes and abort_incomplete_write ops: multipart
@@ -336,8 +327,8 @@ int s3_put_request(void* store, const char* path, const char* data, size_t len, 
                    TF_Status* status);
 /* UploadPart of data as part number of upload_id (which must outlive the
  * request) of the object at dst, as an exchange for the engine's writer. */
-int s3_part_exchange(s3_fs* fs, const s3_path* dst, const char* upload_id, int number, const char* data,
-                     size_t len, objstore_exchange* x, TF_Status* status);
+int s3_part_exchange(s3_fs* fs, const objstore_path* dst, const char* upload_id, int number,
+                     const char* data, size_t len, objstore_exchange* x, TF_Status* status);
 int s3_explain_missing(void* store, const char* path, const char* what, const objstore_exchange* x,
                        TF_Status* status);
 void s3_name_object(void* store, const char* path, char* out, size_t cap);

@@ -9,7 +9,7 @@
 
 #include "s3_internal.h"
 
-char* s3_create_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
+char* s3_create_multipart(s3_fs* fs, const s3_config* cfg, const objstore_path* dst,
                           const s3_attributes* attributes, TF_Status* status) {
   s3_param params[1] = {{"uploads", NULL}};
   s3_request req;
@@ -29,9 +29,9 @@ char* s3_create_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
   return upload_id;
 }
 
-void s3_part_request(const s3_path* dst, const char* upload_id, int part_number, const char* data,
-                     size_t len, const char* copy_source, const char* copy_range, char number[16],
-                     s3_param params[2], s3_request* req, s3_response* resp) {
+void s3_part_request(const objstore_path* dst, const char* upload_id, int part_number,
+                     const char* data, size_t len, const char* copy_source, const char* copy_range,
+                     char number[16], s3_param params[2], s3_request* req, s3_response* resp) {
   snprintf(number, 16, "%d", part_number);
   params[0] = (s3_param){"partNumber", number};
   params[1] = (s3_param){"uploadId", upload_id};
@@ -44,7 +44,7 @@ void s3_part_request(const s3_path* dst, const char* upload_id, int part_number,
   req->copy_range = copy_range;
 }
 
-int s3_complete_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
+int s3_complete_multipart(s3_fs* fs, const s3_config* cfg, const objstore_path* dst,
                           const char* upload_id, char** etags, int parts,
                           TF_Status* status) {
   s3_param params[1] = {{"uploadId", upload_id}};
@@ -76,7 +76,7 @@ int s3_complete_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
   return rc;
 }
 
-void s3_abort_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
+void s3_abort_multipart(s3_fs* fs, const s3_config* cfg, const objstore_path* dst,
                         const char* upload_id, TF_Status* status) {
   s3_param params[1] = {{"uploadId", upload_id}};
   s3_request req;
@@ -91,7 +91,7 @@ void s3_abort_multipart(s3_fs* fs, const s3_config* cfg, const s3_path* dst,
 }
 
 /* "bucket/key", as x-amz-copy-source names an object. */
-static char* copy_source(const s3_path* src, TF_Status* status) {
+static char* copy_source(const objstore_path* src, TF_Status* status) {
   size_t n = strlen(src->bucket) + strlen(src->key) + 2;
   char* source = malloc(n);
   if (source == NULL) plugin_set_oom(status);
@@ -108,8 +108,8 @@ typedef struct part_copy {
 
 /* Every part copy (UploadPartCopy) in flight at once from this thread, as
  * far as max_connections allows; etags[i] the ETag of part i + 1. */
-int s3_copy_parts(s3_fs* fs, const s3_config* cfg, const s3_path* src, int64_t length,
-                  int64_t part_size, const s3_path* dst, const char* upload_id,
+int s3_copy_parts(s3_fs* fs, const s3_config* cfg, const objstore_path* src, int64_t length,
+                  int64_t part_size, const objstore_path* dst, const char* upload_id,
                   char** etags, TF_Status* status) {
   int n = (int)((length + part_size - 1) / part_size), i, rc = -1;
   char* source = copy_source(src, status);
@@ -160,8 +160,8 @@ done:
   return rc;
 }
 
-int s3_copy_object(s3_fs* fs, const s3_config* cfg, const s3_path* src,
-                   int64_t size, const s3_path* dst, TF_Status* status) {
+int s3_copy_object(s3_fs* fs, const s3_config* cfg, const objstore_path* src,
+                   int64_t size, const objstore_path* dst, TF_Status* status) {
   int64_t part_size = s3_copy_part_size(cfg->part_size, size);
   int parts = (int)((size + part_size - 1) / part_size), i, rc = -1;
   char** etags;
@@ -202,13 +202,13 @@ int s3_copy_object(s3_fs* fs, const s3_config* cfg, const s3_path* src,
 /* ---- incomplete uploads ------------------------------------------------------ */
 
 /* Whether key is the key of p or lies below it. */
-static int under(const char* key, const s3_path* p) {
+static int under(const char* key, const objstore_path* p) {
   size_t n = strlen(p->key);
   return n == 0 || (strncmp(key, p->key, n) == 0 && (key[n] == '\0' || key[n] == '/'));
 }
 
 /* Every page of ListMultipartUploads for p's key as a prefix. */
-static int list_uploads(s3_fs* fs, const s3_config* cfg, const s3_path* p, s3_listing* l,
+static int list_uploads(s3_fs* fs, const s3_config* cfg, const objstore_path* p, s3_listing* l,
                         TF_Status* status) {
   char* key_marker = NULL;
   char* id_marker = NULL;
@@ -261,7 +261,7 @@ int s3_get_incomplete_writes(const TF_Filesystem* filesystem, const char* path,
                              TF_Status* status) {
   s3_fs* fs = s3_fs_of(filesystem);
   s3_config* cfg = s3_config_acquire(fs);
-  s3_path p = {NULL, NULL};
+  objstore_path p = {NULL, NULL};
   s3_listing l;
   plugin_strlist names = {NULL, 0, 0}, found_ids = {NULL, 0, 0};
   int64_t* times = NULL;
@@ -269,7 +269,7 @@ int s3_get_incomplete_writes(const TF_Filesystem* filesystem, const char* path,
   memset(&l, 0, sizeof l);
   *paths = *ids = NULL;
   *started_nsec = NULL;
-  if (s3_path_parse(path, &p, status) != 0) goto done;
+  if (objstore_path_parse("s3", path, &p, status) != 0) goto done;
   if (*p.bucket == '\0') {
     TF_SetStatus(status, TF_INVALID_ARGUMENT,
                  "s3: incomplete writes are listed per bucket: name one (s3://bucket/...)");
@@ -308,7 +308,7 @@ done:
   plugin_strlist_free(&names);
   plugin_strlist_free(&found_ids);
   s3_listing_free(&l);
-  s3_path_free(&p);
+  objstore_path_free(&p);
   s3_config_release(fs, cfg);
   return count;
 }
@@ -317,13 +317,13 @@ void s3_abort_incomplete_write(const TF_Filesystem* filesystem, const char* path
                                const char* id, TF_Status* status) {
   s3_fs* fs = s3_fs_of(filesystem);
   s3_config* cfg = s3_config_acquire(fs);
-  s3_path p = {NULL, NULL};
-  if (s3_path_parse(path, &p, status) == 0) {
+  objstore_path p = {NULL, NULL};
+  if (objstore_path_parse("s3", path, &p, status) == 0) {
     if (*p.bucket == '\0' || *p.key == '\0')
       TF_SetStatus(status, TF_INVALID_ARGUMENT, "s3: an incomplete write is of an object: name its key");
     else
       s3_abort_multipart(fs, cfg, &p, id, status);
   }
-  s3_path_free(&p);
+  objstore_path_free(&p);
   s3_config_release(fs, cfg);
 }

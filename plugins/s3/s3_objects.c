@@ -1,5 +1,5 @@
-/* What is at an s3 path: parsing "/bucket/key", listings, HEAD, and the
- * probe every operation starts with. */
+/* What is at an s3 path: listings, HEAD, and the probe every operation
+ * starts with (a path's bucket and key are the engine's objstore_path). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdio.h>
@@ -8,40 +8,6 @@
 #include <strings.h>
 
 #include "s3_internal.h"
-
-/* ---- paths -------------------------------------------------------------------- */
-
-int s3_path_parse(const char* path, s3_path* out, TF_Status* status) {
-  const char* p = path;
-  const char* slash;
-  char msg[300];
-  out->bucket = out->key = NULL;
-  while (*p == '/') ++p;
-  slash = strchr(p, '/');
-  if (slash == NULL) slash = p + strlen(p);
-  out->bucket = strndup(p, (size_t)(slash - p));
-  while (*slash == '/') ++slash;
-  out->key = strdup(slash);
-  if (out->bucket == NULL || out->key == NULL) {
-    s3_path_free(out);
-    plugin_set_oom(status);
-    return -1;
-  }
-  if (*out->bucket != '\0' && strlen(out->bucket) < 3) {
-    snprintf(msg, sizeof msg,
-             "s3://%s: bucket names have 3 to 63 characters", out->bucket);
-    s3_path_free(out);
-    TF_SetStatus(status, TF_INVALID_ARGUMENT, msg);
-    return -1;
-  }
-  return 0;
-}
-
-void s3_path_free(s3_path* p) {
-  free(p->bucket);
-  free(p->key);
-  p->bucket = p->key = NULL;
-}
 
 void s3_list_request(s3_list_call* c, const char* bucket, const char* prefix, const char* delimiter,
                      int max_keys, const char* token) {
@@ -191,7 +157,7 @@ int s3_simple_request(s3_fs* fs, const s3_config* cfg, const char* method,
   return rc;
 }
 
-int s3_check_object(const s3_path* p, const char* what, TF_Status* status) {
+int s3_check_object(const objstore_path* p, const char* what, TF_Status* status) {
   char msg[400];
   if (*p->key != '\0') return 0;
   snprintf(msg, sizeof msg, "%s s3://%s: a bucket is a directory", what, p->bucket);

@@ -15,7 +15,7 @@
 typedef struct object_call {
   s3_call call; /* first: the store's hooks find it at x->store_request */
   s3_request req;
-  s3_path path; /* owned copies */
+  objstore_path path; /* owned copies */
   s3_config* cfg;
   s3_fs* fs;
   char range[64];
@@ -29,7 +29,7 @@ typedef struct object_call {
 } object_call;
 
 static void object_call_free(object_call* c) {
-  s3_path_free(&c->path);
+  objstore_path_free(&c->path);
   free(c->prefix);
   free(c->token);
   s3_config_release(c->fs, c->cfg);
@@ -70,15 +70,15 @@ void s3_release_request(void* store, objstore_exchange* x) {
 
 int s3_object_request(void* store, const char* path, const char* range, const char* if_match,
                       objstore_exchange* x, TF_Status* status) {
-  s3_path p = {NULL, NULL};
+  objstore_path p = {NULL, NULL};
   object_call* c;
-  if (s3_path_parse(path, &p, status) != 0 ||
+  if (objstore_path_parse("s3", path, &p, status) != 0 ||
       s3_check_object(&p, strcmp(x->method, "HEAD") == 0 ? "stat" : "open", status) != 0) {
-    s3_path_free(&p);
+    objstore_path_free(&p);
     return -1;
   }
   c = call_new(store, p.bucket, p.key, status);
-  s3_path_free(&p);
+  objstore_path_free(&p);
   if (c == NULL) return -1;
   s3_request_init(&c->req, NULL, x->method, c->path.bucket, c->path.key);
   if (range != NULL) {
@@ -99,14 +99,15 @@ int s3_object_request(void* store, const char* path, const char* range, const ch
 int s3_put_request(void* store, const char* path, const char* data, size_t len, objstore_exchange* x,
                    TF_Status* status) {
   static const s3_attributes none;
-  s3_path p = {NULL, NULL};
+  objstore_path p = {NULL, NULL};
   object_call* c;
-  if (s3_path_parse(path, &p, status) != 0 || s3_check_object(&p, "create", status) != 0) {
-    s3_path_free(&p);
+  if (objstore_path_parse("s3", path, &p, status) != 0 ||
+      s3_check_object(&p, "create", status) != 0) {
+    objstore_path_free(&p);
     return -1;
   }
   c = call_new(store, p.bucket, p.key, status);
-  s3_path_free(&p);
+  objstore_path_free(&p);
   if (c == NULL) return -1;
   s3_request_init(&c->req, NULL, "PUT", c->path.bucket, c->path.key);
   c->req.content_type = s3_content_type(c->cfg, &none, c->path.key);
@@ -119,8 +120,8 @@ int s3_put_request(void* store, const char* path, const char* data, size_t len, 
 
 /* UploadPart: data as part number of upload_id (the writer's, which
  * outlives the request) of the object at dst. */
-int s3_part_exchange(s3_fs* fs, const s3_path* dst, const char* upload_id, int number, const char* data,
-                     size_t len, objstore_exchange* x, TF_Status* status) {
+int s3_part_exchange(s3_fs* fs, const objstore_path* dst, const char* upload_id, int number,
+                     const char* data, size_t len, objstore_exchange* x, TF_Status* status) {
   object_call* c = call_new(fs, dst->bucket, dst->key, status);
   if (c == NULL) return -1;
   s3_part_request(&c->path, upload_id, number, data, len, NULL, NULL, c->number, c->params, &c->req, NULL);
@@ -212,7 +213,8 @@ static int list_answer(void* store, const objstore_exchange* x, objstore_listing
 
 static int copy(void* store, const void* config, const char* src_bucket, const char* src_key,
                 int64_t size, const char* dst_bucket, const char* dst_key, TF_Status* status) {
-  s3_path src = {(char*)src_bucket, (char*)src_key}, dst = {(char*)dst_bucket, (char*)dst_key};
+  objstore_path src = {(char*)src_bucket, (char*)src_key};
+  objstore_path dst = {(char*)dst_bucket, (char*)dst_key};
   return s3_copy_object(store, config, &src, size, &dst, status);
 }
 
