@@ -275,7 +275,7 @@ class AsyncModularFileSystem:
                 self._pool.check_open()
                 if self.turn_due():
                     await checkpoint()
-                self.took_at_hand(0)
+                self.took_at_hand(0)  # (counted as AT_HAND_CALL, answered at hand or not)
                 result = at_hand(*args)
             if result is None:
                 result = await self._pool.run(
