@@ -447,6 +447,37 @@ async def test_read_files_at_hand_one_after_another_give_the_loops_other_tasks_t
     assert turns >= count * async_filesystem.AT_HAND_CALL // async_filesystem.AT_HAND_TURN - 2
 
 
+@pytest.mark.parametrize("call", ["read_file", "stat"])
+async def test_each_task_counts_its_own_calls_at_hand(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: str
+) -> None:
+    """The turns go by the calls one task made in a row: a task making
+    AT_HAND_TURN's worth gives some, while as many tasks making one call
+    each (under anyio's task group, as under gather) give none, which would
+    not let the loop poll any sooner, only queue them behind each other."""
+    turns = 0
+    given = async_filesystem.checkpoint
+
+    async def counted() -> None:
+        nonlocal turns
+        turns += 1
+        await given()
+
+    monkeypatch.setattr(async_filesystem, "checkpoint", counted)
+    count = 3 * async_filesystem.AT_HAND_TURN // async_filesystem.AT_HAND_CALL
+    async with asyncfs.Env() as env:
+        uri = await _stored(env, "mem", tmp_path)("f", b"data")
+        one = getattr(env, call)
+        for _ in range(count):
+            await one(uri)
+        assert turns >= 2
+        turns = 0
+        async with anyio.create_task_group() as tg:
+            for _ in range(count):
+                tg.start_soon(one, uri)
+        assert turns == 0
+
+
 # ---- stat ---------------------------------------------------------------------------------------
 
 
