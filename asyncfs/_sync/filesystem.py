@@ -1005,8 +1005,9 @@ class ModularFileSystem:
             codes = ffi.new("int[]", n)
             rt.ASYNCFS_StatusArrayCodes(statuses, n, codes)
             errors: list[StatusError | None] = [None] * n
-            if any(ffi.unpack(codes, n)):  # (a list of ints at C speed: most calls fail nowhere)
-                for i, code in enumerate(ffi.unpack(codes, n)):
+            failed = ffi.unpack(codes, n)  # (a list of ints at C speed: most calls fail nowhere)
+            if any(failed):
+                for i, code in enumerate(failed):
                     if code:
                         errors[i] = _ffi.error_from(statuses[i], single, uris[i])
             for i, error in refused.items():

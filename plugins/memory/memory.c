@@ -333,13 +333,10 @@ static void node_stats(const node* n, TF_FileStatistics* stats) {
   stats->is_directory = n->is_dir != 0;
 }
 
-static void fs_stat(const TF_Filesystem* filesystem, const char* path,
-                    TF_FileStatistics* stats, TF_Status* status) {
-  memfs* fs = mem_fs_of(filesystem);
-  node* n;
-  mem_inject_latency(fs);
-  pthread_rwlock_rdlock(&fs->lock);
-  n = mem_find_existing(fs, path, status);
+/* stat, with the read lock held; releases it. */
+static void stat_and_unlock(memfs* fs, const char* path, TF_FileStatistics* stats,
+                            TF_Status* status) {
+  node* n = mem_find_existing(fs, path, status);
   if (n != NULL) {
     node_stats(n, stats);
     plugin_set_ok(status);
@@ -347,21 +344,23 @@ static void fs_stat(const TF_Filesystem* filesystem, const char* path,
   pthread_rwlock_unlock(&fs->lock);
 }
 
+static void fs_stat(const TF_Filesystem* filesystem, const char* path,
+                    TF_FileStatistics* stats, TF_Status* status) {
+  memfs* fs = mem_fs_of(filesystem);
+  mem_inject_latency(fs);
+  pthread_rwlock_rdlock(&fs->lock);
+  stat_and_unlock(fs, path, stats, status);
+}
+
 /* stat, unless it would wait (mem_rdlock_if_ready). */
 static void fs_stat_if_ready(const TF_Filesystem* filesystem, const char* path,
                              TF_FileStatistics* stats, TF_Status* status) {
   memfs* fs = mem_fs_of(filesystem);
-  node* n;
   if (mem_rdlock_if_ready(fs) != 0) {
     TF_SetStatus(status, TF_UNAVAILABLE, "not ready without waiting");
     return;
   }
-  n = mem_find_existing(fs, path, status);
-  if (n != NULL) {
-    node_stats(n, stats);
-    plugin_set_ok(status);
-  }
-  pthread_rwlock_unlock(&fs->lock);
+  stat_and_unlock(fs, path, stats, status);
 }
 
 static bool fs_is_directory(const TF_Filesystem* filesystem, const char* path,
