@@ -161,7 +161,6 @@ class AsyncModularFileSystem:
         self.wrapped = fs
         self._pool = pool
         self._meter = meter
-        self._reads = None if meter is None else meter["read_file"]  # (the hot path's, looked up once)
         self._combined = Combiners(fs)
         # read_file reads a small file at hand on the loop's thread when the
         # plugin can (see AT_HAND_TURN); a network store never has it at hand
@@ -266,7 +265,8 @@ class AsyncModularFileSystem:
         seen by OpenTelemetry when the application uses it (see
         :mod:`.telemetry`). at_hand, if given, is the same call made only
         from what the plugin holds at hand, tried first on the loop's thread
-        (see AT_HAND_TURN): its None sends the call to the pool."""
+        (see AT_HAND_TURN): its None sends the call to the pool, and its
+        answer counts towards the task's next turn as the bytes it moved."""
         seen = (
             watch(self.wrapped.scheme, operation, args[0] if args else None, network=self.network)
             if otel_imported()
@@ -282,16 +282,19 @@ class AsyncModularFileSystem:
                 self._pool.check_open()
                 if self.turn_due():
                     await checkpoint()
-                self.took_at_hand(0)  # (counted as AT_HAND_CALL, answered at hand or not)
                 result = at_hand(*args)
             if result is None:
                 result = await self._pool.run(
                     fn if seen is None else seen.carry(fn), *args, mutating=mutating, discard=discard, combine=combine
                 )
+                at_hand = None
         except BaseException as error:
             self._failed(operation, start, error, seen)
             raise
-        self._done(operation, start, moved if isinstance(moved, int) else moved(result), seen)
+        nbytes = moved if isinstance(moved, int) else moved(result)
+        if at_hand is not None:
+            self.took_at_hand(nbytes)
+        self._done(operation, start, nbytes, seen)
         return result
 
     def counted(
@@ -491,34 +494,14 @@ class AsyncModularFileSystem:
     # ---- whole-file and Pythonic operations ---------------------------------
 
     async def read_file(self, uri: str) -> bytes:
-        # (counted here, not through _call: a read at hand takes no trip to the
-        # pool, and a few hundred nanoseconds are a tenth of its cost)
-        seen = watch(self.wrapped.scheme, "read_file", uri, network=self.network) if otel_imported() else None
-        start = perf_counter_ns()
-        try:
-            data = None
-            if self._reads_at_hand:
-                self._pool.check_open()
-                if self.turn_due():
-                    await checkpoint()
-                data = self.wrapped.read_file_if_ready(uri)
-                if data is not None:
-                    self.took_at_hand(len(data))
-            if data is None:
-                combine = self._combined.read_file
-                if combine is not None and combine.paused > 0:  # objects bigger than a share, lately
-                    combine.paused -= 1
-                    combine = None
-                read = self.wrapped.read_file if seen is None else seen.carry(self.wrapped.read_file)
-                data = await self._pool.run(read, uri, mutating=False, combine=combine)
-        except BaseException as error:
-            self._failed("read_file", start, error, seen)
-            raise
-        if self._reads is not None:
-            self._reads.record(start, len(data))
-        if seen is not None:
-            seen.done(len(data))
-        return data
+        combine = self._combined.read_file  # (a network store's: none has reads at hand)
+        if combine is not None and combine.paused > 0:  # objects bigger than a share, lately
+            combine.paused -= 1
+            combine = None
+        at_hand = self.wrapped.read_file_if_ready if self._reads_at_hand else None
+        return await self._call(
+            "read_file", self.wrapped.read_file, uri, mutating=False, moved=len, combine=combine, at_hand=at_hand
+        )
 
     def turn_due(self) -> bool:
         """Before a read at hand (on the loop's thread, see AT_HAND_TURN):
