@@ -165,7 +165,7 @@ class AsyncModularFileSystem:
         # read_file reads a small file at hand on the loop's thread when the
         # plugin can (see AT_HAND_TURN); a network store never has it at hand
         self._reads_at_hand = not fs.metadata.network and fs.offers("new_random_access_file_if_ready")
-        self._stats_at_hand = not fs.metadata.network and fs.offers("stat_if_ready")  # so are stat, exists, isdir
+        self._stats_at_hand = not fs.metadata.network and fs.offers("stat_if_ready")  # stat, exists, isdir, size
 
     @property
     def scheme(self) -> str:
@@ -441,7 +441,8 @@ class AsyncModularFileSystem:
         return await self._read("is_directory", self.wrapped.is_directory, uri)
 
     async def get_file_size(self, uri: str) -> int:
-        return await self._read("get_file_size", self.wrapped.get_file_size, uri)
+        at_hand = self.wrapped.size_if_ready if self._stats_at_hand else None
+        return await self._call("get_file_size", self.wrapped.get_file_size, uri, mutating=False, at_hand=at_hand)
 
     async def get_children(self, uri: str) -> list[str]:
         return await self._read("get_children", self.wrapped.get_children, uri)

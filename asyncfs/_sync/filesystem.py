@@ -646,6 +646,17 @@ class ModularFileSystem:
         """:meth:`isdir` from :meth:`stat_if_ready`, as :meth:`exists_if_ready`."""
         return self._known_if_ready(uri, lambda stats: stats.is_directory)
 
+    def size_if_ready(self, uri: str) -> int | None:
+        """:meth:`get_file_size` from :meth:`stat_if_ready`: None when that is
+        not at hand, knew an error (get_file_size says it, in its own
+        words), or found a folder (whose size is the plugin's to answer or
+        refuse)."""
+        try:
+            stats = self.stat_if_ready(uri)
+        except StatusError:
+            return None
+        return None if stats is None or stats.is_directory else stats.length
+
     def _known_if_ready(self, uri: str, answer: Callable[[FileStatistics], bool]) -> bool | None:
         try:
             stats = self.stat_if_ready(uri)

@@ -202,6 +202,9 @@ def test_a_stat_at_hand_is_the_stat_of_stat(sync_fs: asyncfs.ModularFileSystem, 
         assert sync_fs.isdir_if_ready(uri) in (sync_fs.isdir(uri), None), name
     assert sync_fs.exists_if_ready(f"{root}/file") is True
     assert sync_fs.isdir_if_ready(f"{root}/dir") is True
+    assert sync_fs.size_if_ready(f"{root}/file") == sync_fs.get_file_size(f"{root}/file") == 1234
+    for name in ("dir", "missing", "file/below"):  # get_file_size's to answer or refuse, in its words
+        assert sync_fs.size_if_ready(f"{root}/{name}") is None, name
 
 
 def test_a_fifo_is_stated_at_hand_without_being_opened(tmp_path: Path) -> None:
@@ -412,7 +415,7 @@ async def test_read_file_of_a_small_file_at_hand_asks_no_worker(tmp_path: Path, 
             await env.read_file(small + "-missing")
 
 
-@pytest.mark.parametrize("call", ["read_file", "stat", "exists", "isdir"])
+@pytest.mark.parametrize("call", ["read_file", "stat", "exists", "isdir", "size"])
 async def test_a_store_made_slow_is_asked_on_a_worker(tmp_path: Path, call: str) -> None:
     """A store that waits (the memory plugin's latency_us) has nothing at
     hand: the call waits on a worker, not on the loop, and answers as it
@@ -524,6 +527,33 @@ async def test_exists_and_isdir_at_hand_ask_no_worker(tmp_path: Path, where: str
             assert (await env.exists(path), await env.isdir(path)) == expected, path
             if not path.endswith("/below"):
                 assert (env.pool.stats().operations - asked == 0) == at_hand_expected, path
+
+
+@pytest.mark.parametrize("where", ["file", "mem"])
+async def test_size_of_a_file_at_hand_asks_no_worker(tmp_path: Path, where: str) -> None:
+    """env.size of a cached file answers on the loop's thread; of a folder
+    or a missing path, get_file_size answers (or refuses) on a worker, as
+    it always did."""
+    async with asyncfs.Env() as env:
+        uri = await _stored(env, where, tmp_path)("file", b"x" * 321)
+        folder = uri.rsplit("/", 1)[0]
+        fs = env.filesystem(uri).wrapped
+        fs.get_file_size(uri)  # (its entries cached)
+        asked = env.pool.stats().operations
+        assert await env.size(uri) == 321
+        assert (env.pool.stats().operations - asked == 0) == (where == "mem" or at_hand_here(tmp_path))
+        for path in (folder, f"{folder}/missing"):
+            try:
+                expected: object = fs.get_file_size(path)
+            except asyncfs.AsyncFSError as error:
+                expected = (type(error), str(error))
+            asked = env.pool.stats().operations
+            try:
+                got: object = await env.size(path)
+            except asyncfs.AsyncFSError as error:
+                got = (type(error), str(error))
+            assert got == expected, path
+            assert env.pool.stats().operations - asked >= 1, path
 
 
 async def test_stats_at_hand_one_after_another_give_the_loops_other_tasks_turns(tmp_path: Path) -> None:
