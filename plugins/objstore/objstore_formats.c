@@ -4,6 +4,7 @@
 #include "objstore_formats.h"
 
 #include <ctype.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -331,9 +332,12 @@ static int fixed(const char** s, int n) {
   return v;
 }
 
-int64_t objstore_parse_time(const char* iso) {
+/* iso as whole Unix seconds and the nanoseconds of its fraction (digits
+ * past the ninth cut): 0, or -1 when malformed. */
+static int parse_iso(const char* iso, int64_t* seconds, int64_t* nanos) {
   const char* s = iso;
-  int y, mo, d, h, mi, sec, off = 0;
+  int y, mo, d, h, mi, sec, off = 0, digits = 0;
+  int64_t fraction = 0;
   y = fixed(&s, 4);
   if (y < 0 || *s++ != '-' || (mo = fixed(&s, 2)) < 1 || mo > 12 || *s++ != '-' ||
       (d = fixed(&s, 2)) < 1 || d > 31 || (*s != 'T' && *s != 't' && *s != ' '))
@@ -345,7 +349,9 @@ int64_t objstore_parse_time(const char* iso) {
   if (*s == '.') {
     ++s;
     if (!isdigit((unsigned char)*s)) return -1;
-    while (isdigit((unsigned char)*s)) ++s;
+    for (; isdigit((unsigned char)*s); ++s, ++digits)
+      if (digits < 9) fraction = fraction * 10 + (*s - '0');
+    for (; digits < 9; ++digits) fraction *= 10;
   }
   if (*s == 'Z' || *s == 'z') {
     ++s;
@@ -357,5 +363,21 @@ int64_t objstore_parse_time(const char* iso) {
     off = sign * (oh * 3600 + om * 60);
   }
   if (*s != '\0') return -1;
-  return days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - off;
+  *seconds = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - off;
+  *nanos = fraction;
+  return 0;
+}
+
+int64_t objstore_parse_time(const char* iso) {
+  int64_t seconds, nanos;
+  return parse_iso(iso, &seconds, &nanos) == 0 ? seconds : -1;
+}
+
+int objstore_parse_time_ns(const char* iso, int64_t* ns) {
+  int64_t seconds, nanos;
+  if (parse_iso(iso, &seconds, &nanos) != 0 || seconds >= INT64_MAX / 1000000000 ||
+      seconds <= INT64_MIN / 1000000000)
+    return -1;
+  *ns = seconds * 1000000000 + nanos;
+  return 0;
 }

@@ -45,7 +45,11 @@ int objstore_json_next(const char* array, size_t len, size_t* pos, const char** 
 char* objstore_json_string(const char* value, size_t len);
 
 /* "2026-11-23T10:00:00Z" (fraction and a numeric offset allowed) as Unix
- * seconds; -1 when malformed. */
+ * seconds, the fraction dropped; -1 when malformed. */
 int64_t objstore_parse_time(const char* iso);
+/* The same time in Unix nanoseconds (digits past the ninth cut) into *ns:
+ * 0, or -1 when malformed or beyond what int64 nanoseconds hold (years
+ * before 1678 or after 2262). */
+int objstore_parse_time_ns(const char* iso, int64_t* ns);
 
 #endif /* ASYNCFS_OBJSTORE_FORMATS_H_ */

@@ -29,6 +29,7 @@ int objstore_json_member(const char* json, size_t len, const char* key, const ch
 int objstore_json_next(const char* array, size_t len, size_t* pos, const char** start, size_t* n);
 char* objstore_json_string(const char* value, size_t len);
 int64_t objstore_parse_time(const char* iso);
+int objstore_parse_time_ns(const char* iso, int64_t* ns);
 void free(void*);
 """
 
@@ -313,6 +314,49 @@ def test_times_read_as_datetime_reads_them(formats: Any, moment: datetime, offse
     # near year 6000 (CI found 6326-01-01T00:00:00.999985 as ...401).
     expected = (moment - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(seconds=1)
     assert lib.objstore_parse_time(text.encode()) == expected
+
+
+def parse_ns(formats: Any, text: str) -> int | None:
+    ffi, lib = formats
+    out = ffi.new("int64_t*")
+    return int(out[0]) if lib.objstore_parse_time_ns(text.encode(), out) == 0 else None
+
+
+@given(
+    moment=st.datetimes(
+        min_value=datetime(1678, 1, 1), max_value=datetime(2262, 4, 10), timezones=st.just(timezone.utc)
+    ),
+    style=st.sampled_from(["Z", "fraction", "millis", "offset"]),
+)
+def test_times_in_nanoseconds_keep_their_fraction(formats: Any, moment: datetime, style: str) -> None:
+    """The listing times of S3 ("...T10:15:52.070Z") keep their fraction:
+    nanoseconds as datetime reads the text, whole microseconds here."""
+    if style == "Z":
+        text, moment = moment.strftime("%Y-%m-%dT%H:%M:%SZ"), moment.replace(microsecond=0)
+    elif style == "millis":
+        moment = moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+        text = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    elif style == "offset":
+        text = moment.astimezone(timezone(timedelta(hours=-5, minutes=-30))).isoformat()
+    else:
+        text = moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    expected = (moment - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1) * 1000
+    assert parse_ns(formats, text) == expected
+    assert lib_seconds(formats, text) == expected // 10**9  # the same time, the fraction dropped
+
+
+def lib_seconds(formats: Any, text: str) -> int:
+    return int(formats[1].objstore_parse_time(text.encode()))
+
+
+def test_times_in_nanoseconds_cut_digits_past_the_ninth_and_refuse_what_int64_cannot_hold(formats: Any) -> None:
+    assert parse_ns(formats, "1970-01-01T00:00:01.1234567891234Z") == 1_123_456_789
+    assert parse_ns(formats, "1970-01-01T00:00:00.5Z") == 500_000_000
+    assert parse_ns(formats, "1969-12-31T23:59:59.5Z") == -500_000_000
+    assert parse_ns(formats, "2262-04-12T00:00:00Z") is None  # past 2^63 ns
+    assert parse_ns(formats, "1677-09-20T00:00:00Z") is None
+    assert lib_seconds(formats, "2262-04-12T00:00:00Z") > 0  # seconds hold it
+    assert parse_ns(formats, "2026-11-23T10:00:00.Z") is None
 
 
 @pytest.mark.parametrize(
