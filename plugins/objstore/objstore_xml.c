@@ -100,10 +100,18 @@ static char* shift_controls(const char* xml, size_t len, size_t* out_len) {
  * or a character reference (checked closely only when shifting). Most
  * answers hold neither and are parsed as they came, with no copy. */
 static int needs_shift(const char* xml, size_t len) {
-  size_t i;
-  for (i = 0; i < len; ++i) {
-    unsigned char c = (unsigned char)xml[i];
-    if (control(c) || (c == '&' && i + 1 < len && xml[i + 1] == '#')) return 1;
+  size_t i = 0;
+  const char *amp = xml, *stop = xml + len;
+  while ((amp = memchr(amp, '&', (size_t)(stop - amp))) != NULL)
+    if (++amp < stop && *amp == '#') return 1;
+  while (i < len) { /* in blocks with no exit inside, which compilers vectorize */
+    size_t end = len - i > 256 ? i + 256 : len;
+    int found = 0;
+    for (; i < end; ++i) {
+      unsigned char c = (unsigned char)xml[i];
+      found |= (c < 0x20) & (c != '\t') & (c != '\n') & (c != '\r'); /* control(c), without branches */
+    }
+    if (found) return 1;
   }
   return 0;
 }

@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "objstore_formats.h"
 #include "s3_internal.h"
 
 /* ---- listings ------------------------------------------------------------- */
@@ -18,17 +18,11 @@ typedef struct listing_ctx {
   int failed;
 } listing_ctx;
 
+/* An ISO 8601 time ("2026-11-21T10:15:52.070Z") in Unix nanoseconds; 0
+ * when it is not one. */
 static int64_t parse_time(const char* iso) {
-  /* 2026-11-21T10:15:52.070Z */
-  struct tm tm;
-  int ms = 0;
-  memset(&tm, 0, sizeof tm);
-  if (sscanf(iso, "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-             &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) < 6)
-    return 0;
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return (int64_t)timegm(&tm) * 1000000000 + (int64_t)ms * 1000000;
+  int64_t ns;
+  return objstore_parse_time_ns(iso, &ns) == 0 ? ns : 0;
 }
 
 static int hex_digit(char c) {
@@ -42,7 +36,8 @@ static int hex_digit(char c) {
  * space, as boto3 reads it) onto the end of list. */
 static int push_decoded(plugin_strlist* list, const char* text) {
   size_t i, n = 0, len = strlen(text);
-  char* out = malloc(len + 1);
+  char near[512] = ""; /* most names: no allocation of their own */
+  char* out = len < sizeof near ? near : malloc(len + 1);
   int rc;
   if (out == NULL) return -1;
   for (i = 0; i < len; ++i) {
@@ -56,7 +51,7 @@ static int push_decoded(plugin_strlist* list, const char* text) {
     }
   }
   rc = plugin_strlist_push(list, out, n);
-  free(out);
+  if (out != near) free(out);
   return rc;
 }
 
@@ -97,7 +92,9 @@ static void on_listing(void* arg, const char* name, const char* parent,
                        const char* text) {
   listing_ctx* c = arg;
   s3_listing* l = c->l;
-  int in_upload = strcmp(parent, "Upload") == 0;
+  int in_upload;
+  if (name[0] == '\0' || strchr("CIKLNPSU", name[0]) == NULL) return; /* ETag, Owner, Type, ...: not read */
+  in_upload = strcmp(parent, "Upload") == 0;
   if ((strcmp(name, "Key") == 0 && (strcmp(parent, "Contents") == 0 || in_upload)) ||
       (strcmp(name, "Name") == 0 && strcmp(parent, "Bucket") == 0)) {
     /* ListBuckets: names as they are */
