@@ -576,6 +576,11 @@ static int copy(void* store, const void* config, const char* src_bucket, const c
   return rc;
 }
 
-const objstore_tree_hooks az_tree_hooks = {tree_request, stat_answer, list_request,
-                                           list_answer,  copy,        NULL,
-                                           5000};
+/* A page's NextMarker, without reading its blobs. */
+static char* list_token(void* store, const objstore_exchange* x) {
+  (void)store;
+  return objstore_xml_peek(x->resp->body.data, x->resp->body.len, "NextMarker");
+}
+
+const objstore_tree_hooks az_tree_hooks = {tree_request, stat_answer, list_request, list_answer,
+                                           copy,         NULL,        5000,         list_token};

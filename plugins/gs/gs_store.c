@@ -426,6 +426,16 @@ static int copy(void* store, const void* config, const char* src_bucket, const c
   return rc == 0 ? 0 : -1;
 }
 
-const objstore_tree_hooks gs_tree_hooks = {tree_request, stat_answer, list_request,
-                                           list_answer,  copy,        NULL,
-                                           1000};
+/* A page's nextPageToken, without reading its items. */
+static char* list_token(void* store, const objstore_exchange* x) {
+  char* token = objstore_json_get(x->resp->body.data, x->resp->body.len, "nextPageToken");
+  (void)store;
+  if (token != NULL && *token == '\0') {
+    free(token);
+    token = NULL;
+  }
+  return token;
+}
+
+const objstore_tree_hooks gs_tree_hooks = {tree_request, stat_answer, list_request, list_answer,
+                                           copy,         NULL,        1000,         list_token};

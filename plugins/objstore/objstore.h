@@ -564,6 +564,11 @@ typedef struct objstore_tree_hooks {
   /* The most entries a listing page may hold (S3 and GCS: 1000; Azure:
    * 5000); 0: 1000. */
   int page_size;
+  /* Optional: a listing page's next token, found without reading the
+   * page (malloc'd; NULL when there is none or it is not found so). The
+   * next page is then asked for while this one is read; list_answer's
+   * token decides, and a request for another is dropped. */
+  char* (*list_token)(void* store, const objstore_exchange* x);
 } objstore_tree_hooks;
 
 /* One call's view of a store's namespace. */

@@ -149,51 +149,133 @@ static int create(const objstore_tree* t, const objstore_path* p, const char* ke
   return rc;
 }
 
+/* A listing page's request, handed to the engine (objstore_start). */
+typedef struct page_call {
+  objstore_exchange x;
+  objstore_response resp;
+  char* token; /* the token it was asked with (NULL: the first page) */
+} page_call;
+
+/* Asks for the page after token (taken: freed with the page): 0, or -1
+ * with status set and the page freed. Every page started is waited for
+ * (objstore_finish) and freed (page_free, page_drop). */
+static int page_start(const objstore_tree* t, const char* bucket, const char* prefix,
+                      const char* delimiter, int max, char* token, page_call* p, TF_Status* status) {
+  objstore_exchange_init(&p->x, &p->resp, NULL, NULL);
+  p->token = token;
+  if (t->hooks->list_request(store_of(t), t->config, bucket, prefix, delimiter, max, token, &p->x,
+                             status) == 0 &&
+      objstore_start(t->engine, t->settings, &p->x, status) == 0)
+    return 0;
+  release(t, &p->x);
+  objstore_response_free(&p->resp);
+  free(p->token);
+  return -1;
+}
+
+static void page_free(const objstore_tree* t, page_call* p) {
+  release(t, &p->x);
+  objstore_response_free(&p->resp);
+  free(p->token);
+}
+
+/* Appends what a page, answered (objstore_finish), holds to l, its next
+ * token in l->next_token (NULL after the last page): 0, or -1 with status
+ * set. A page that names itself as the next one fails (it would be
+ * listed for ever). */
+static int page_read(const objstore_tree* t, const page_call* p, objstore_listing* l,
+                     TF_Status* status) {
+  free(l->next_token);
+  l->next_token = NULL;
+  if (t->hooks->list_answer(store_of(t), &p->x, l, status) != 0) return -1;
+  if (l->next_token != NULL && p->token != NULL && strcmp(l->next_token, p->token) == 0) {
+    TF_SetStatus(status, TF_DATA_LOSS,
+                 "a listing page names as its next page the page it is: the store would be "
+                 "listed for ever");
+    return -1;
+  }
+  return 0;
+}
+
+/* A started page no longer wanted: waited for, and freed. */
+static void page_drop(const objstore_tree* t, page_call* p) {
+  TF_Status* ignored = TF_NewStatus();
+  objstore_finish(t->engine, &p->x, ignored);
+  TF_DeleteStatus(ignored);
+  page_free(t, p);
+}
+
 static int list_page(const objstore_tree* t, const char* bucket, const char* prefix,
                      const char* delimiter, int max, const char* token, objstore_listing* l,
                      TF_Status* status) {
-  objstore_exchange x;
-  objstore_response resp;
+  page_call p;
+  char* own = token != NULL ? strdup(token) : NULL;
   int rc;
-  objstore_exchange_init(&x, &resp, NULL, NULL);
-  rc = t->hooks->list_request(store_of(t), t->config, bucket, prefix, delimiter, max, token, &x,
-                              status);
-  if (rc == 0) {
-    free(l->next_token);
-    l->next_token = NULL;
-    rc = objstore_run(t->engine, t->settings, &x, status);
-    if (rc == 0) rc = t->hooks->list_answer(store_of(t), &x, l, status);
+  if (token != NULL && own == NULL) {
+    plugin_set_oom(status);
+    return -1;
   }
-  release(t, &x);
-  objstore_response_free(&resp);
+  if (page_start(t, bucket, prefix, delimiter, max, own, &p, status) != 0) return -1;
+  rc = objstore_finish(t->engine, &p.x, status);
+  if (rc == 0) rc = page_read(t, &p, l, status);
+  page_free(t, &p);
   return rc;
 }
 
-/* Every key (and common prefix, with a delimiter) under prefix, all pages. */
+/* Whether the page after p was asked for (into next) before p is read:
+ * when the store finds p's next token without reading it (list_token).
+ * A guess that fails to start is only a page asked for later. */
+static int ask_ahead(const objstore_tree* t, const char* bucket, const char* prefix,
+                     const char* delimiter, int max, const page_call* p, page_call* next) {
+  char* guess = t->hooks->list_token(store_of(t), &p->x);
+  TF_Status* aside;
+  int asked;
+  if (guess == NULL) return 0;
+  if (p->token != NULL && strcmp(guess, p->token) == 0) { /* (page_read refuses it) */
+    free(guess);
+    return 0;
+  }
+  aside = TF_NewStatus();
+  asked = page_start(t, bucket, prefix, delimiter, max, guess, next, aside) == 0;
+  TF_DeleteStatus(aside);
+  return asked;
+}
+
+/* Every key (and common prefix, with a delimiter) under prefix, all pages.
+ * Where the store can say a page's next token before the page is read,
+ * the next page is asked for first, so that the server makes it while
+ * this thread reads this one; if reading names another token (or none),
+ * that request is dropped. */
 static int list_all(const objstore_tree* t, const char* bucket, const char* prefix,
                     const char* delimiter, objstore_listing* l, TF_Status* status) {
-  char* token = NULL;
-  do {
-    char* next;
-    if (list_page(t, bucket, prefix, delimiter, t->hooks->page_size > 0 ? t->hooks->page_size : 1000, token, l,
-                  status) != 0) {
-      free(token);
-      return -1;
+  int max = t->hooks->page_size > 0 ? t->hooks->page_size : 1000;
+  page_call pages[2];
+  page_call *p = &pages[0], *next = &pages[1], *swap;
+  if (page_start(t, bucket, prefix, delimiter, max, NULL, p, status) != 0) return -1;
+  for (;;) {
+    int asked = 0, rc = objstore_finish(t->engine, &p->x, status);
+    if (rc == 0 && t->hooks->list_token != NULL)
+      asked = ask_ahead(t, bucket, prefix, delimiter, max, p, next);
+    if (rc == 0) rc = page_read(t, p, l, status);
+    page_free(t, p);
+    if (asked && (rc != 0 || l->next_token == NULL || strcmp(l->next_token, next->token) != 0)) {
+      page_drop(t, next); /* a wrong guess */
+      asked = 0;
     }
-    next = l->next_token != NULL ? strdup(l->next_token) : NULL;
-    if (next != NULL && token != NULL && strcmp(next, token) == 0) {
-      /* a store that hands back the token it was given would be paged for ever */
-      TF_SetStatus(status, TF_DATA_LOSS,
-                   "a listing page names as its next page the page it is: the store would be "
-                   "listed for ever");
-      free(next);
-      free(token);
-      return -1;
+    if (rc != 0) return -1;
+    if (l->next_token == NULL) return 0;
+    if (!asked) {
+      char* token = strdup(l->next_token);
+      if (token == NULL) {
+        plugin_set_oom(status);
+        return -1;
+      }
+      if (page_start(t, bucket, prefix, delimiter, max, token, next, status) != 0) return -1;
     }
-    free(token);
-    token = next;
-  } while (token != NULL);
-  return 0;
+    swap = p;
+    p = next;
+    next = swap;
+  }
 }
 
 /* What is at p: MISSING, FILE_KIND or DIR_KIND (status OK), or -1 with

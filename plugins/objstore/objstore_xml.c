@@ -184,6 +184,36 @@ char* objstore_xml_find(const char* xml, size_t len, const char* name) {
   return c.found;
 }
 
+/* Where needle[0, n) first is in hay[0, len), or NULL. */
+static const char* find(const char* hay, size_t len, const char* needle, size_t n) {
+  const char *at = hay, *end = hay + len;
+  while (n > 0 && (size_t)(end - at) >= n && (at = memchr(at, needle[0], (size_t)(end - at) - n + 1)) != NULL) {
+    if (memcmp(at, needle, n) == 0) return at;
+    ++at;
+  }
+  return NULL;
+}
+
+char* objstore_xml_peek(const char* xml, size_t len, const char* name) {
+  char open[64], close[64];
+  plugin_buf alone = {NULL, 0, 0};
+  const char *start, *end;
+  char* text = NULL;
+  int n = snprintf(open, sizeof open, "<%s>", name);
+  if (n <= 0 || (size_t)n >= sizeof open || snprintf(close, sizeof close, "</%s>", name) <= 0 ||
+      (start = find(xml, len, open, (size_t)n)) == NULL)
+    return NULL;
+  start += n;
+  end = find(start, len - (size_t)(start - xml), close, (size_t)n + 1);
+  if (end == NULL || end == start) return NULL;
+  /* the element alone, parsed as the whole document would parse it */
+  if (plugin_buf_append(&alone, "<t>", 3) == 0 && plugin_buf_append(&alone, start, (size_t)(end - start)) == 0 &&
+      plugin_buf_append(&alone, "</t>", 4) == 0)
+    text = objstore_xml_find(alone.data, alone.len, "t");
+  plugin_buf_free(&alone);
+  return text;
+}
+
 int objstore_xml_can_carry(const char* s) {
   for (; *s; ++s)
     if ((unsigned char)*s < 0x20 && *s != '\t' && *s != '\n' && *s != '\r') return 0;

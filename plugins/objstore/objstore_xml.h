@@ -24,6 +24,14 @@ int objstore_xml_parse(const char* xml, size_t len, objstore_xml_handler on_elem
  * or NULL. */
 char* objstore_xml_find(const char* xml, size_t len, const char* name);
 
+/* objstore_xml_find of an element found by its tags, without parsing the
+ * rest of xml (a listing's next token, to ask for the next page before
+ * this one is read): the text of the first <name>...</name> that xml
+ * holds, read as the whole document would read it; NULL when there is
+ * none, it is empty, or it is not well-formed. Only for elements whose
+ * name no other element of the document has. */
+char* objstore_xml_peek(const char* xml, size_t len, const char* name);
+
 /* Whether XML 1.0 can carry s: no control character but tab, newline
  * and carriage return (which objstore_xml_escape_into writes as
  * references). */

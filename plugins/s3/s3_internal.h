@@ -240,6 +240,9 @@ void s3_listing_free(s3_listing* l);
 /* Parses a ListObjectsV2, ListBuckets or ListMultipartUploads answer
  * (keys, their upload ids and Initiated times), appending to l. */
 int s3_parse_listing(const char* xml, size_t len, s3_listing* l);
+/* A ListObjectsV2 page's NextContinuationToken, found without parsing the
+ * page (malloc'd); NULL when the page is the last or has none. */
+char* s3_listing_next_token(const char* xml, size_t len);
 /* DeleteObjects: the count of <Error> entries, the first one's key and code
  * copied into key/code. */
 int s3_parse_delete_errors(const char* xml, size_t len, char* key,

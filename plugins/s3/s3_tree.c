@@ -211,6 +211,12 @@ static int list_answer(void* store, const objstore_exchange* x, objstore_listing
   return rc;
 }
 
+static char* list_token(void* store, const objstore_exchange* x) {
+  const object_call* c = x->store_request;
+  (void)store;
+  return c->buckets ? NULL : s3_listing_next_token(x->resp->body.data, x->resp->body.len);
+}
+
 static int copy(void* store, const void* config, const char* src_bucket, const char* src_key,
                 int64_t size, const char* dst_bucket, const char* dst_key, TF_Status* status) {
   objstore_path src = {(char*)src_bucket, (char*)src_key};
@@ -348,6 +354,5 @@ static int delete_keys(void* store, const void* config, const char* bucket, char
   return failed;
 }
 
-const objstore_tree_hooks s3_tree_hooks = {tree_request, stat_answer, list_request,
-                                           list_answer,  copy,        delete_keys,
-                                           1000};
+const objstore_tree_hooks s3_tree_hooks = {tree_request, stat_answer, list_request, list_answer,
+                                           copy,         delete_keys, 1000,         list_token};

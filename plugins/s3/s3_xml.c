@@ -124,6 +124,13 @@ static void on_listing(void* arg, const char* name, const char* parent,
   }
 }
 
+char* s3_listing_next_token(const char* xml, size_t len) {
+  char* truncated = objstore_xml_peek(xml, len, "IsTruncated");
+  int more = truncated != NULL && strcmp(truncated, "true") == 0;
+  free(truncated);
+  return more ? objstore_xml_peek(xml, len, "NextContinuationToken") : NULL;
+}
+
 int s3_parse_listing(const char* xml, size_t len, s3_listing* l) {
   listing_ctx c = {l, 0};
   l->truncated = 0;
