@@ -305,8 +305,8 @@ def _bench(gw: Gateway, repeat: int, quick: bool) -> list[Row]:
     head.results = {name: head_count / seconds for name, seconds in times.items()}
     cpu.note(head, "gateway")
     head.notes.append(f"best of {repeat} rounds, the clients in turn")
-    head.target = "≥ 1.0× obstore"
-    _verdict(head, 1.0)
+    head.target = "≥ 1.2× obstore"
+    _verdict(head, 1.2)
     rows.append(head)
 
     # ---- one big object, PUT then GET -------------------------------------------------
@@ -385,11 +385,16 @@ def _bench(gw: Gateway, repeat: int, quick: bool) -> list[Row]:
             return sum(len(page.get("Contents", [])) for page in pages)
 
         lists["boto3"] = lambda: asyncio.to_thread(boto_list)
-    times = _in_turns(lists, repeat, s3fs=peers.get("s3fs"))
+    # every client asks for pages of 1000 keys (S3's cap): its CPU per page,
+    # and the gateway's, which decides this row (counted apart: the client
+    # CPU target is for small GETs and PUTs)
+    pages = Cpu(cpu.pids)
+    times = _in_turns(lists, repeat, s3fs=peers.get("s3fs"), cpu=pages, requests=-(-list_count // 1000))
     row.results = {name: list_count / seconds for name, seconds in times.items()}
-    row.notes.append(f"best of {repeat} rounds, the clients in turn")
-    row.target = "≥ 1.0× obstore"
-    _verdict(row, 1.0)
+    pages.note(row, "gateway")
+    row.notes.append(f"per page of 1000 keys; best of {repeat} rounds, the clients in turn")
+    row.target = "≥ 1.2× obstore"
+    _verdict(row, 1.2)
     rows.append(row)
 
     row = Row(f"s3 glob list/k0*1 over {list_count} keys", "keys/s")

@@ -22,14 +22,14 @@ class Cpu:
     :meth:`counting`."""
 
     def __init__(self, pids: list[int] | None = None, peer: str = "obstore") -> None:
-        self._pids = pids or []
+        self.pids = pids or []
         self._peer = peer
         self._spent: dict[str, list[float]] = {}  # client -> [client s, server s, requests]
         self.client_ratios: dict[str, float] = {}  # row -> asyncfs's client CPU / the peer's
 
     def _server(self) -> float:
         ticks = 0
-        for pid in self._pids:
+        for pid in self.pids:
             with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as stat:
                 fields = stat.read().rsplit(")", 1)[1].split()
                 ticks += int(fields[11]) + int(fields[12])  # utime, stime
@@ -56,7 +56,7 @@ class Cpu:
         self._spent = {}
         if not per_request:
             return
-        if not self._pids:
+        if not self.pids:
             row.notes.append(
                 "client CPU per request (µs): " + ", ".join(f"{n} {c:.0f}" for n, (c, _) in per_request.items())
             )
