@@ -2,7 +2,7 @@
  * errors), read by expat: one small driver collects each element's text
  * and hands (element, parent, text) to a handler. And XML text written
  * into request bodies. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* memmem */
 
 #include "objstore_xml.h"
 
@@ -184,16 +184,6 @@ char* objstore_xml_find(const char* xml, size_t len, const char* name) {
   return c.found;
 }
 
-/* Where needle[0, n) first is in hay[0, len), or NULL. */
-static const char* find(const char* hay, size_t len, const char* needle, size_t n) {
-  const char *at = hay, *end = hay + len;
-  while (n > 0 && (size_t)(end - at) >= n && (at = memchr(at, needle[0], (size_t)(end - at) - n + 1)) != NULL) {
-    if (memcmp(at, needle, n) == 0) return at;
-    ++at;
-  }
-  return NULL;
-}
-
 char* objstore_xml_peek(const char* xml, size_t len, const char* name) {
   char open[64], close[64];
   plugin_buf alone = {NULL, 0, 0};
@@ -201,10 +191,10 @@ char* objstore_xml_peek(const char* xml, size_t len, const char* name) {
   char* text = NULL;
   int n = snprintf(open, sizeof open, "<%s>", name);
   if (n <= 0 || (size_t)n >= sizeof open || snprintf(close, sizeof close, "</%s>", name) <= 0 ||
-      (start = find(xml, len, open, (size_t)n)) == NULL)
+      (start = memmem(xml, len, open, (size_t)n)) == NULL)
     return NULL;
   start += n;
-  end = find(start, len - (size_t)(start - xml), close, (size_t)n + 1);
+  end = memmem(start, len - (size_t)(start - xml), close, (size_t)n + 1);
   if (end == NULL || end == start) return NULL;
   /* the element alone, parsed as the whole document would parse it */
   if (plugin_buf_append(&alone, "<t>", 3) == 0 && plugin_buf_append(&alone, start, (size_t)(end - start)) == 0 &&
