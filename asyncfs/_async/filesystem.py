@@ -284,11 +284,13 @@ class AsyncModularFileSystem:
                     await checkpoint()
                 result = at_hand(*args)
             if result is None:
+                at_hand = None
                 result = await self._pool.run(
                     fn if seen is None else seen.carry(fn), *args, mutating=mutating, discard=discard, combine=combine
                 )
-                at_hand = None
         except BaseException as error:
+            if at_hand is not None:  # (an error known at hand took the loop's time too)
+                self.took_at_hand(0)
             self._failed(operation, start, error, seen)
             raise
         nbytes = moved if isinstance(moved, int) else moved(result)

@@ -569,3 +569,26 @@ async def test_stats_at_hand_one_after_another_give_the_loops_other_tasks_turns(
         got, turns = await turns_taken(stat_all)
     assert got == [4] * count
     assert turns >= count * async_filesystem.AT_HAND_CALL // async_filesystem.AT_HAND_TURN - 2
+
+
+@pytest.mark.parametrize("call", ["stat", "read_file"])
+async def test_errors_known_at_hand_give_the_loops_other_tasks_turns_too(tmp_path: Path, call: str) -> None:
+    """A loop over missing paths, each call failing at hand (NOT_FOUND),
+    takes the loop's time as a call that answers does: turns are given."""
+    count = 640
+    async with asyncfs.Env() as env:
+        missing = (await _stored(env, "mem", tmp_path)("f", b"data")) + "-missing"
+
+        async def fail_all() -> int:
+            failed = 0
+            for _ in range(count):
+                with pytest.raises(asyncfs.NotFoundError):
+                    await getattr(env, call)(missing)
+                failed += 1
+            return failed
+
+        asked = env.pool.stats().operations
+        got, turns = await turns_taken(fail_all)
+        assert env.pool.stats().operations == asked  # (all failed at hand)
+    assert got == count
+    assert turns >= count * async_filesystem.AT_HAND_CALL // async_filesystem.AT_HAND_TURN - 2
