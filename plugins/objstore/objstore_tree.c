@@ -164,9 +164,10 @@ static int page_start(const objstore_tree* t, const char* bucket, const char* pr
   objstore_exchange_init(&p->x, &p->resp, NULL, NULL);
   p->token = token;
   if (t->hooks->list_request(store_of(t), t->config, bucket, prefix, delimiter, max, token, &p->x,
-                             status) == 0 &&
-      objstore_start(t->engine, t->settings, &p->x, status) == 0)
-    return 0;
+                             status) == 0) {
+    if (objstore_start(t->engine, t->settings, &p->x, status) == 0) return 0;
+    objstore_finish(t->engine, &p->x, status); /* (once for every start, whatever it returned) */
+  }
   release(t, &p->x);
   objstore_response_free(&p->resp);
   free(p->token);
