@@ -190,9 +190,9 @@ char* objstore_xml_peek(const char* xml, size_t len, const char* name) {
   const char *start, *end;
   char* text = NULL;
   int n = snprintf(open, sizeof open, "<%s>", name);
-  if (n <= 0 || (size_t)n >= sizeof open || snprintf(close, sizeof close, "</%s>", name) <= 0 ||
-      (start = memmem(xml, len, open, (size_t)n)) == NULL)
-    return NULL;
+  if (n <= 0 || (size_t)n + 1 >= sizeof close) return NULL; /* (the names asked for are short) */
+  snprintf(close, sizeof close, "</%s>", name);
+  if ((start = memmem(xml, len, open, (size_t)n)) == NULL) return NULL;
   start += n;
   end = memmem(start, len - (size_t)(start - xml), close, (size_t)n + 1);
   if (end == NULL || end == start) return NULL;
