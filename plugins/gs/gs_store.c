@@ -297,13 +297,12 @@ static int object_fields(const char* object, size_t n, char** name, int64_t* siz
   const char* starts[3];
   size_t lens[3];
   char *size_text, *updated;
-  int64_t seconds;
+  int64_t ns;
   if (objstore_json_members(object, n, keys, 3, starts, lens) != 0) return -1;
   size_text = objstore_json_value(starts[1], lens[1]);
   updated = objstore_json_value(starts[2], lens[2]);
   *size = size_text != NULL ? strtoll(size_text, NULL, 10) : 0;
-  seconds = updated != NULL ? objstore_parse_time(updated) : -1;
-  *mtime = seconds > 0 ? seconds * 1000000000 : 0;
+  *mtime = updated != NULL && objstore_parse_time_ns(updated, &ns) == 0 && ns > 0 ? ns : 0; /* its fraction too */
   free(size_text);
   free(updated);
   if (name != NULL && (*name = objstore_json_value(starts[0], lens[0])) == NULL) return -1;

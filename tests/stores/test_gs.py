@@ -8,8 +8,11 @@ and what a missing credential says (test_gs_credentials.py)."""
 from __future__ import annotations
 
 import gc
+import json
+import urllib.request
 import uuid
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from support.fault_proxy import FaultProxy
@@ -39,6 +42,22 @@ def own_gs(emulator: GcsEmulator, **options: int | bytes) -> asyncfs.ModularFile
     for name, value in options.items():
         fs.set_option(name, value)
     return fs
+
+
+def test_times_keep_the_fraction_gcs_gives(
+    gs_fs: asyncfs.ModularFileSystem, gcs_emulator: GcsEmulator, bucket: str
+) -> None:
+    """stat and a listing give an object's `updated` time with its fraction
+    (to the microsecond datetime reads), as s3 gives LastModified's."""
+    gs_fs.write_file(f"gs://{bucket}/timed", b"x")
+    url = f"{gcs_emulator.endpoint}/storage/v1/b/{bucket}/o/timed"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        updated = json.load(answer)["updated"]
+    moment = datetime.fromisoformat(updated.replace("Z", "+00:00"))
+    expected = (moment - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1) * 1000
+    assert gs_fs.stat(f"gs://{bucket}/timed").mtime_nsec // 1000 * 1000 == expected
+    [(name, stats)] = gs_fs.get_children_stats(f"gs://{bucket}")
+    assert (name, stats.mtime_nsec // 1000 * 1000) == ("timed", expected)
 
 
 def pattern(n: int) -> bytes:
