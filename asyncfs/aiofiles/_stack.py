@@ -256,7 +256,9 @@ class Unlayered:
         the standard library's read() makes it when called. None when it
         does not, is not possible here, or the file grew past its size at
         the open: a worker reads it then, as it would have."""
-        want = self.info.st_size - self.position + 1  # one byte more: the end seen
+        # one byte more: the end seen; past the size at the open (the file
+        # grew and a worker read on), that one byte alone
+        want = max(self.info.st_size - self.position, 0) + 1
         if not _NOWAIT or want > AT_HAND_MOST:
             return None
         buffer = bytearray(want)

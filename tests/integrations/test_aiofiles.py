@@ -25,7 +25,7 @@ import pytest
 real = pytest.importorskip("aiofiles", reason="aiofiles is a test extra: pip install '.[test]'")
 pytest.importorskip("pytest_asyncio", reason="pytest-asyncio is a test extra: pip install '.[test]'")
 from conftest import at_hand_here, open_fds  # noqa: E402
-from hypothesis import given, settings  # noqa: E402
+from hypothesis import example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from asyncfs import aiofiles as ours  # noqa: E402
@@ -140,6 +140,23 @@ async def test_a_file_is_followed_as_it_grows(tmp_path: Path, mode: str) -> None
             writer.write(b"ee\n")
         assert await f.read() in ("ee\n", b"ee\n")
         assert await f.read() in ("", b"")
+
+
+@pytest.mark.asyncio
+async def test_reads_to_the_end_follow_a_file_past_its_size_at_the_open(tmp_path: Path) -> None:
+    """read() to the end, again and again, while another writer appends: each
+    gives what was appended since, and b"" when nothing was (a read at hand
+    once asked for a negative count past the size the open saw; found by
+    test_reads_match_the_standard_library)."""
+    path = tmp_path / "grows"
+    path.write_bytes(b"aa")
+    async with ours.open(path, "rb") as f:
+        assert await f.read() == b"aa"
+        for more in (b"bb", b"", b"c" * 5000, b""):
+            with open(path, "ab") as writer:
+                writer.write(more)
+            assert await f.read() == more
+            assert await f.read() == b""
 
 
 @pytest.mark.asyncio
@@ -448,6 +465,14 @@ async def _async_call(f: Any, name: str, *args: Any) -> Any:
     newline=st.sampled_from(NEWLINES),
     steps=calls,
     in_bulk=st.booleans(),
+)
+@example(  # a read to the end past the size the open saw (CI found it)
+    text="aa",
+    binary=True,
+    encoding="utf-8",
+    newline=None,
+    steps=[("read", -1), ("append", "aa"), ("read", -1), ("read", -1)],
+    in_bulk=False,
 )
 def test_reads_match_the_standard_library(  # noqa: PLR0917 (hypothesis passes keywords)
     tmp_path_factory: pytest.TempPathFactory,
