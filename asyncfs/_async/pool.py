@@ -466,6 +466,7 @@ WAITS_LATELY = 0.02
 # A worker hands finished work to the loop at least this often, so that no
 # result waits behind more than this much of others' work.
 DELIVERY_INTERVAL = 1e-3
+DELIVER_AT_ONCE = 100e-6
 # A call running longer than this is treated as stuck: its batch-mates move
 # to other threads and a spare thread starts.
 STUCK_AFTER = 0.05
@@ -1091,7 +1092,7 @@ class WorkerPool:
                 batch.add(alone)
             if end - start > SLOW_OPERATION:
                 self._on_slow(batch, began, cpu_began, end, clock, took=end - start)
-            if end - delivered >= DELIVERY_INTERVAL:
+            if end - delivered >= DELIVERY_INTERVAL or end - start >= DELIVER_AT_ONCE:
                 self._hand_over(state, batch)
                 delivered = end
         self._hand_over(state, batch)

@@ -273,7 +273,7 @@ def _one_scheme(paths: list[str]) -> bool:
         if scheme:  # each starts with the same "scheme://" (none has a "://" before it)
             if all_start_with(joined, len(paths), f"{scheme}://"):
                 return True
-        elif all_start_with(joined, len(paths), "") and "://" not in joined:  # plain paths, none with a NUL
+        elif ":" not in joined or "://" not in joined:  # plain paths (a search for one character is a memchr)
             return True
     return len({scheme_part(path) for path in paths}) <= 1
 
