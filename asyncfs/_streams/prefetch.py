@@ -68,8 +68,10 @@ class Resolver(Protocol):
 class Budget:
     """Bytes held by a prefetch, shared with the workers that read for it.
     A prefetch gives back the bytes of the files its consumer is done with
-    in runs (see Prefetch._give_freed), so ``used`` may still count up to a
-    64th of the limit that the consumer let go; never less than it holds.
+    in runs (see Prefetch._give_freed), and a group read whole when the
+    consumer is done with its last file (see RUN_SHARE), so ``used`` may
+    still count up to a 32nd of the limit that the consumer let go; never
+    less than it holds.
 
     What it counts belongs to one process: a copy pickled to another
     process (a Dask or spawned DataLoader worker), and the Budget in a
@@ -240,9 +242,15 @@ def _read_group(
 
 
 def _size(items: list[object]) -> int:
-    """The bytes reserved for the files among items (bytes; not errors,
-    nor _DEFERRED)."""
-    return sum(len(item) for item in items if type(item) is bytes)
+    """The bytes reserved for the files among items (bytes, and runs of
+    them; not errors, nor _DEFERRED)."""
+    size = 0
+    for item in items:
+        if type(item) is bytes:
+            size += len(item)
+        elif type(item) is _Run:
+            size += item.size
+    return size
 
 
 def _give_back(budget: Budget, tag: object, result: tuple[list[object], float] | None, error: object) -> None:
@@ -310,17 +318,36 @@ _LATELY: weakref.WeakKeyDictionary[ModularFileSystem, float] = weakref.WeakKeyDi
 NETWORK_SHARES = 4
 
 
-def _count(fs: AsyncModularFileSystem, items: Sequence[object], seconds: float) -> None:
+# A group read whole (every file's bytes, of consecutive indices) is handed
+# over as one run, with no step of Python per file, when its bytes are at
+# most a RUN_SHARE-th of the budget (they are given back when the consumer
+# is done with the last of them).
+RUN_SHARE = 64
+
+
+class _Run:
+    """The files of a group that were all read, at consecutive indices, and
+    their bytes together (see Prefetch._handing_over)."""
+
+    __slots__ = ("items", "size")
+
+    def __init__(self, items: list[bytes], size: int) -> None:
+        self.items = items
+        self.size = size
+
+
+def _count(fs: AsyncModularFileSystem, items: Sequence[object], sizes: list[int], seconds: float) -> None:
     """A group's files in the Env's metrics, as the operation ``prefetch``:
-    each its bytes or its error, and its share of the group's time on the
-    worker (a file the budget deferred is counted when it is read again)."""
+    each its bytes (sizes: those of the files read) or its error, and its
+    share of the group's time on the worker (a file the budget deferred is
+    counted when it is read again)."""
     share = int(seconds * 1e9 / max(1, len(items)))
-    read = [len(item) for item in items if type(item) is bytes]
-    if read:  # (the files read, in one count: a file costs about 2 µs here, and a count each 0.3)
-        fs.counted("prefetch", share, sum(read), calls=len(read))
-    for item in items:
-        if isinstance(item, BaseException):
-            fs.counted("prefetch", share, error=item)
+    if sizes:  # (the files read, in one count: a file costs about 2 µs here, and a count each 0.3)
+        fs.counted("prefetch", share, sum(sizes), calls=len(sizes))
+    if len(sizes) < len(items):
+        for item in items:
+            if isinstance(item, BaseException):
+                fs.counted("prefetch", share, error=item)
 
 
 class _Started:
@@ -401,15 +428,17 @@ class Prefetch(_Items):
         self._fresh = 0  # the files from this index on were never started
         self._refused: list[int] = []  # wait for room in the budget
         self._retrying: list[int] = []  # a heap of refused files to start again, lower indices first
-        self._due: dict[int, object] = {}  # read, by index (in order)
+        self._due: dict[int, object] = {}  # read, by index (in order); a _Run by its first
         self._done: deque[tuple[int, object]] = deque()  # read, as they came (out of order)
         self._next_due = 0  # the index delivered next, in order
+        self._rest: Iterator[tuple[str, bytes]] | None = None  # a run's files not handed over yet
+        self._arrived = 0  # files read or failed (not deferred), handed over or not
         # groups started and not arrived; a worker starts some too (see _follow),
         # and a group can arrive before the one whose worker started it
         self._reading = 0
         self._slots = 0  # in_flight used: a file each on a network store, a call each on a local one
         self._delivered = 0
-        self._held = 0  # bytes of the item last handed over, freed when the consumer is back
+        self._held = 0  # bytes of the item (or run) last handed over, freed when the consumer is back
         # bytes the consumer is done with, given back to the budget together: when a
         # run of ready files has been handed over, when they reach a 64th of the
         # budget, or when a refused file waits for room (a lock each file cost 0.2 µs)
@@ -431,6 +460,7 @@ class Prefetch(_Items):
         unclaimed = [*self._due.values(), *(item for _, item in self._done)]
         self._due.clear()
         self._done.clear()
+        self._rest = None  # (its bytes are _held)
         held, self._held = self._held + self._freed, 0
         self._freed = 0
         self.budget.release(held + _size(unclaimed))
@@ -453,13 +483,22 @@ class Prefetch(_Items):
     async def _next(self, handover: Handover[tuple[str, bytes | Exception]] | None) -> tuple[str, bytes | Exception]:
         """The next file, once those handed over before are gone: starts
         reads and waits for them until one is ready; the files ready after
-        it become handover.ahead."""
+        it become handover.ahead (a run's, the rest of the run)."""
         while True:
+            rest = self._rest
+            if rest is not None:  # (held here too: a loop left midway leaves them to the next)
+                for file in rest:
+                    if handover is not None:
+                        handover.ahead = rest
+                    return file
+                self._rest = None
             ready = self._handing_over()
             for item in ready:
                 if handover is not None:
                     handover.ahead = ready
                 return item
+            if self._rest is not None:  # a run is next
+                continue
             if self._delivered == len(self._paths):
                 self.close()
                 raise StopAsyncIteration
@@ -491,14 +530,18 @@ class Prefetch(_Items):
                     _LATELY[self._measured] = self._per_file
             else:
                 items, seconds = [error] * len(indices), 0.0
-            _count(started.fs, items, seconds)
-            self._arrive(indices, items)
+            sizes = [len(item) for item in items if type(item) is bytes]
+            _count(started.fs, items, sizes, seconds)
+            self._arrive(indices, items, sum(sizes) if len(sizes) == len(items) else -1)
 
     def _handing_over(self) -> Iterator[tuple[str, bytes | Exception]]:
         """The files ready now, as they are due (in order, or as they came):
         asking for each frees the one handed over before it, whose consumer
         is back for more. A failed file raises (errors="raise": the prefetch
-        closes) or is handed over as (path, exception)."""
+        closes) or is handed over as (path, exception). It stops before a
+        run, which becomes self._rest: its files are handed over with no
+        step of this generator each, and freed together when the consumer
+        asks for the file after its last."""
         ordered = self._ordered
         while True:
             if self._held:
@@ -519,6 +562,14 @@ class Prefetch(_Items):
                 index, item = self._done.popleft()
             else:
                 self._give_freed()
+                return
+            if type(item) is _Run:
+                count = len(item.items)
+                if ordered:
+                    self._next_due = index + count
+                self._delivered += count
+                self._held = item.size
+                self._rest = zip(self._paths[index : index + count], item.items, strict=True)
                 return
             self._delivered += 1
             path = self._paths[index]
@@ -541,10 +592,20 @@ class Prefetch(_Items):
             if self._refused:
                 self._retry()
 
-    def _arrive(self, indices: Sequence[int], items: Sequence[object]) -> None:
+    def _arrive(self, indices: Sequence[int], items: list[object], size: int = -1) -> None:
         """Files read (bytes) or failed (an exception): ready to hand over;
-        those the budget refused (_DEFERRED) wait for room."""
+        those the budget refused (_DEFERRED) wait for room. size: the bytes
+        of all of them when all were read (-1 otherwise), for a run."""
+        if size >= 0 and type(indices) is range and len(items) > 1 and size * RUN_SHARE <= self.budget.limit:
+            run = _Run(items, size)  # type: ignore[arg-type]  # (all bytes: size says so)
+            self._arrived += len(items)
+            if self._ordered:
+                self._due[indices.start] = run
+            else:
+                self._done.append((indices.start, run))
+            return
         for index, item in zip(indices, items, strict=True):
+            self._arrived += item is not _DEFERRED
             if item is _DEFERRED:
                 self._refused.append(index)
             elif self._ordered:
@@ -609,7 +670,7 @@ class Prefetch(_Items):
         assert self._sink is not None  # made before the first group started
         # groups read and not taken from the sink, files taken and not handed over
         # (the loop's: a length is safe to read here)
-        waiting = len(self._sink) * len(started.indices) + len(self._due) + len(self._done)
+        waiting = len(self._sink) * len(started.indices) + self._arrived - self._delivered
         if (
             waiting >= self._in_flight * len(started.indices)
             or self._refused

@@ -779,6 +779,44 @@ async def test_prefetch_groups_answer_for_every_file(env: asyncfs.Env, base: str
     assert budget.used == 0 and budget.peak <= (1 << 20) + 12_063
 
 
+@pytest.mark.parametrize("ordered", [True, False])
+async def test_prefetch_hands_a_group_over_as_a_run_and_a_loop_left_midway_loses_none(
+    env: asyncfs.Env, tmp_path: Path, ordered: bool
+) -> None:
+    """A local group read whole is handed over as one run (no Python step
+    per file), its bytes given back once the consumer asks past its last
+    file. A loop left in the middle of a run, taken up by anext() and then
+    by a new loop, gets each file once (in order, when ordered); the
+    budget is back to 0 at the end, and a file refused by a small budget
+    (no runs then: a group is more than a 64th of it) is read later."""
+    uris = await make_files(env, f"file://{tmp_path}", 300)
+    made = []
+    init = _prefetch._Run.__init__
+
+    def counted(self: object, items: list[bytes], size: int) -> None:
+        made.append(len(items))
+        init(self, items, size)
+
+    for max_bytes, runs in ((1 << 30, True), (40_000, False)):
+        made.clear()
+        budget = asyncfs.Budget(max_bytes)
+        with mock.patch.object(_prefetch._Run, "__init__", counted):
+            prefetch = env.prefetch(uris, in_flight=8, ordered=ordered, budget=budget)
+            got = []
+            async for path, data in prefetch:
+                got.append((path, data))
+                if len(got) == 5:
+                    break
+            got.append(await prefetch.__anext__())
+            got += [item async for item in prefetch]
+        assert bool(made) is runs, made
+        paths = [path for path, _ in got]
+        assert paths == uris if ordered else sorted(paths) == uris
+        by_path = dict(got)
+        assert all(by_path[uri] == bytes([i % 256]) * (1000 + 37 * i) for i, uri in enumerate(uris))
+        assert budget.used == 0
+
+
 @pytest.mark.parametrize(
     ("per_file", "rule"),
     [
