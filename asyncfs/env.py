@@ -401,7 +401,7 @@ class Env:
         the files, interleaved (cycle_length=4)."""
         from ._streams import prefetch, prefetch_records  # noqa: PLC0415 (lazy: see the imports)
 
-        paths = map(os.fspath, uris)  # lazily: uris may be a long generator
+        paths: Iterable[str] = map(os.fspath, uris)  # type: ignore[arg-type]  # (lazily: uris may be a long generator)
         if options.pop("records", False):
             return prefetch_records(self, paths, **options)
         return prefetch(self, paths, **options)
