@@ -23,11 +23,10 @@ struct at_hand_how { /* struct open_how, linux/openat2.h */
   uint64_t resolve;
 };
 
-/* the filesystems whose getattr reads the inode in memory (linux/magic.h) */
-int at_hand_local(int fd) {
-  struct statfs fs;
-  if (fstatfs(fd, &fs) != 0) return 0;
-  switch ((unsigned long)fs.f_type) {
+/* the filesystems whose getattr reads the inode in memory, by their
+ * superblock's magic (linux/magic.h) and by their type's name */
+static int local_magic(unsigned long magic) {
+  switch (magic) {
     case 0xEF53UL:     /* ext2, ext3, ext4 */
     case 0x58465342UL: /* xfs */
     case 0x9123683EUL: /* btrfs */
@@ -39,6 +38,20 @@ int at_hand_local(int fd) {
     default:
       return 0;
   }
+}
+
+static int local_type(const char* type, size_t len) {
+  static const char* const local[] = {"ext2", "ext3", "ext4", "xfs", "btrfs",
+                                      "f2fs", "tmpfs", "ramfs", "overlay"};
+  size_t i;
+  for (i = 0; i < sizeof local / sizeof local[0]; ++i)
+    if (strlen(local[i]) == len && memcmp(local[i], type, len) == 0) return 1;
+  return 0;
+}
+
+int at_hand_local(int fd) {
+  struct statfs fs;
+  return fstatfs(fd, &fs) == 0 && local_magic((unsigned long)fs.f_type);
 }
 
 static int openat2_missing; /* ENOSYS once: before Linux 5.6 */
@@ -65,14 +78,33 @@ static int open_cached(const char* path, uint64_t flags) {
 
 /* ---- looking at a descriptor: its stat and whether its mount is local ----
  *
- * Every look at hand asks both. Since Linux 6.8 one statx(2) answers them:
- * with the stat, the mount's unique id (STATX_MNT_ID_UNIQUE), never reused
- * while the system runs, so a mount found local (or not) once is that for
- * good, and fstatfs is asked once per mount, not once per path. Elsewhere
- * (older kernels, headers without statx) fstat and fstatfs each time. */
+ * Every look at hand asks both, and never the filesystem itself: one
+ * statx(2) with AT_STATX_DONT_SYNC (a network filesystem answers from its
+ * cache, not from its server) gives the stat and the mount's id, and the
+ * mount's type comes from what the kernel keeps of its mounts. Not from
+ * fstatfs(2): NFS sends that to its server (FSSTAT) and FUSE to its daemon
+ * (STATFS), each time, and one that does not answer would hold the event
+ * loop's thread.
+ *   - Linux 6.8 on: the mount's unique id (STATX_MNT_ID_UNIQUE), never
+ *     reused while the system runs, and statmount(2)'s sb_magic for it,
+ *     asked once per mount;
+ *   - before, or where statmount is refused (a seccomp filter; or
+ *     ASYNCFS_AT_HAND_MOUNTINFO set, to test this way): the mount's id
+ *     (STATX_MNT_ID, Linux 5.8), which a later mount may reuse, and its type
+ *     in /proc/self/mountinfo; what was read is forgotten whenever the mount
+ *     table changed (poll(2) on the file says so: POLLPRI).
+ * A kernel that gives neither (at hand needs 5.12's RESOLVE_CACHED anyway)
+ * has nothing at hand. */
 
 #if defined(SYS_statx)
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <sys/sysmacros.h>
+
+#ifndef SYS_statmount
+#define SYS_statmount 457 /* Linux 6.8, the same number on every architecture */
+#endif
 
 struct at_hand_statx_time { /* struct statx_timestamp, linux/stat.h */
   int64_t tv_sec;
@@ -92,28 +124,138 @@ struct at_hand_statx { /* struct statx, linux/stat.h: a stable layout */
   uint64_t spare[14];
 };
 
-#define AT_HAND_STATX_BASIC 0x7ffU      /* STATX_BASIC_STATS */
-#define AT_HAND_STATX_MNT_UNIQUE 0x4000U /* STATX_MNT_ID_UNIQUE, Linux 6.8 */
+#define AT_HAND_STATX_BASIC 0x7ffU       /* STATX_BASIC_STATS */
+#define AT_HAND_STATX_MNT_ID 0x1000U     /* Linux 5.8 */
+#define AT_HAND_STATX_MNT_UNIQUE 0x4000U /* Linux 6.8 */
+#define AT_HAND_DONT_SYNC 0x4000         /* AT_STATX_DONT_SYNC */
 
 enum { MOUNTS_KNOWN = 32 };
-/* each entry: a unique mount id, shifted left once, its low bit set when
- * the mount is local; 0 is empty (no mount has id 0) */
-static uint64_t mounts_known[MOUNTS_KNOWN];
-static unsigned mounts_next;
-static int statx_unique_missing; /* a kernel before 6.8 said so once */
+/* mounts by unique id: the id shifted left once, the low bit set when the
+ * mount is local; 0 is empty (no mount has id 0) */
+static uint64_t unique_known[MOUNTS_KNOWN];
+static unsigned unique_next;
+static int statmount_refused; /* once refused, the ids that mountinfo knows */
+/* mounts by reusable id, from mountinfo: the table's generation (bits 33
+ * up), the id (bits 1-32), local (bit 0); an entry of an older generation
+ * is stale: the mount table changed since */
+static uint64_t ids_known[MOUNTS_KNOWN];
+static unsigned ids_next;
+static uint64_t ids_generation = 1;
+static int mountinfo_fd = -1; /* /proc/self/mountinfo, polled for changes */
+static pthread_once_t fork_handler_once = PTHREAD_ONCE_INIT;
 
-/* Whether the mount of fd, whose unique id is mnt_id, is local: from the
- * table, else asked (at_hand_local) and remembered. */
-static int local_mount(int fd, uint64_t mnt_id) {
+static void remember(uint64_t* table, unsigned* next, uint64_t entry) {
+  unsigned i = __atomic_fetch_add(next, 1, __ATOMIC_RELAXED) % MOUNTS_KNOWN;
+  __atomic_store_n(&table[i], entry, __ATOMIC_RELAXED);
+}
+
+/* A forked child may outlive its parent, whose /proc/<pid>/mountinfo the
+ * descriptor reads: the child opens its own. */
+static void forget_mountinfo_in_child(void) {
+  int fd = mountinfo_fd;
+  mountinfo_fd = -1;
+  if (fd >= 0) close(fd);
+  ++ids_generation;
+}
+
+static void add_fork_handler(void) { pthread_atfork(NULL, NULL, forget_mountinfo_in_child); }
+
+static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
+
+static void read_settings(void) {
+  const char* mountinfo = getenv("ASYNCFS_AT_HAND_MOUNTINFO");
+  if (mountinfo != NULL && *mountinfo != '\0') statmount_refused = 1;
+}
+
+/* Whether the mount whose unique id is id is local: 1 or 0, or -1 when
+ * statmount refused (from then on, mountinfo says). */
+static int unique_local(uint64_t id) {
+  struct { /* struct mnt_id_req, linux/mount.h: its first published size */
+    uint32_t size, spare;
+    uint64_t mnt_id, param;
+  } req = {24, 0, id, 1 /* STATMOUNT_SB_BASIC */};
+  uint64_t sm[128]; /* struct statmount: mask at [1], sb_magic at [3] */
   unsigned i;
   int local;
   for (i = 0; i < MOUNTS_KNOWN; ++i) {
-    uint64_t entry = __atomic_load_n(&mounts_known[i], __ATOMIC_RELAXED);
-    if (entry >> 1 == mnt_id) return (int)(entry & 1);
+    uint64_t entry = __atomic_load_n(&unique_known[i], __ATOMIC_RELAXED);
+    if (entry >> 1 == id) return (int)(entry & 1);
   }
-  local = at_hand_local(fd);
-  i = __atomic_fetch_add(&mounts_next, 1, __ATOMIC_RELAXED) % MOUNTS_KNOWN;
-  __atomic_store_n(&mounts_known[i], mnt_id << 1 | (uint64_t)local, __ATOMIC_RELAXED);
+  if (syscall(SYS_statmount, &req, sm, sizeof sm, 0) != 0 || !(sm[1] & 1)) {
+    __atomic_store_n(&statmount_refused, 1, __ATOMIC_RELAXED);
+    return -1;
+  }
+  local = local_magic((unsigned long)sm[3]);
+  remember(unique_known, &unique_next, id << 1 | (uint64_t)local);
+  return local;
+}
+
+/* The type of mount id in /proc/self/mountinfo, read whole now: 1 local,
+ * 0 not, -1 not found or not readable. A line: "ID PARENT MAJ:MIN ROOT
+ * POINT OPTIONS [TAGS...] - TYPE SOURCE SUPER-OPTIONS". */
+static int mountinfo_local(uint64_t id) {
+  size_t cap = 1 << 16, len = 0;
+  char* text = malloc(cap + 1);
+  char* line;
+  int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC), found = -1;
+  ssize_t got = 0;
+  while (fd >= 0 && text != NULL && (got = read(fd, text + len, cap - len)) > 0) {
+    len += (size_t)got;
+    if (len == cap) {
+      char* more = cap < (64u << 20) ? realloc(text, 2 * cap + 1) : NULL;
+      if (more == NULL) break;
+      text = more;
+      cap *= 2;
+    }
+  }
+  if (fd >= 0) close(fd);
+  if (text == NULL || got != 0) {
+    free(text);
+    return -1;
+  }
+  text[len] = '\0';
+  for (line = text; line < text + len && found < 0;) {
+    char* end = strchr(line, '\n');
+    char* sep;
+    if (end == NULL) end = text + len;
+    *end = '\0';
+    if (strtoull(line, NULL, 10) == id && (sep = strstr(line, " - ")) != NULL)
+      found = local_type(sep + 3, strcspn(sep + 3, " "));
+    line = end + 1;
+  }
+  free(text);
+  return found;
+}
+
+/* Whether the mount whose reusable id is id is local: 1 or 0, or -1 when
+ * mountinfo could not say. */
+static int id_local(uint64_t id) {
+  struct pollfd changed;
+  uint64_t generation;
+  unsigned i;
+  int fd = __atomic_load_n(&mountinfo_fd, __ATOMIC_ACQUIRE), local;
+  if (fd < 0) {
+    int expected = -1;
+    pthread_once(&fork_handler_once, add_fork_handler);
+    fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    if (!__atomic_compare_exchange_n(&mountinfo_fd, &expected, fd, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE)) {
+      close(fd); /* another thread's came first */
+      fd = expected;
+    }
+  }
+  changed.fd = fd;
+  changed.events = POLLPRI;
+  if (poll(&changed, 1, 0) > 0 && (changed.revents & (POLLPRI | POLLERR)))
+    __atomic_add_fetch(&ids_generation, 1, __ATOMIC_ACQ_REL);
+  generation = __atomic_load_n(&ids_generation, __ATOMIC_ACQUIRE) & ((1ULL << 31) - 1);
+  for (i = 0; i < MOUNTS_KNOWN; ++i) {
+    uint64_t entry = __atomic_load_n(&ids_known[i], __ATOMIC_RELAXED);
+    if (entry >> 33 == generation && (entry >> 1 & 0xFFFFFFFFULL) == id) return (int)(entry & 1);
+  }
+  local = mountinfo_local(id);
+  if (local >= 0) remember(ids_known, &ids_next, generation << 33 | id << 1 | (uint64_t)local);
   return local;
 }
 
@@ -124,18 +266,27 @@ static struct timespec from_statx_time(struct at_hand_statx_time t) {
   return out;
 }
 
-/* 1 when one statx answered both (st filled, *local set), 0 when it could
- * not (the caller asks fstat and fstatfs). */
-static int look_once(int fd, struct stat* st, int* local) {
+/* fd's stat into st (NULL: not wanted) and whether its mount is local:
+ * 0, or -1 when that could not be told without asking the filesystem. */
+static int look(int fd, struct stat* st, int* local) {
   struct at_hand_statx x;
-  unsigned wanted = AT_HAND_STATX_BASIC | AT_HAND_STATX_MNT_UNIQUE;
-  if (__atomic_load_n(&statx_unique_missing, __ATOMIC_RELAXED)) return 0;
-  if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH, wanted, &x) != 0) return 0;
-  if ((x.mask & wanted) != wanted || x.mnt_id == 0) {
-    if (!(x.mask & AT_HAND_STATX_MNT_UNIQUE))
-      __atomic_store_n(&statx_unique_missing, 1, __ATOMIC_RELAXED);
-    return 0;
+  int by_unique;
+  pthread_once(&settings_once, read_settings);
+  by_unique = !__atomic_load_n(&statmount_refused, __ATOMIC_RELAXED);
+  unsigned wanted = AT_HAND_STATX_BASIC | (by_unique ? AT_HAND_STATX_MNT_UNIQUE : AT_HAND_STATX_MNT_ID);
+  if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH | AT_HAND_DONT_SYNC, wanted, &x) != 0 ||
+      (x.mask & AT_HAND_STATX_BASIC) != AT_HAND_STATX_BASIC || x.mnt_id == 0)
+    return -1;
+  if (x.mask & AT_HAND_STATX_MNT_UNIQUE) {
+    *local = unique_local(x.mnt_id);
+    if (*local < 0) return look(fd, st, local); /* statmount refused: by mountinfo from now on */
+  } else if (x.mask & AT_HAND_STATX_MNT_ID) {
+    *local = id_local(x.mnt_id);
+  } else {
+    return -1;
   }
+  if (*local < 0) return -1;
+  if (st == NULL) return 0;
   memset(st, 0, sizeof *st);
   st->st_dev = makedev(x.dev_major, x.dev_minor);
   st->st_ino = (ino_t)x.ino;
@@ -150,26 +301,16 @@ static int look_once(int fd, struct stat* st, int* local) {
   st->st_atim = from_statx_time(x.atime);
   st->st_mtim = from_statx_time(x.mtime);
   st->st_ctim = from_statx_time(x.ctime);
-  *local = local_mount(fd, x.mnt_id);
-  return 1;
+  return 0;
 }
 #else
-static int look_once(int fd, struct stat* st, int* local) {
+static int look(int fd, struct stat* st, int* local) {
   (void)fd;
   (void)st;
   (void)local;
-  return 0;
+  return -1;
 }
 #endif
-
-/* fd's stat into st (NULL: not wanted) and whether its filesystem is
- * local (at_hand_local): 0, or -1 when the stat failed. */
-static int look(int fd, struct stat* st, int* local) {
-  struct stat unwanted;
-  if (look_once(fd, st != NULL ? st : &unwanted, local)) return 0;
-  *local = at_hand_local(fd);
-  return st != NULL ? fstat(fd, st) : 0;
-}
 
 int at_hand_open(const char* path, int flags, struct stat* st) {
   struct stat looked, seen;

@@ -9,7 +9,10 @@
  * submitting thread so, and only there. A file is taken only on a
  * filesystem whose attributes are read from the inode in memory: a network
  * filesystem may ask its server, so NFS, CIFS, FUSE and any type not
- * listed in at_hand.c are never at hand.
+ * listed in at_hand.c are never at hand. Nor is such a filesystem asked
+ * anything on the way: its type is read from what the kernel keeps of its
+ * mounts (statmount(2), or /proc/self/mountinfo), never by fstatfs(2), and
+ * its stat is asked with AT_STATX_DONT_SYNC.
  */
 #ifndef ASYNCFS_AT_HAND_H_
 #define ASYNCFS_AT_HAND_H_
@@ -37,8 +40,9 @@ int at_hand_open(const char* path, int flags, struct stat* st);
 /* Whether fd (O_PATH will do) lies on a local filesystem listed in
  * at_hand.c: one whose attributes are read from the inode in memory, and
  * whose regular files' reads come back short only at the end of the file
- * (NFS, FUSE and the others may answer part of what was asked). 0 off
- * Linux. */
+ * (NFS, FUSE and the others may answer part of what was asked). It asks
+ * fstatfs(2), which NFS sends to its server and FUSE to its daemon: only
+ * on a thread that may wait (at_hand_open never asks it). 0 off Linux. */
 int at_hand_local(int fd);
 
 #endif /* ASYNCFS_AT_HAND_H_ */

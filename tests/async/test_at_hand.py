@@ -12,6 +12,8 @@ from __future__ import annotations
 import errno
 import gzip
 import os
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,6 +21,7 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 from conftest import at_hand_here, put_dir, put_file
+from support import slow_fuse
 
 import asyncfs
 from asyncfs._async import filesystem as async_filesystem
@@ -121,6 +124,96 @@ def test_a_file_on_a_filesystem_not_listed_is_never_at_hand_however_often_asked(
             expected = here.read_bytes()  # (read first: a page reclaimed since collection is in memory again)
             assert fs.read_file_if_ready(str(here)) == expected
     assert fs.read_file(path)  # a worker reads it
+
+
+# what a process asks at hand of a path on a mount whose server holds its requests: each answer
+# is "not at hand" (None), printed; a call that asked the server would wait for it instead
+_ASK_AT_HAND = """
+import sys, asyncfs
+fs = asyncfs.get_filesystem("file://")
+print(fs.stat_if_ready(sys.argv[1]), fs.read_file_if_ready(sys.argv[1]), flush=True)
+"""
+
+
+@pytest.mark.parametrize("mounts_from", ["statmount", "mountinfo"])
+def test_a_network_filesystem_whose_server_does_not_answer_never_holds_a_call_at_hand(
+    tmp_path: Path, mounts_from: str
+) -> None:
+    """NFS sends fstatfs(2) to its server and FUSE to its daemon, and a
+    stat may ask too: a look at hand tells a mount's type from what the
+    kernel keeps (statmount(2) from Linux 6.8; /proc/self/mountinfo before,
+    or when ASYNCFS_AT_HAND_MOUNTINFO is set) and stats with
+    AT_STATX_DONT_SYNC, so on a FUSE mount whose server holds every
+    request, with the file's entry and attributes cached, a stat and a read
+    at hand answer "not at hand" at once and ask the server nothing."""
+    if sys.platform != "linux":
+        pytest.skip("at hand is Linux's")
+    with slow_fuse.mounted(tmp_path / "mnt") as server:
+        path = tmp_path / "mnt" / "a"
+        assert path.read_bytes() == slow_fuse.DATA  # its entry and attributes now cached
+        server.settle()
+        server.hold = frozenset({"statfs", "open", "getattr", "lookup"})
+        asked = server.asked.copy()
+        env = {**os.environ, "ASYNCFS_AT_HAND_MOUNTINFO": "1" if mounts_from == "mountinfo" else ""}
+        asking = [sys.executable, "-c", _ASK_AT_HAND, str(path)]
+        run = subprocess.run(asking, check=False, env=env, capture_output=True, text=True, timeout=30)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.split() == ["None", "None"]
+        assert server.asked == asked
+
+
+def test_a_mount_at_hand_is_told_again_after_the_mount_table_changed(tmp_path: Path) -> None:
+    """By /proc/self/mountinfo (before Linux 6.8), a mount is known by an id
+    that a later mount may take: a tmpfs file stated at hand, then the
+    tmpfs unmounted and a FUSE filesystem mounted in its place (often with
+    the same id), the FUSE file is not at hand and its server is asked
+    nothing: the mount table changed, so what was read of it is forgotten."""
+    if sys.platform != "linux":
+        pytest.skip("at hand is Linux's")
+    where = tmp_path / "mnt"
+    where.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(where)], check=False, capture_output=True).returncode:
+        pytest.skip("no tmpfs can be mounted here (not root)")
+    child = subprocess.Popen(
+        [sys.executable, "-c", _ASK_TWICE, str(where / "a")],
+        env={**os.environ, "ASYNCFS_AT_HAND_MOUNTINFO": "1"},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        try:
+            (where / "a").write_bytes(b"local")
+            child.stdin.write("go\n")  # type: ignore[union-attr]
+            child.stdin.flush()  # type: ignore[union-attr]
+            # a tmpfs: its stat at hand (not its read: tmpfs refuses RWF_NOWAIT)
+            assert child.stdout.readline().split()[:1] == ["True"]  # type: ignore[union-attr]
+        finally:
+            subprocess.run(["umount", str(where)], check=True)
+        with slow_fuse.mounted(where) as server:
+            assert (where / "a").read_bytes() == slow_fuse.DATA
+            server.settle()
+            server.hold = frozenset({"statfs", "open", "getattr", "lookup"})
+            asked = server.asked.copy()
+            out, err = child.communicate("go\n", timeout=30)
+            assert child.returncode == 0, err
+            assert out.split() == ["False", "False"]
+            assert server.asked == asked
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.communicate()
+
+
+# asked when told to go on (a line on stdin), twice
+_ASK_TWICE = """
+import sys, asyncfs
+fs = asyncfs.get_filesystem("file://")
+for _ in range(2):
+    sys.stdin.readline()
+    print(fs.stat_if_ready(sys.argv[1]) is not None, fs.read_file_if_ready(sys.argv[1]) is not None, flush=True)
+"""
 
 
 def test_a_store_made_slow_is_not_at_hand() -> None:
