@@ -605,10 +605,11 @@ class Prefetch(_Items):
                 self._done.append((indices.start, run))
             return
         for index, item in zip(indices, items, strict=True):
-            self._arrived += item is not _DEFERRED
             if item is _DEFERRED:
                 self._refused.append(index)
-            elif self._ordered:
+                continue
+            self._arrived += 1
+            if self._ordered:
                 self._due[index] = item
             else:
                 self._done.append((index, item))
