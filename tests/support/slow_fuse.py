@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -28,12 +29,13 @@ DATA = b"hello from a slow server\n"
 HOLD_AT_MOST = 60.0  # seconds a held request waits for the gate (a test that fails must not hang)
 
 
-def _operations_base() -> type:
+def _fuse() -> ModuleType:
+    """fusepy, or a skip that says what is missing."""
     try:
-        import fuse  # noqa: PLC0415 (fusepy: optional, and it looks for libfuse when imported)
+        import fuse  # noqa: PLC0415 (optional, and it looks for libfuse when imported)
     except (ImportError, OSError) as why:  # OSError: fusepy found no libfuse
         pytest.skip(f"FUSE from Python needs fusepy and libfuse 2 (Debian: libfuse2): {why}")
-    return fuse.Operations  # type: ignore[no-any-return]
+    return fuse
 
 
 @contextmanager
@@ -41,15 +43,13 @@ def mounted(where: Path) -> Iterator[SlowServer]:
     """A slow server's filesystem mounted at where (made if missing): the
     requests named in its ``hold`` (none at first) wait until its gate is
     set, at the end at the latest. Unmounted on the way out."""
-    base = _operations_base()
-    import fuse  # noqa: PLC0415
-
+    fuse = _fuse()
     if not os.path.exists("/dev/fuse"):
         pytest.skip("there is no /dev/fuse here")
     where.mkdir(parents=True, exist_ok=True)
     server = SlowServer()
     # (use_ns: times in nanoseconds, as fusepy 3 asks to be told)
-    operations = type("SlowOperations", (base,), {"__call__": server.answer, "use_ns": True})()
+    operations = type("SlowOperations", (fuse.Operations,), {"__call__": server.answer, "use_ns": True})()
     errors: list[BaseException] = []
 
     def serve() -> None:
@@ -121,6 +121,4 @@ class SlowServer:
 
 
 def _error(code: int) -> BaseException:
-    import fuse  # noqa: PLC0415
-
-    return fuse.FuseOSError(code)  # type: ignore[no-any-return]
+    return _fuse().FuseOSError(code)  # type: ignore[no-any-return]
