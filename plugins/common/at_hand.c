@@ -168,7 +168,8 @@ static void read_settings(void) {
 }
 
 /* Whether the mount whose unique id is id is local: 1 or 0, or -1 when
- * statmount refused (from then on, mountinfo says). */
+ * statmount could not say: refused (a kernel or a seccomp filter without
+ * it: from then on, mountinfo says) or failed this once (the mount gone). */
 static int unique_local(uint64_t id) {
   struct { /* struct mnt_id_req, linux/mount.h: its first published size */
     uint32_t size, spare;
@@ -181,10 +182,11 @@ static int unique_local(uint64_t id) {
     uint64_t entry = __atomic_load_n(&unique_known[i], __ATOMIC_RELAXED);
     if (entry >> 1 == id) return (int)(entry & 1);
   }
-  if (syscall(SYS_statmount, &req, sm, sizeof sm, 0) != 0 || !(sm[1] & 1)) {
-    __atomic_store_n(&statmount_refused, 1, __ATOMIC_RELAXED);
+  if (syscall(SYS_statmount, &req, sm, sizeof sm, 0) != 0) {
+    if (errno == ENOSYS || errno == EPERM) __atomic_store_n(&statmount_refused, 1, __ATOMIC_RELAXED);
     return -1;
   }
+  if (!(sm[1] & 1)) return -1;
   local = local_magic((unsigned long)sm[3]);
   remember(unique_known, &unique_next, id << 1 | (uint64_t)local);
   return local;
@@ -279,7 +281,8 @@ static int look(int fd, struct stat* st, int* local) {
     return -1;
   if (x.mask & AT_HAND_STATX_MNT_UNIQUE) {
     *local = unique_local(x.mnt_id);
-    if (*local < 0) return look(fd, st, local); /* statmount refused: by mountinfo from now on */
+    if (*local < 0 && __atomic_load_n(&statmount_refused, __ATOMIC_RELAXED))
+      return look(fd, st, local); /* by mountinfo from now on */
   } else if (x.mask & AT_HAND_STATX_MNT_ID) {
     *local = id_local(x.mnt_id);
   } else {

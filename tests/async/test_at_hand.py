@@ -126,12 +126,13 @@ def test_a_file_on_a_filesystem_not_listed_is_never_at_hand_however_often_asked(
     assert fs.read_file(path)  # a worker reads it
 
 
-# what a process asks at hand of a path on a mount whose server holds its requests: each answer
-# is "not at hand" (None), printed; a call that asked the server would wait for it instead
+# a process that, for each line on its stdin, asks a stat and a read of a path at hand and prints
+# whether each was at hand; one that asked a server holding its requests would wait for it instead
 _ASK_AT_HAND = """
 import sys, asyncfs
 fs = asyncfs.get_filesystem("file://")
-print(fs.stat_if_ready(sys.argv[1]), fs.read_file_if_ready(sys.argv[1]), flush=True)
+for _ in sys.stdin:
+    print(fs.stat_if_ready(sys.argv[1]) is not None, fs.read_file_if_ready(sys.argv[1]) is not None, flush=True)
 """
 
 
@@ -156,9 +157,9 @@ def test_a_network_filesystem_whose_server_does_not_answer_never_holds_a_call_at
         asked = server.asked.copy()
         env = {**os.environ, "ASYNCFS_AT_HAND_MOUNTINFO": "1" if mounts_from == "mountinfo" else ""}
         asking = [sys.executable, "-c", _ASK_AT_HAND, str(path)]
-        run = subprocess.run(asking, check=False, env=env, capture_output=True, text=True, timeout=30)
+        run = subprocess.run(asking, input="go\n", check=False, env=env, capture_output=True, text=True, timeout=30)
         assert run.returncode == 0, run.stderr
-        assert run.stdout.split() == ["None", "None"]
+        assert run.stdout.split() == ["False", "False"]
         assert server.asked == asked
 
 
@@ -175,7 +176,7 @@ def test_a_mount_at_hand_is_told_again_after_the_mount_table_changed(tmp_path: P
     if subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(where)], check=False, capture_output=True).returncode:
         pytest.skip("no tmpfs can be mounted here (not root)")
     child = subprocess.Popen(
-        [sys.executable, "-c", _ASK_TWICE, str(where / "a")],
+        [sys.executable, "-c", _ASK_AT_HAND, str(where / "a")],
         env={**os.environ, "ASYNCFS_AT_HAND_MOUNTINFO": "1"},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -204,16 +205,6 @@ def test_a_mount_at_hand_is_told_again_after_the_mount_table_changed(tmp_path: P
         if child.poll() is None:
             child.kill()
         child.communicate()
-
-
-# asked when told to go on (a line on stdin), twice
-_ASK_TWICE = """
-import sys, asyncfs
-fs = asyncfs.get_filesystem("file://")
-for _ in range(2):
-    sys.stdin.readline()
-    print(fs.stat_if_ready(sys.argv[1]) is not None, fs.read_file_if_ready(sys.argv[1]) is not None, flush=True)
-"""
 
 
 def test_a_store_made_slow_is_not_at_hand() -> None:
